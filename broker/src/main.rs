@@ -1,1 +1,101 @@
-fn main() {}
+//! The `ferromq` command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ferromq", version, about = "A message broker that does what Apache ActiveMQ Classic does")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Starts a broker and runs it until SIGINT or SIGTERM.
+    Start {
+        /// The TOML configuration file (every key has a default; see conf/ferromq.example.toml).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The data directory (overrides broker.data_dir).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// A connector URI such as stomp://127.0.0.1:61613; repeat it for several. Replaces the
+        /// configured connectors.
+        #[arg(long = "connector", value_name = "URI")]
+        connectors: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Start { config, data_dir, connectors } => start(config, data_dir, connectors),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ferromq: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(
+    config_path: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    connectors: Vec<String>,
+) -> anyhow::Result<()> {
+    let mut config = match &config_path {
+        Some(path) => conf::Config::load(path)?,
+        None => conf::Config::default(),
+    };
+    if let Some(dir) = data_dir {
+        config.broker.data_dir = dir;
+    }
+    if !connectors.is_empty() {
+        config.transport.connectors = connectors
+            .iter()
+            .map(|text| {
+                text.parse::<conf::ConnectorUri>()
+                    .map_err(|error| anyhow::anyhow!("--connector {text}: {error}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    config.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ferromq")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let broker = broker::Broker::builder(config).lock_data_dir(true).start().await?;
+        for connector in broker.connectors() {
+            tracing::info!(connector = %connector.uri, address = %connector.local_addr, "accepting connections");
+        }
+        wait_for_signal().await?;
+        tracing::info!("shutting down");
+        broker.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result.context("cannot handle SIGINT")?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}

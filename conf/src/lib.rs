@@ -1,1 +1,131 @@
-//! Configuration.
+//! ferromq's configuration: the model, its defaults, loading from TOML and validation.
+//!
+//! This crate owns what an operator can configure and what happens when they get it wrong. Every
+//! key has a default, so an empty file (or none) runs a useful broker; every mistake is refused
+//! with the file, line, key and reason ([`ConfigError`]), including keys ferromq does not
+//! implement yet, which are never silently ignored. It knows nothing of the broker or the stores:
+//! they read a [`Config`].
+//!
+//! # Layout
+//!
+//! - `lib.rs`: [`Config`], and the pipeline `load` → `parse` → `validate`.
+//! - `sections.rs`: the four sections, [`BrokerConfig`], [`TransportConfig`], [`StoreConfig`],
+//!   [`DestinationDefaults`], with their defaults.
+//! - `uri.rs`: [`ConnectorUri`], ActiveMQ's `scheme://host:port?options` connector syntax.
+//! - `validate.rs`: rules beyond types (limits above zero, distinct connector addresses...).
+//! - `document.rs`: positions in the file, so every error can name a line and a key.
+//! - `number.rs`: number and millisecond deserializers with operator-friendly messages.
+//! - `error.rs`: [`ConfigError`].
+//!
+//! # The file
+//!
+//! TOML, every section and key optional. Durations are whole milliseconds under keys ending in
+//! `_ms`. `ferromq.example.toml`, beside this crate's `Cargo.toml`, lists every key with its
+//! default. A typical file:
+//!
+//! ```
+//! # use conf::{Config, SyncMode};
+//! let text = r#"
+//! [broker]
+//! name = "orders-1"
+//! data_dir = "/var/lib/ferromq"
+//!
+//! [transport]
+//! connectors = [
+//!     "stomp://0.0.0.0:61613?maximumConnections=5000",
+//!     "stomp+nio://[::1]:61614",
+//! ]
+//! connect_timeout_ms = 10_000
+//!
+//! [store]
+//! kind = "memory"
+//! sync = "periodic"
+//! sync_interval_ms = 500
+//! "#;
+//! let config = Config::parse(text, "ferromq.toml")?;
+//! assert_eq!(config.broker.name, "orders-1");
+//! assert_eq!(config.transport.max_connections_for(&config.transport.connectors[0]), 5000);
+//! assert_eq!(config.store.sync, SyncMode::Periodic);
+//!
+//! let error = Config::parse("[transport]\nmax_connections = 0\n", "ferromq.toml").unwrap_err();
+//! assert_eq!(error.to_string(), "ferromq.toml:2: `transport.max_connections`: must be at least 1");
+//! # Ok::<(), conf::ConfigError>(())
+//! ```
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod document;
+mod error;
+mod number;
+mod sections;
+mod uri;
+mod validate;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::document::Document;
+pub use crate::error::{ConfigError, UNKNOWN_ORIGIN};
+pub use crate::sections::{
+    BrokerConfig, DestinationDefaults, StoreConfig, StoreKind, SyncMode, TransportConfig,
+};
+pub use crate::uri::{ConnectorOptions, ConnectorUri, Scheme, UriError};
+pub use crate::validate::{HEART_BEAT_GRACE_RANGE, MAX_DURATION};
+
+/// The whole configuration; `Config::default()` is what an empty file gives.
+///
+/// Serializing it (with `toml::to_string`) writes a file that parses back to the same value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[broker]`
+    pub broker: BrokerConfig,
+    /// `[transport]`
+    pub transport: TransportConfig,
+    /// `[store]`
+    pub store: StoreConfig,
+    /// `[destinations]`
+    pub destinations: DestinationDefaults,
+}
+
+impl Config {
+    /// Reads, parses and validates the file at `path`; errors name it as given.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|error| ConfigError::unreadable(path, error))?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates TOML `text`; `origin` is the file name errors carry.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let document = Document::parse(text, origin)?;
+        document.check_shape()?;
+        let config: Config = toml::from_str(text).map_err(|error| document.serde_error(&error))?;
+        config
+            .check()
+            .map_err(|invalid| document.invalid(invalid))?;
+        Ok(config)
+    }
+
+    /// Checks the rules that types alone cannot (see `validate.rs`), e.g. again after
+    /// command-line overrides. Errors carry [`UNKNOWN_ORIGIN`] and no line, since the values may
+    /// not come from a file; use [`ConfigError::with_origin`] to say where they came from.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check()
+            .map_err(|invalid| ConfigError::new(UNKNOWN_ORIGIN, None, invalid.key, invalid.reason))
+    }
+
+    /// Every warning to log at start: the connector options accepted without effect, each
+    /// prefixed with its connector.
+    pub fn warnings(&self) -> Vec<String> {
+        let connectors = self.transport.connectors.iter();
+        connectors
+            .flat_map(|connector| {
+                connector
+                    .warnings
+                    .iter()
+                    .map(move |warning| format!("connector {connector}: {warning}"))
+            })
+            .collect()
+    }
+}

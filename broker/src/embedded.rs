@@ -1,0 +1,221 @@
+//! Starting, using and stopping a broker in-process: what the `ferromq` binary does, and what
+//! tests and applications embedding ferromq do.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use conf::{Config, StoreKind};
+use protocol::stomp::Limits;
+use store::{MemoryStore, MessageStore};
+use tokio::io::DuplexStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::core::{Core, CoreSettings, QueueStats};
+use crate::error::BrokerError;
+use crate::transport::{self, BoundConnector, ConnectionContext};
+
+/// Size of the in-process pipe behind a `vm://` connection, in each direction.
+const IN_PROCESS_BUFFER: usize = 256 * 1024;
+
+/// Builds and starts a broker.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), broker::BrokerError> {
+/// let mut config = conf::Config::default();
+/// config.transport.connectors = vec!["stomp://127.0.0.1:0".parse().expect("valid URI")];
+/// let broker = broker::Broker::builder(config).start().await?;
+/// println!("STOMP on {:?}", broker.stomp_addr());
+/// broker.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct Broker;
+
+impl Broker {
+    pub fn builder(config: Config) -> BrokerBuilder {
+        BrokerBuilder { config, store: None, lock_data_dir: false }
+    }
+
+    /// Starts a broker from `config` with the store it names.
+    pub async fn start(config: Config) -> Result<BrokerHandle, BrokerError> {
+        Broker::builder(config).start().await
+    }
+}
+
+/// Options for starting a broker beyond its configuration.
+pub struct BrokerBuilder {
+    config: Config,
+    store: Option<Arc<dyn MessageStore>>,
+    lock_data_dir: bool,
+}
+
+impl BrokerBuilder {
+    /// Uses this store instead of the one the configuration names (tests use it to keep a
+    /// store across broker restarts, or to inject failures).
+    pub fn store(mut self, store: Arc<dyn MessageStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Creates the data directory and locks it, so that a second broker on it refuses to
+    /// start. The `ferromq` binary always does this.
+    pub fn lock_data_dir(mut self, lock: bool) -> Self {
+        self.lock_data_dir = lock;
+        self
+    }
+
+    /// Validates the configuration, opens the store, recovers it, binds every connector and
+    /// starts accepting. Fails without leaving anything running.
+    pub async fn start(self) -> Result<BrokerHandle, BrokerError> {
+        let config = self.config;
+        config.validate()?;
+        let lock = if self.lock_data_dir { Some(DataDirLock::acquire(&config.broker.data_dir)?) } else { None };
+        let store: Arc<dyn MessageStore> = match self.store {
+            Some(store) => store,
+            None => match config.store.kind {
+                StoreKind::Memory => Arc::new(MemoryStore::new()),
+            },
+        };
+        let settings = CoreSettings { default_prefetch: config.destinations.queue_prefetch };
+        let core = Arc::new(Core::recover(store, settings)?);
+
+        let mut listeners = Vec::with_capacity(config.transport.connectors.len());
+        for warning in config.warnings() {
+            tracing::warn!("{warning}");
+        }
+        for uri in &config.transport.connectors {
+            listeners.push(transport::bind(uri, config.transport.max_connections_for(uri)).await?);
+        }
+        let shutdown = CancellationToken::new();
+        let limits = Limits {
+            max_frame_size: config.transport.max_frame_size,
+            max_headers: config.transport.max_headers,
+            max_header_length: config.transport.max_header_length,
+        };
+        let context = Arc::new(ConnectionContext {
+            core: core.clone(),
+            id_prefix: format!("{}-{}", config.broker.name, crate::core::queue::now_millis()),
+            limits,
+            connect_timeout: config.transport.connect_timeout,
+            heart_beat_grace: config.transport.heart_beat_grace,
+            shutdown: shutdown.clone(),
+        });
+        let tracker = TaskTracker::new();
+        let mut connectors = Vec::with_capacity(listeners.len());
+        for listener in listeners {
+            connectors.push(listener.bound.clone());
+            let mut context = context.clone();
+            let max_frame_size = config.transport.max_frame_size_for(&listener.bound.uri);
+            if max_frame_size != context.limits.max_frame_size {
+                let mut own = ConnectionContext::clone(&context);
+                own.limits.max_frame_size = max_frame_size;
+                context = Arc::new(own);
+            }
+            tracker.spawn(listener.run(context, tracker.clone()));
+        }
+        tracing::info!(name = %config.broker.name, store = core.store().name(), "broker started");
+        Ok(BrokerHandle {
+            core,
+            context,
+            connectors,
+            tracker,
+            shutdown,
+            shutdown_timeout: config.broker.shutdown_timeout,
+            _lock: lock,
+        })
+    }
+}
+
+/// A running broker. Dropping it stops the broker too, without waiting.
+pub struct BrokerHandle {
+    core: Arc<Core>,
+    context: Arc<ConnectionContext>,
+    connectors: Vec<BoundConnector>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    shutdown_timeout: Duration,
+    _lock: Option<DataDirLock>,
+}
+
+impl BrokerHandle {
+    /// Every connector with the address it bound.
+    pub fn connectors(&self) -> &[BoundConnector] {
+        &self.connectors
+    }
+
+    /// The first STOMP connector's address.
+    pub fn stomp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.connectors.first().map(|c| c.local_addr)
+    }
+
+    /// Opens an in-process STOMP connection (ActiveMQ's `vm://`): no socket, the same
+    /// protocol handling. Speak STOMP over the returned stream, for example with
+    /// `client::StompClient::connect_stream`.
+    pub fn connect_in_process(&self) -> DuplexStream {
+        let (ours, theirs) = tokio::io::duplex(IN_PROCESS_BUFFER);
+        let context = self.context.clone();
+        self.tracker.spawn(crate::stomp::serve(ours, context, "vm://".to_owned()));
+        theirs
+    }
+
+    /// The store the broker runs on.
+    pub fn store(&self) -> &Arc<dyn MessageStore> {
+        self.core.store()
+    }
+
+    /// A queue's counters, or `None` if no such queue exists.
+    pub async fn queue_stats(&self, name: &str) -> Option<QueueStats> {
+        self.core.existing_queue(name)?.stats().await
+    }
+
+    /// Stops accepting, lets connections answer what waits for the store and close (for at
+    /// most the configured shutdown timeout), stops the queues and closes the store.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(self.shutdown_timeout, self.tracker.wait()).await.is_err() {
+            tracing::warn!(timeout = ?self.shutdown_timeout, "connections still open at the shutdown timeout");
+        }
+        self.core.stop_queues();
+        if let Err(error) = self.core.store().close() {
+            tracing::error!(%error, "closing the store failed");
+        }
+        tracing::info!("broker stopped");
+    }
+}
+
+impl Drop for BrokerHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+    }
+}
+
+/// An exclusive lock on a data directory, held for the broker's life.
+struct DataDirLock {
+    _file: File,
+}
+
+impl DataDirLock {
+    fn acquire(dir: &Path) -> Result<DataDirLock, BrokerError> {
+        let io = |source| BrokerError::DataDir { path: dir.to_path_buf(), source };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let path: PathBuf = dir.join("lock");
+        let mut file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).ok().map(|pid| format!(" (process {})", pid.trim())).unwrap_or_default();
+                return Err(BrokerError::DataDirLocked { path: dir.to_path_buf(), holder });
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
+        }
+        use std::io::{Seek, Write};
+        file.set_len(0).map_err(io)?;
+        file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+        write!(file, "{}", std::process::id()).map_err(io)?;
+        Ok(DataDirLock { _file: file })
+    }
+}

@@ -1,0 +1,27 @@
+//! Errors the broker reports when it starts or runs.
+
+use std::path::PathBuf;
+
+/// Why a broker could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    #[error("cannot listen on {uri}: {source}")]
+    Bind {
+        uri: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid configuration: {0}")]
+    Config(#[from] conf::ConfigError),
+    #[error("store failed: {0}")]
+    Store(#[from] store::StoreError),
+    #[error("cannot use data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("data directory {path} is locked by another broker{holder}; stop it or choose another --data-dir")]
+    DataDirLocked { path: PathBuf, holder: String },
+}

@@ -1,0 +1,92 @@
+//! The writing half of a STOMP connection: its own task, so that a client that does not read
+//! can never stop the connection's reader (and with it the acks that would free the client).
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use store::MessageId;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::core::{ConsumerId, Core, QueueHandle};
+
+/// Frames written together at most, so that one burst cannot hold a huge buffer.
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// What the connection hands its writer.
+pub(crate) enum WriteItem {
+    /// Encoded frame bytes.
+    Frame(Bytes),
+    /// An encoded MESSAGE frame for an auto-ack consumer: acknowledged once written.
+    AutoAck { bytes: Bytes, queue: QueueHandle, consumer: ConsumerId, id: MessageId },
+    /// From now on, write a heart-beat whenever nothing was written for this long.
+    HeartBeat(Duration),
+    /// Flush what came before, then close the socket.
+    Close,
+}
+
+/// Writes items in order until the channel closes or a `Close` arrives; writes heart-beats
+/// when idle. Returns when the socket is closed.
+pub(crate) async fn run<W: AsyncWrite + Unpin>(
+    mut socket: W,
+    mut items: mpsc::UnboundedReceiver<WriteItem>,
+    core: std::sync::Arc<Core>,
+) {
+    let mut heart_beat: Option<Duration> = None;
+    let mut buffer = BytesMut::with_capacity(16 * 1024);
+    let mut acks: Vec<(QueueHandle, ConsumerId, Vec<MessageId>)> = Vec::new();
+    loop {
+        let first = match heart_beat {
+            Some(interval) => match tokio::time::timeout(interval, items.recv()).await {
+                Ok(item) => item,
+                Err(_) => {
+                    if socket.write_all(b"\n").await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            },
+            None => items.recv().await,
+        };
+        let Some(first) = first else { break };
+        let mut close = false;
+        let mut next = Some(first);
+        // Coalesce whatever is already queued into one write.
+        while let Some(item) = next.take() {
+            match item {
+                WriteItem::Frame(bytes) => buffer.extend_from_slice(&bytes),
+                WriteItem::AutoAck { bytes, queue, consumer, id } => {
+                    buffer.extend_from_slice(&bytes);
+                    match acks.iter_mut().find(|(_, c, _)| *c == consumer) {
+                        Some((_, _, ids)) => ids.push(id),
+                        None => acks.push((queue, consumer, vec![id])),
+                    }
+                }
+                WriteItem::HeartBeat(interval) => heart_beat = Some(interval),
+                WriteItem::Close => {
+                    close = true;
+                    break;
+                }
+            }
+            if buffer.len() < MAX_BATCH_BYTES {
+                next = items.try_recv().ok();
+            }
+        }
+        if !buffer.is_empty() {
+            if socket.write_all(&buffer).await.is_err() {
+                // The peer is gone; unacknowledged auto-ack messages go back when the
+                // connection releases its consumers.
+                return;
+            }
+            buffer.clear();
+        }
+        for (queue, consumer, ids) in acks.drain(..) {
+            core.ack_now(&queue, consumer, ids);
+        }
+        if close {
+            break;
+        }
+    }
+    let _ = socket.flush().await;
+    let _ = socket.shutdown().await;
+}

@@ -1,0 +1,27 @@
+//! Transport connectors: one listener per configured URI, an accept loop with back-off and a
+//! connection limit, and one handler task per connection, all stopped by one shutdown token.
+
+mod listener;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use protocol::stomp::Limits;
+pub use listener::{bind, BoundConnector};
+
+use crate::core::Core;
+
+/// What every connection handler needs, shared by all connections of a broker.
+#[derive(Clone)]
+pub struct ConnectionContext {
+    pub core: Arc<Core>,
+    /// Prefix of the protocol message ids this broker assigns; unique per broker start.
+    pub id_prefix: String,
+    pub limits: Limits,
+    /// A connection that has not completed its handshake by then is closed.
+    pub connect_timeout: Duration,
+    /// How much later than negotiated a client's heart-beat may arrive.
+    pub heart_beat_grace: f64,
+    /// Cancelled when the broker shuts down.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}

@@ -1,0 +1,239 @@
+//! The four sections of the configuration file, each a serde struct with a default for every
+//! key.
+//!
+//! Every struct is `#[serde(default, deny_unknown_fields)]`: a missing key takes its default and
+//! an unknown key is an error. Durations are written in the file as whole milliseconds under a
+//! key ending in `_ms`, and held here as [`Duration`].
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::number;
+use crate::uri::{ConnectorOptions, ConnectorUri, Scheme};
+
+/// `[broker]`: who the broker is and where it keeps its data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// The broker's name, as ActiveMQ's `brokerName`: shown in logs and sent to clients.
+    /// Default `"localhost"`, as in ActiveMQ.
+    pub name: String,
+    /// Directory for the broker's data (the store, when a persistent one exists). Relative paths
+    /// are relative to the working directory. Default `data`.
+    pub data_dir: PathBuf,
+    /// How long a graceful shutdown waits for connections to finish before closing them.
+    /// `0` closes them at once. Key `shutdown_timeout_ms`, default 10 000.
+    #[serde(rename = "shutdown_timeout_ms", with = "number::millis")]
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            name: "localhost".to_owned(),
+            data_dir: PathBuf::from("data"),
+            shutdown_timeout: Duration::from_millis(10_000),
+        }
+    }
+}
+
+/// `[transport]`: the connectors the broker listens on and the limits it holds clients to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TransportConfig {
+    /// Where to listen, as ActiveMQ transport connector URIs (see [`ConnectorUri`]).
+    /// Default `["stomp://127.0.0.1:61613"]`: STOMP, reachable from this host only.
+    pub connectors: Vec<ConnectorUri>,
+    /// Most simultaneous connections per connector; a connector's `maximumConnections` URI
+    /// option overrides it. Default 1000, as ActiveMQ's sample `activemq.xml`.
+    #[serde(deserialize_with = "number::whole")]
+    pub max_connections: usize,
+    /// A connection that has not completed its protocol handshake (STOMP `CONNECT`) this long
+    /// after it was accepted is closed. Key `connect_timeout_ms`, default 30 000.
+    #[serde(rename = "connect_timeout_ms", with = "number::millis")]
+    pub connect_timeout: Duration,
+    /// Largest frame accepted, in bytes; a connector's `wireFormat.maxFrameSize` URI option
+    /// overrides it. Default 104 857 600 (100 MiB), as ActiveMQ.
+    #[serde(deserialize_with = "number::whole")]
+    pub max_frame_size: usize,
+    /// Most headers in one frame. Default 1000, as ActiveMQ's STOMP transport.
+    #[serde(deserialize_with = "number::whole")]
+    pub max_headers: usize,
+    /// Longest header line (name, colon and value), in bytes. Default 10 240, as ActiveMQ's
+    /// STOMP transport.
+    #[serde(deserialize_with = "number::whole")]
+    pub max_header_length: usize,
+    /// How much later than the negotiated interval a client's heart-beat may arrive before the
+    /// connection is considered dead: 1.5 allows half an interval of slack. Key
+    /// `heart_beat_grace_multiplier`, default 1.5 (ActiveMQ: `transport.hbGracePeriodMultiplier`).
+    #[serde(
+        rename = "heart_beat_grace_multiplier",
+        deserialize_with = "number::real"
+    )]
+    pub heart_beat_grace: f64,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            connectors: vec![ConnectorUri {
+                scheme: Scheme::Stomp,
+                host: "127.0.0.1".to_owned(),
+                port: 61613,
+                options: ConnectorOptions::default(),
+                warnings: Vec::new(),
+            }],
+            max_connections: 1000,
+            connect_timeout: Duration::from_millis(30_000),
+            max_frame_size: 104_857_600,
+            max_headers: 1000,
+            max_header_length: 10_240,
+            heart_beat_grace: 1.5,
+        }
+    }
+}
+
+impl TransportConfig {
+    /// The connection limit of `connector`: its `maximumConnections` option, else
+    /// [`max_connections`](Self::max_connections).
+    pub fn max_connections_for(&self, connector: &ConnectorUri) -> usize {
+        connector
+            .options
+            .maximum_connections
+            .unwrap_or(self.max_connections)
+    }
+
+    /// The frame size limit of `connector`: its `wireFormat.maxFrameSize` option, else
+    /// [`max_frame_size`](Self::max_frame_size).
+    pub fn max_frame_size_for(&self, connector: &ConnectorUri) -> usize {
+        connector
+            .options
+            .max_frame_size
+            .unwrap_or(self.max_frame_size)
+    }
+}
+
+/// `[store]`: where messages are kept and how hard the broker tries to keep them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Which store. Default [`StoreKind::Memory`], the only one implemented so far.
+    pub kind: StoreKind,
+    /// When writes reach the disk. Default [`SyncMode::Always`].
+    pub sync: SyncMode,
+    /// How often [`SyncMode::Periodic`] syncs; accepted (and checked) with the other modes.
+    /// Key `sync_interval_ms`, default 1000.
+    #[serde(rename = "sync_interval_ms", with = "number::millis")]
+    pub sync_interval: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            kind: StoreKind::Memory,
+            sync: SyncMode::Always,
+            sync_interval: Duration::from_millis(1000),
+        }
+    }
+}
+
+/// The store implementation; TOML `kind = "memory"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// Messages live in memory and are lost when the broker stops.
+    #[default]
+    Memory,
+}
+
+impl StoreKind {
+    /// Stores that exist today, by their TOML name.
+    const AVAILABLE: &'static [(&'static str, StoreKind)] = &[("memory", StoreKind::Memory)];
+    /// Stores ferromq plans (see DESIGN.md); refused with a reason that says so, not as unknown.
+    const PLANNED: &'static [&'static str] = &["journal", "lsm", "jdbc"];
+
+    /// The name used in the configuration file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+        }
+    }
+
+    fn available_names() -> String {
+        let names: Vec<&str> = Self::AVAILABLE.iter().map(|(name, _)| *name).collect();
+        names.join(", ")
+    }
+}
+
+impl fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for StoreKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StoreKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KindVisitor;
+        impl Visitor<'_> for KindVisitor {
+            type Value = StoreKind;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a store kind ({})", StoreKind::available_names())
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<StoreKind, E> {
+                if let Some((_, kind)) = StoreKind::AVAILABLE.iter().find(|(n, _)| *n == name) {
+                    return Ok(*kind);
+                }
+                let available = StoreKind::available_names();
+                if StoreKind::PLANNED.contains(&name) {
+                    return Err(E::custom(format_args!(
+                        "store kind `{name}` is not implemented yet (available: {available})"
+                    )));
+                }
+                Err(E::custom(format_args!(
+                    "unknown store kind `{name}` (available: {available})"
+                )))
+            }
+        }
+        deserializer.deserialize_str(KindVisitor)
+    }
+}
+
+/// When the store forces writes to disk; TOML `"always"`, `"periodic"` or `"never"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    /// Before a persistent send is acknowledged (ActiveMQ's default).
+    #[default]
+    Always,
+    /// Every [`StoreConfig::sync_interval`]; a crash loses at most that much.
+    Periodic,
+    /// Left to the operating system.
+    Never,
+}
+
+/// `[destinations]`: defaults applied to every destination.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DestinationDefaults {
+    /// How many unacknowledged messages a queue consumer may hold when it asks for no prefetch
+    /// of its own. Default 1000, as ActiveMQ's queue prefetch.
+    #[serde(deserialize_with = "number::whole")]
+    pub queue_prefetch: u32,
+}
+
+impl Default for DestinationDefaults {
+    fn default() -> Self {
+        DestinationDefaults {
+            queue_prefetch: 1000,
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! Transport connector URIs, in ActiveMQ's syntax: `scheme://host:port?option=value&...`.
+//!
+//! Parsing refuses what ferromq cannot honour rather than ignoring it: schemes of protocols not
+//! implemented yet, unknown options, repeated options. ActiveMQ tuning options that have no
+//! meaning here are accepted, so an `activemq.xml` connector can be pasted unchanged, and
+//! recorded in [`ConnectorUri::warnings`] for the broker to log.
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Where and how a connector listens, e.g. `stomp://127.0.0.1:61613?maximumConnections=100`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectorUri {
+    /// The protocol.
+    pub scheme: Scheme,
+    /// Host name or IP address to bind; IPv6 addresses are held without brackets (`::1`), so
+    /// `(host.as_str(), port)` can be handed to `bind`. `0.0.0.0` or `::` listen everywhere.
+    pub host: String,
+    /// TCP port; `0` asks the system for a free one (tests).
+    pub port: u16,
+    /// The URI's query options.
+    pub options: ConnectorOptions,
+    /// One sentence per accepted option that has no effect in ferromq, for the broker to log.
+    pub warnings: Vec<String>,
+}
+
+/// The protocol a connector speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// `stomp://`: STOMP 1.0-1.2 over TCP.
+    Stomp,
+    /// `stomp+nio://`: accepted for ActiveMQ compatibility and identical to `stomp://`, since
+    /// every ferromq connector is asynchronous.
+    StompNio,
+}
+
+impl Scheme {
+    /// The scheme as written before `://`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Stomp => "stomp",
+            Scheme::StompNio => "stomp+nio",
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The options of a connector URI that ferromq implements; `None` means "not given", and the
+/// `[transport]` default applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectorOptions {
+    /// `maximumConnections`: most simultaneous connections on this connector.
+    pub maximum_connections: Option<usize>,
+    /// `wireFormat.maxFrameSize`: largest frame accepted on this connector, in bytes.
+    pub max_frame_size: Option<usize>,
+    /// Options accepted for ActiveMQ compatibility that change nothing, as `(name, value)` in
+    /// the order given; kept so that [`Display`](fmt::Display) writes the URI back whole.
+    pub ignored: Vec<(String, String)>,
+}
+
+/// Why a connector URI was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UriError {
+    /// Not of the form `scheme://...`.
+    #[error("expected scheme://host:port, e.g. stomp://127.0.0.1:61613")]
+    MissingScheme,
+    /// A scheme of a protocol ferromq will support but does not yet.
+    #[error(
+        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://"
+    )]
+    SchemeNotImplemented {
+        /// The scheme as written.
+        scheme: String,
+        /// The protocol it stands for, e.g. "OpenWire".
+        protocol: &'static str,
+    },
+    /// A scheme nobody knows.
+    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://")]
+    UnknownScheme {
+        /// The scheme as written.
+        scheme: String,
+    },
+    /// Spaces or other whitespace anywhere in the URI.
+    #[error("connector URIs cannot contain whitespace")]
+    Whitespace,
+    /// `user@host`.
+    #[error("user information (`...@`) is not supported in connector URIs")]
+    UserInfo,
+    /// Nothing between `://` and `:port`.
+    #[error(
+        "the host is empty; use 127.0.0.1 for this machine only or 0.0.0.0 for every interface"
+    )]
+    EmptyHost,
+    /// A host that is neither an IP address nor a host name.
+    #[error("invalid host `{host}`: {reason}")]
+    InvalidHost {
+        /// The host as written.
+        host: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// No `:port` after the host.
+    #[error("the port is missing (write host:port, or port 0 for any free port)")]
+    MissingPort,
+    /// A port that is not a number.
+    #[error("invalid port `{port}`: not a number")]
+    InvalidPort {
+        /// The port as written.
+        port: String,
+    },
+    /// A port above 65535.
+    #[error("port {port} is out of range (0-65535)")]
+    PortOutOfRange {
+        /// The port as written.
+        port: String,
+    },
+    /// Something after `host:port` other than `?options`.
+    #[error("unexpected `{rest}` after host:port (connector URIs have no path)")]
+    UnexpectedPath {
+        /// What follows the port.
+        rest: String,
+    },
+    /// `&&`, a trailing `&`, or `=value` with no name.
+    #[error("empty option name in `{option}`")]
+    EmptyOption {
+        /// The offending piece of the query.
+        option: String,
+    },
+    /// `name` without `=value`.
+    #[error("option {name} has no value (write {name}=value)")]
+    OptionWithoutValue {
+        /// The option's name.
+        name: String,
+    },
+    /// The same option twice.
+    #[error("option {name} is given more than once")]
+    DuplicateOption {
+        /// The option's name.
+        name: String,
+    },
+    /// An option ferromq does not know or does not implement.
+    #[error("unknown option {name}{}; available: maximumConnections, wireFormat.maxFrameSize", suggestion(.did_you_mean))]
+    UnknownOption {
+        /// The option's name.
+        name: String,
+        /// The known option it differs from only by case, if any.
+        did_you_mean: Option<&'static str>,
+    },
+    /// A known option with a value it cannot take.
+    #[error("invalid value `{value}` for option {name}: expected {expected}")]
+    InvalidOptionValue {
+        /// The option's name.
+        name: &'static str,
+        /// The value as written.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+}
+
+fn suggestion(did_you_mean: &Option<&'static str>) -> String {
+    did_you_mean
+        .map(|name| format!(" (did you mean {name}?)"))
+        .unwrap_or_default()
+}
+
+/// Schemes ActiveMQ has and ferromq will have, with the protocol each stands for.
+const PLANNED_SCHEMES: &[(&str, &str)] = &[
+    ("tcp", "OpenWire"),
+    ("nio", "OpenWire"),
+    ("ssl", "OpenWire over TLS"),
+    ("nio+ssl", "OpenWire over TLS"),
+    ("stomp+ssl", "STOMP over TLS"),
+    ("stomp+nio+ssl", "STOMP over TLS"),
+    ("amqp", "AMQP"),
+    ("amqp+nio", "AMQP"),
+    ("amqp+ssl", "AMQP over TLS"),
+    ("mqtt", "MQTT"),
+    ("ws", "WebSocket"),
+    ("wss", "WebSocket over TLS"),
+    ("vm", "in-process"),
+];
+
+const MAXIMUM_CONNECTIONS: &str = "maximumConnections";
+const MAX_FRAME_SIZE: &str = "wireFormat.maxFrameSize";
+
+/// ActiveMQ options accepted without effect, and why they have none.
+const IGNORED_OPTIONS: &[(&str, &str)] = &[
+    (
+        "useQueueForAccept",
+        "connections are accepted asynchronously, without a hand-off queue",
+    ),
+    (
+        "transport.useKeepAlive",
+        "dead peers are detected with STOMP heart-beats",
+    ),
+    (
+        "transport.soTimeout",
+        "sockets never block a thread; idle peers are detected with heart-beats",
+    ),
+    (
+        "transport.tcpNoDelay",
+        "socket options are chosen by ferromq",
+    ),
+    (
+        "transport.trace",
+        "frame tracing is set with the log filter, not per connector",
+    ),
+    (
+        "transport.closeAsync",
+        "connections are always closed asynchronously",
+    ),
+    (
+        "transport.threadName",
+        "connections run as async tasks, not named threads",
+    ),
+    (
+        "transport.transportListener",
+        "transport listeners are a Java extension point",
+    ),
+];
+
+impl FromStr for ConnectorUri {
+    type Err = UriError;
+
+    fn from_str(text: &str) -> Result<Self, UriError> {
+        if text.chars().any(char::is_whitespace) {
+            return Err(UriError::Whitespace);
+        }
+        let (scheme, rest) = text.split_once("://").ok_or(UriError::MissingScheme)?;
+        let scheme = parse_scheme(scheme)?;
+        let (authority, query) = match rest.split_once('?') {
+            Some((authority, query)) => (authority, Some(query)),
+            None => (rest, None),
+        };
+        let (host, port) = parse_authority(authority)?;
+        let (options, warnings) = parse_options(query.unwrap_or(""))?;
+        Ok(ConnectorUri {
+            scheme,
+            host,
+            port,
+            options,
+            warnings,
+        })
+    }
+}
+
+fn parse_scheme(scheme: &str) -> Result<Scheme, UriError> {
+    let lower = scheme.to_ascii_lowercase();
+    match lower.as_str() {
+        "" => Err(UriError::MissingScheme),
+        "stomp" => Ok(Scheme::Stomp),
+        "stomp+nio" => Ok(Scheme::StompNio),
+        _ => match PLANNED_SCHEMES.iter().find(|(name, _)| *name == lower) {
+            Some((_, protocol)) => Err(UriError::SchemeNotImplemented {
+                scheme: lower,
+                protocol,
+            }),
+            None => Err(UriError::UnknownScheme {
+                scheme: scheme.to_owned(),
+            }),
+        },
+    }
+}
+
+/// `host:port` or `[v6]:port`, optionally followed by a lone `/`.
+fn parse_authority(authority: &str) -> Result<(String, u16), UriError> {
+    // ActiveMQ tolerates a trailing slash (`tcp://host:61616/`); nothing else may follow.
+    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    if authority.contains('@') {
+        return Err(UriError::UserInfo);
+    }
+    let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
+        let (address, after) = bracketed.split_once(']').ok_or(UriError::InvalidHost {
+            host: authority.to_owned(),
+            reason: "missing `]` after an IPv6 address",
+        })?;
+        if address.parse::<Ipv6Addr>().is_err() {
+            return Err(UriError::InvalidHost {
+                host: address.to_owned(),
+                reason: "not an IPv6 address",
+            });
+        }
+        let port = match after.strip_prefix(':') {
+            Some(port) => port,
+            None if after.is_empty() => return Err(UriError::MissingPort),
+            None => {
+                return Err(UriError::UnexpectedPath {
+                    rest: after.to_owned(),
+                })
+            }
+        };
+        (address, port)
+    } else {
+        let (host, port) = match authority.split_once(':') {
+            Some(split) => split,
+            None if authority.is_empty() => return Err(UriError::EmptyHost),
+            None => return Err(UriError::MissingPort),
+        };
+        if port.contains(':') {
+            return Err(UriError::InvalidHost {
+                host: authority.to_owned(),
+                reason: "IPv6 addresses must be in brackets, e.g. [::1]:61613",
+            });
+        }
+        check_host_name(host)?;
+        (host, port)
+    };
+    Ok((host.to_owned(), parse_port(port)?))
+}
+
+fn check_host_name(host: &str) -> Result<(), UriError> {
+    if host.is_empty() {
+        return Err(UriError::EmptyHost);
+    }
+    let invalid = |reason| UriError::InvalidHost {
+        host: host.to_owned(),
+        reason,
+    };
+    if !host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+    {
+        return Err(invalid(
+            "only letters, digits, `-`, `_` and `.` may appear in a host name",
+        ));
+    }
+    // A name made only of digits and dots would be taken for an IPv4 address by the resolver.
+    if host.chars().all(|c| c.is_ascii_digit() || c == '.') && host.parse::<Ipv4Addr>().is_err() {
+        return Err(invalid("not an IPv4 address"));
+    }
+    Ok(())
+}
+
+fn parse_port(port: &str) -> Result<u16, UriError> {
+    if port.is_empty() {
+        return Err(UriError::MissingPort);
+    }
+    if let Some(slash) = port.find('/') {
+        let (number, rest) = port.split_at(slash);
+        if number.chars().all(|c| c.is_ascii_digit()) && !number.is_empty() {
+            return Err(UriError::UnexpectedPath {
+                rest: rest.to_owned(),
+            });
+        }
+    }
+    if !port.chars().all(|c| c.is_ascii_digit()) {
+        return Err(UriError::InvalidPort {
+            port: port.to_owned(),
+        });
+    }
+    port.parse().map_err(|_| UriError::PortOutOfRange {
+        port: port.to_owned(),
+    })
+}
+
+fn parse_options(query: &str) -> Result<(ConnectorOptions, Vec<String>), UriError> {
+    let mut options = ConnectorOptions::default();
+    let mut warnings = Vec::new();
+    if query.is_empty() {
+        return Ok((options, warnings));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for option in query.split('&') {
+        let (name, value) = match option.split_once('=') {
+            Some((name, value)) => (name, value),
+            None if option.is_empty() => {
+                return Err(UriError::EmptyOption {
+                    option: option.to_owned(),
+                })
+            }
+            None => {
+                return Err(UriError::OptionWithoutValue {
+                    name: option.to_owned(),
+                })
+            }
+        };
+        if name.is_empty() {
+            return Err(UriError::EmptyOption {
+                option: option.to_owned(),
+            });
+        }
+        if seen.contains(&name) {
+            return Err(UriError::DuplicateOption {
+                name: name.to_owned(),
+            });
+        }
+        seen.push(name);
+        match name {
+            MAXIMUM_CONNECTIONS => {
+                options.maximum_connections = Some(positive(MAXIMUM_CONNECTIONS, value)?)
+            }
+            MAX_FRAME_SIZE => options.max_frame_size = Some(positive(MAX_FRAME_SIZE, value)?),
+            _ => {
+                let Some((_, why)) = IGNORED_OPTIONS.iter().find(|(ignored, _)| *ignored == name)
+                else {
+                    return Err(UriError::UnknownOption {
+                        name: name.to_owned(),
+                        did_you_mean: similar_option(name),
+                    });
+                };
+                options.ignored.push((name.to_owned(), value.to_owned()));
+                warnings.push(no_effect_warning(name, why));
+            }
+        }
+    }
+    Ok((options, warnings))
+}
+
+fn no_effect_warning(name: &str, why: &str) -> String {
+    format!("option {name} has no effect in ferromq: {why}")
+}
+
+fn positive(name: &'static str, value: &str) -> Result<usize, UriError> {
+    match value.parse::<usize>() {
+        Ok(number) if number > 0 && value.chars().all(|c| c.is_ascii_digit()) => Ok(number),
+        _ => Err(UriError::InvalidOptionValue {
+            name,
+            value: value.to_owned(),
+            expected: "a whole number greater than zero",
+        }),
+    }
+}
+
+/// The known option `name` differs from only by case: ActiveMQ option names are
+/// case-sensitive, and so are ours.
+fn similar_option(name: &str) -> Option<&'static str> {
+    [MAXIMUM_CONNECTIONS, MAX_FRAME_SIZE]
+        .into_iter()
+        .chain(IGNORED_OPTIONS.iter().map(|(known, _)| *known))
+        .find(|known| known.eq_ignore_ascii_case(name))
+}
+
+impl ConnectorUri {
+    /// `host:port`, with an IPv6 host in brackets: `127.0.0.1:61613`, `[::1]:0`.
+    pub fn address(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// The canonical text: scheme, `address()`, then the options (implemented ones first).
+impl fmt::Display for ConnectorUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme, self.address())?;
+        let mut separator = '?';
+        let mut option = |f: &mut fmt::Formatter<'_>, name: &str, value: &dyn fmt::Display| {
+            let result = write!(f, "{separator}{name}={value}");
+            separator = '&';
+            result
+        };
+        if let Some(maximum) = self.options.maximum_connections {
+            option(f, MAXIMUM_CONNECTIONS, &maximum)?;
+        }
+        if let Some(size) = self.options.max_frame_size {
+            option(f, MAX_FRAME_SIZE, &size)?;
+        }
+        for (name, value) in &self.options.ignored {
+            option(f, name, value)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for ConnectorUri {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ConnectorUri {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,186 @@
+//! The rules a well-typed configuration must also follow: limits above zero, durations between
+//! zero and a day, connectors that can all be bound.
+//!
+//! The rules run on the [`Config`] itself, not on the file, so they hold for configurations
+//! changed on the command line too. Each broken rule names the key (as written in the file) that
+//! should change; [`Config::parse`] turns that key into a line.
+
+use std::time::Duration;
+
+use crate::Config;
+
+/// Durations above this are refused: no timeout or interval in ferromq is meant to be longer,
+/// and a larger number is almost certainly a unit mistake (seconds written as milliseconds...).
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Bounds of `transport.heart_beat_grace_multiplier`: below 1 a client sending exactly on time
+/// would be disconnected; above 10 a dead client lingers for ten intervals.
+pub const HEART_BEAT_GRACE_RANGE: std::ops::RangeInclusive<f64> = 1.0..=10.0;
+
+/// A broken rule: the key to change, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Invalid {
+    /// Path of the key to blame.
+    pub key: String,
+    /// Another key involved, blamed instead when `key` is not in the file (it took its default,
+    /// so the operator can only have changed this one).
+    pub or_else: Option<String>,
+    pub reason: String,
+}
+
+impl Invalid {
+    fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Invalid {
+            key: key.into(),
+            or_else: None,
+            reason: reason.into(),
+        }
+    }
+
+    fn or_else(mut self, key: impl Into<String>) -> Self {
+        self.or_else = Some(key.into());
+        self
+    }
+}
+
+fn at_least_one(key: &str, value: u64) -> Result<(), Invalid> {
+    if value == 0 {
+        return Err(Invalid::new(key, "must be at least 1"));
+    }
+    Ok(())
+}
+
+fn duration(key: &str, value: Duration, may_be_zero: bool) -> Result<(), Invalid> {
+    if value.is_zero() && !may_be_zero {
+        return Err(Invalid::new(key, "must be at least 1 millisecond"));
+    }
+    if value > MAX_DURATION {
+        return Err(Invalid::new(
+            key,
+            format!(
+                "{} ms is more than a day (at most {} ms)",
+                value.as_millis(),
+                MAX_DURATION.as_millis()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `usize` to `u64` for [`at_least_one`]; lossless on every platform Rust supports.
+fn count(value: usize) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}
+
+impl Config {
+    /// Checks every rule; the first broken one is returned.
+    pub(crate) fn check(&self) -> Result<(), Invalid> {
+        let broker = &self.broker;
+        if broker.name.trim().is_empty() {
+            return Err(Invalid::new("broker.name", "must not be empty"));
+        }
+        if broker.name.chars().any(char::is_control) {
+            return Err(Invalid::new(
+                "broker.name",
+                "must not contain control characters",
+            ));
+        }
+        if broker.data_dir.as_os_str().is_empty() {
+            return Err(Invalid::new(
+                "broker.data_dir",
+                "must not be empty (use \".\" for the working directory)",
+            ));
+        }
+        duration("broker.shutdown_timeout_ms", broker.shutdown_timeout, true)?;
+
+        self.check_transport()?;
+
+        duration("store.sync_interval_ms", self.store.sync_interval, false)?;
+
+        at_least_one(
+            "destinations.queue_prefetch",
+            u64::from(self.destinations.queue_prefetch),
+        )?;
+        Ok(())
+    }
+
+    fn check_transport(&self) -> Result<(), Invalid> {
+        let transport = &self.transport;
+        at_least_one(
+            "transport.max_connections",
+            count(transport.max_connections),
+        )?;
+        duration(
+            "transport.connect_timeout_ms",
+            transport.connect_timeout,
+            false,
+        )?;
+        at_least_one("transport.max_frame_size", count(transport.max_frame_size))?;
+        at_least_one("transport.max_headers", count(transport.max_headers))?;
+        at_least_one(
+            "transport.max_header_length",
+            count(transport.max_header_length),
+        )?;
+        if transport.max_header_length > transport.max_frame_size {
+            return Err(Invalid::new(
+                "transport.max_header_length",
+                format!(
+                    "max_header_length ({}) is larger than max_frame_size ({}); no frame could carry such a header",
+                    transport.max_header_length, transport.max_frame_size
+                ),
+            )
+            .or_else("transport.max_frame_size"));
+        }
+        let grace = transport.heart_beat_grace;
+        if !HEART_BEAT_GRACE_RANGE.contains(&grace) {
+            return Err(Invalid::new(
+                "transport.heart_beat_grace_multiplier",
+                format!(
+                    "{grace} is outside {}..={}: the multiplier applies to the negotiated heart-beat interval",
+                    HEART_BEAT_GRACE_RANGE.start(),
+                    HEART_BEAT_GRACE_RANGE.end()
+                ),
+            ));
+        }
+
+        if transport.connectors.is_empty() {
+            return Err(Invalid::new(
+                "transport.connectors",
+                "at least one connector is needed, or no client could connect (e.g. [\"stomp://127.0.0.1:61613\"])",
+            ));
+        }
+        for (index, connector) in transport.connectors.iter().enumerate() {
+            let key = format!("transport.connectors[{index}]");
+            if connector.options.maximum_connections == Some(0) {
+                return Err(Invalid::new(key, "maximumConnections must be at least 1"));
+            }
+            if let Some(size) = connector.options.max_frame_size {
+                if size < transport.max_header_length {
+                    return Err(Invalid::new(
+                        key,
+                        format!(
+                            "wireFormat.maxFrameSize ({size}) is smaller than transport.max_header_length ({})",
+                            transport.max_header_length
+                        ),
+                    ));
+                }
+            }
+            // Port 0 binds a fresh ephemeral port each time, so any number of those may coexist.
+            let clash = transport.connectors[..index].iter().position(|earlier| {
+                connector.port != 0
+                    && earlier.port == connector.port
+                    && earlier.host.eq_ignore_ascii_case(&connector.host)
+            });
+            if let Some(earlier) = clash {
+                return Err(Invalid::new(
+                    key,
+                    format!(
+                        "{} listens on the same address as transport.connectors[{earlier}]",
+                        connector.address()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

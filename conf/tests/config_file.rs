@@ -1,0 +1,481 @@
+//! Loading configuration files: defaults, a full file, and the exact text of every kind of error.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use conf::{Config, ConfigError, Scheme, StoreKind, SyncMode};
+
+const EXAMPLE: &str = include_str!("../ferromq.example.toml");
+
+/// The Display text of parsing `text` as `ferromq.toml`, which must fail.
+fn error_of(text: &str) -> String {
+    match Config::parse(text, "ferromq.toml") {
+        Ok(config) => panic!("expected an error, parsed {config:?}"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn an_empty_file_is_the_default_configuration() -> Result<(), ConfigError> {
+    assert_eq!(Config::parse("", "empty.toml")?, Config::default());
+    assert_eq!(
+        Config::parse("# nothing\n\n[broker]\n[transport]\n", "empty.toml")?,
+        Config::default()
+    );
+    Ok(())
+}
+
+#[test]
+fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
+    let config = Config::default();
+    config.validate()?;
+    assert_eq!(config.broker.name, "localhost");
+    assert_eq!(config.broker.data_dir, PathBuf::from("data"));
+    assert_eq!(
+        config.broker.shutdown_timeout,
+        Duration::from_millis(10_000)
+    );
+    assert_eq!(config.transport.connectors.len(), 1);
+    assert_eq!(
+        config.transport.connectors[0].to_string(),
+        "stomp://127.0.0.1:61613"
+    );
+    assert_eq!(config.transport.max_connections, 1000);
+    assert_eq!(
+        config.transport.connect_timeout,
+        Duration::from_millis(30_000)
+    );
+    assert_eq!(config.transport.max_frame_size, 104_857_600);
+    assert_eq!(config.transport.max_headers, 1000);
+    assert_eq!(config.transport.max_header_length, 10_240);
+    assert_eq!(config.transport.heart_beat_grace, 1.5);
+    assert_eq!(config.store.kind, StoreKind::Memory);
+    assert_eq!(config.store.sync, SyncMode::Always);
+    assert_eq!(config.store.sync_interval, Duration::from_millis(1000));
+    assert_eq!(config.destinations.queue_prefetch, 1000);
+    assert!(config.warnings().is_empty());
+    Ok(())
+}
+
+#[test]
+fn the_example_file_parses_to_the_defaults() -> Result<(), ConfigError> {
+    assert_eq!(
+        Config::parse(EXAMPLE, "ferromq.example.toml")?,
+        Config::default()
+    );
+    Ok(())
+}
+
+const FULL: &str = r#"
+[broker]
+name = "orders-1"
+data_dir = "/var/lib/ferromq"
+shutdown_timeout_ms = 0
+
+[transport]
+connectors = [
+    "stomp://0.0.0.0:61613?maximumConnections=5000&useQueueForAccept=false",
+    "stomp+nio://[::1]:61614?wireFormat.maxFrameSize=1048576",
+    "stomp://localhost:0",
+    "stomp://localhost:0",
+]
+max_connections = 10
+connect_timeout_ms = 5000
+max_frame_size = 65536
+max_headers = 20
+max_header_length = 4096
+heart_beat_grace_multiplier = 2
+
+[store]
+kind = "memory"
+sync = "periodic"
+sync_interval_ms = 250
+
+[destinations]
+queue_prefetch = 1
+"#;
+
+#[test]
+fn a_full_file_sets_every_key() -> Result<(), ConfigError> {
+    let config = Config::parse(FULL, "full.toml")?;
+    assert_eq!(config.broker.name, "orders-1");
+    assert_eq!(config.broker.data_dir, PathBuf::from("/var/lib/ferromq"));
+    assert_eq!(config.broker.shutdown_timeout, Duration::ZERO);
+    let transport = &config.transport;
+    let rendered: Vec<String> = transport
+        .connectors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        rendered,
+        [
+            "stomp://0.0.0.0:61613?maximumConnections=5000&useQueueForAccept=false",
+            "stomp+nio://[::1]:61614?wireFormat.maxFrameSize=1048576",
+            "stomp://localhost:0",
+            "stomp://localhost:0",
+        ]
+    );
+    assert_eq!(transport.connectors[1].scheme, Scheme::StompNio);
+    assert_eq!(transport.connectors[1].host, "::1");
+    assert_eq!(
+        transport.max_connections_for(&transport.connectors[0]),
+        5000
+    );
+    assert_eq!(transport.max_connections_for(&transport.connectors[1]), 10);
+    assert_eq!(
+        transport.max_frame_size_for(&transport.connectors[0]),
+        65536
+    );
+    assert_eq!(
+        transport.max_frame_size_for(&transport.connectors[1]),
+        1_048_576
+    );
+    assert_eq!(transport.connect_timeout, Duration::from_secs(5));
+    assert_eq!(transport.max_headers, 20);
+    assert_eq!(transport.max_header_length, 4096);
+    assert_eq!(transport.heart_beat_grace, 2.0);
+    assert_eq!(config.store.sync, SyncMode::Periodic);
+    assert_eq!(config.store.sync_interval, Duration::from_millis(250));
+    assert_eq!(config.destinations.queue_prefetch, 1);
+    assert_eq!(
+        config.warnings(),
+        [
+            "connector stomp://0.0.0.0:61613?maximumConnections=5000&useQueueForAccept=false: option \
+             useQueueForAccept has no effect in ferromq: connections are accepted asynchronously, \
+             without a hand-off queue"
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_configuration_written_as_toml_reads_back_equal() -> Result<(), Box<dyn std::error::Error>> {
+    for config in [Config::default(), Config::parse(FULL, "full.toml")?] {
+        let text = toml::to_string(&config)?;
+        assert_eq!(Config::parse(&text, "written.toml")?, config, "{text}");
+    }
+    Ok(())
+}
+
+#[test]
+fn load_reads_a_file_and_names_it_in_errors() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("ferromq.toml");
+    std::fs::write(&path, "[broker]\nname = \"b1\"\n")?;
+    assert_eq!(Config::load(&path)?.broker.name, "b1");
+
+    std::fs::write(&path, "[broker]\nname = \"b1\"\nnmae = \"b2\"\n")?;
+    let error = Config::load(&path)
+        .err()
+        .ok_or("a misspelt key must be refused")?;
+    assert_eq!(error.origin, path.display().to_string());
+    assert_eq!(error.line, Some(3));
+    assert_eq!(error.key, "broker.nmae");
+    Ok(())
+}
+
+#[test]
+fn load_of_a_missing_file_names_the_path() {
+    let path = PathBuf::from("/nonexistent/ferromq.toml");
+    let error = Config::load(&path).expect_err("the file does not exist");
+    assert_eq!(
+        error.to_string(),
+        "cannot read configuration file /nonexistent/ferromq.toml: No such file or directory (os error 2)"
+    );
+    assert_eq!(
+        error.io_error().map(std::io::Error::kind),
+        Some(std::io::ErrorKind::NotFound)
+    );
+    assert!(std::error::Error::source(&error).is_some());
+}
+
+#[test]
+fn an_unknown_key_is_refused_with_the_known_ones() {
+    assert_eq!(
+        error_of("[transport]\nmax_connections = 5\nuse_epoll = true\n"),
+        "ferromq.toml:3: `transport.use_epoll`: unknown key `use_epoll` in [transport] (known keys: \
+         connectors, max_connections, connect_timeout_ms, max_frame_size, max_headers, \
+         max_header_length, heart_beat_grace_multiplier)"
+    );
+    // A duration key without its unit suffix is unknown too.
+    assert_eq!(
+        error_of("[store]\nsync_interval = 5\n"),
+        "ferromq.toml:2: `store.sync_interval`: unknown key `sync_interval` in [store] (known keys: \
+         kind, sync, sync_interval_ms)"
+    );
+}
+
+#[test]
+fn an_unknown_key_is_found_in_dotted_and_inline_form() {
+    assert_eq!(
+        error_of("\n\nbroker.nmae = \"x\"\n"),
+        "ferromq.toml:3: `broker.nmae`: unknown key `nmae` in [broker] (known keys: name, data_dir, \
+         shutdown_timeout_ms)"
+    );
+    assert_eq!(
+        error_of("[broker]\nstore = 1\n"),
+        "ferromq.toml:2: `broker.store`: unknown key `store` in [broker] (known keys: name, data_dir, \
+         shutdown_timeout_ms)"
+    );
+    assert_eq!(
+        error_of("\nstore = { kind = \"memory\", fsync = true }\n"),
+        "ferromq.toml:2: `store.fsync`: unknown key `fsync` in [store] (known keys: kind, sync, \
+         sync_interval_ms)"
+    );
+}
+
+#[test]
+fn an_unknown_section_is_refused() {
+    assert_eq!(
+        error_of("[broker]\nname = \"b\"\n\n[cluster]\npeers = []\n"),
+        "ferromq.toml:4: `cluster`: unknown section [cluster] (known sections: broker, transport, \
+         store, destinations)"
+    );
+    assert_eq!(
+        error_of("name = \"b\"\n"),
+        "ferromq.toml:1: `name`: unknown key `name` at the top level (known sections: broker, \
+         transport, store, destinations)"
+    );
+    assert_eq!(
+        error_of("[transport.tls]\ncert = \"x\"\n"),
+        "ferromq.toml:1: `transport.tls`: unknown key `tls` in [transport] (known keys: connectors, \
+         max_connections, connect_timeout_ms, max_frame_size, max_headers, max_header_length, \
+         heart_beat_grace_multiplier)"
+    );
+}
+
+#[test]
+fn a_section_that_is_not_a_table_is_refused() {
+    assert_eq!(
+        error_of("transport = 5\n"),
+        "ferromq.toml:1: `transport`: must be a table ([transport]), not an integer"
+    );
+    assert_eq!(
+        error_of("[[store]]\nkind = \"memory\"\n"),
+        "ferromq.toml:1: `store`: must be a table ([store]), not an array of tables"
+    );
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_refused() {
+    assert_eq!(
+        error_of("[transport]\nmax_connections = \"x\"\n"),
+        "ferromq.toml:2: `transport.max_connections`: invalid type: string \"x\", expected a whole number"
+    );
+    assert_eq!(
+        error_of("[broker]\nname = 5\n"),
+        "ferromq.toml:2: `broker.name`: invalid type: integer `5`, expected a string"
+    );
+    assert_eq!(
+        error_of("[transport]\nheart_beat_grace_multiplier = \"1.5\"\n"),
+        "ferromq.toml:2: `transport.heart_beat_grace_multiplier`: invalid type: string \"1.5\", expected a number"
+    );
+    assert_eq!(
+        error_of("[destinations]\nqueue_prefetch = 5000000000\n"),
+        "ferromq.toml:2: `destinations.queue_prefetch`: invalid value: integer `5000000000`, expected a \
+         smaller whole number"
+    );
+    assert_eq!(
+        error_of("[store]\nsync = \"sometimes\"\n"),
+        "ferromq.toml:2: `store.sync`: unknown variant `sometimes`, expected one of `always`, `periodic`, `never`"
+    );
+}
+
+#[test]
+fn durations_must_be_whole_non_negative_milliseconds_up_to_a_day() {
+    assert_eq!(
+        error_of("[broker]\nshutdown_timeout_ms = -1\n"),
+        "ferromq.toml:2: `broker.shutdown_timeout_ms`: invalid value: integer `-1`, expected a whole number \
+         of milliseconds"
+    );
+    assert_eq!(
+        error_of("[broker]\nshutdown_timeout_ms = 1.5\n"),
+        "ferromq.toml:2: `broker.shutdown_timeout_ms`: invalid type: floating point `1.5`, expected a whole \
+         number of milliseconds"
+    );
+    assert_eq!(
+        error_of("[transport]\n\nconnect_timeout_ms = 86_400_001\n"),
+        "ferromq.toml:3: `transport.connect_timeout_ms`: 86400001 ms is more than a day (at most 86400000 ms)"
+    );
+    assert_eq!(
+        error_of("[store]\nsync = \"periodic\"\nsync_interval_ms = 0\n"),
+        "ferromq.toml:3: `store.sync_interval_ms`: must be at least 1 millisecond"
+    );
+}
+
+#[test]
+fn a_future_store_kind_is_refused_as_not_implemented() {
+    assert_eq!(
+        error_of("[store]\nkind = \"journal\"\n"),
+        "ferromq.toml:2: `store.kind`: store kind `journal` is not implemented yet (available: memory)"
+    );
+    assert_eq!(
+        error_of("[store]\nkind = \"lsm\"\n"),
+        "ferromq.toml:2: `store.kind`: store kind `lsm` is not implemented yet (available: memory)"
+    );
+    assert_eq!(
+        error_of("[store]\nkind = \"kahadb\"\n"),
+        "ferromq.toml:2: `store.kind`: unknown store kind `kahadb` (available: memory)"
+    );
+}
+
+#[test]
+fn limits_must_be_at_least_one() {
+    for (key, section) in [
+        ("max_connections", "transport"),
+        ("max_frame_size", "transport"),
+        ("max_headers", "transport"),
+        ("max_header_length", "transport"),
+        ("queue_prefetch", "destinations"),
+    ] {
+        assert_eq!(
+            error_of(&format!("[{section}]\n# a comment\n{key} = 0\n")),
+            format!("ferromq.toml:3: `{section}.{key}`: must be at least 1")
+        );
+    }
+}
+
+#[test]
+fn a_header_longer_than_a_frame_is_refused_on_the_line_written() {
+    // Both keys written: the header length is blamed.
+    assert_eq!(
+        error_of("[transport]\nmax_header_length = 2000\nmax_frame_size = 1000\n"),
+        "ferromq.toml:2: `transport.max_header_length`: max_header_length (2000) is larger than \
+         max_frame_size (1000); no frame could carry such a header"
+    );
+    // Only the frame size written: it is the one to blame.
+    assert_eq!(
+        error_of("[transport]\nmax_connections = 3\nmax_frame_size = 1000\n"),
+        "ferromq.toml:3: `transport.max_frame_size`: max_header_length (10240) is larger than \
+         max_frame_size (1000); no frame could carry such a header"
+    );
+}
+
+#[test]
+fn the_heart_beat_grace_must_be_a_sensible_multiplier() {
+    assert_eq!(
+        error_of("[transport]\nheart_beat_grace_multiplier = 0.5\n"),
+        "ferromq.toml:2: `transport.heart_beat_grace_multiplier`: 0.5 is outside 1..=10: the multiplier \
+         applies to the negotiated heart-beat interval"
+    );
+}
+
+#[test]
+fn broker_name_and_data_dir_must_not_be_empty() {
+    assert_eq!(
+        error_of("[broker]\nname = \" \"\n"),
+        "ferromq.toml:2: `broker.name`: must not be empty"
+    );
+    assert_eq!(
+        error_of("[broker]\ndata_dir = \"\"\n"),
+        "ferromq.toml:2: `broker.data_dir`: must not be empty (use \".\" for the working directory)"
+    );
+}
+
+#[test]
+fn a_bad_connector_is_refused_on_its_own_line() {
+    let text = "[transport]\nconnectors = [\n  \"stomp://127.0.0.1:61613\",\n  \"stomp://127.0.0.1:99999\",\n]\n";
+    assert_eq!(
+        error_of(text),
+        "ferromq.toml:4: `transport.connectors[1]`: port 99999 is out of range (0-65535)"
+    );
+    assert_eq!(
+        error_of("[transport]\nconnectors = [\"tcp://0.0.0.0:61616\"]\n"),
+        "ferromq.toml:2: `transport.connectors[0]`: `tcp://` (OpenWire) connectors are not implemented \
+         yet; available: stomp://, stomp+nio://"
+    );
+    assert_eq!(
+        error_of("[transport]\nconnectors = [\"stomp://h:1?soTimeout=5\"]\n"),
+        "ferromq.toml:2: `transport.connectors[0]`: unknown option soTimeout; available: \
+         maximumConnections, wireFormat.maxFrameSize"
+    );
+    assert_eq!(
+        error_of("[transport]\nconnectors = [61613]\n"),
+        "ferromq.toml:2: `transport.connectors[0]`: expected a connector URI string, e.g. \
+         \"stomp://127.0.0.1:61613\", not an integer"
+    );
+    assert_eq!(
+        error_of("[transport]\nconnectors = \"stomp://127.0.0.1:61613\"\n"),
+        "ferromq.toml:2: `transport.connectors`: expected a list of connector URIs, e.g. \
+         [\"stomp://127.0.0.1:61613\"], not a string"
+    );
+}
+
+#[test]
+fn connectors_must_exist_and_not_share_an_address() {
+    assert_eq!(
+        error_of("[transport]\nconnectors = []\n"),
+        "ferromq.toml:2: `transport.connectors`: at least one connector is needed, or no client could \
+         connect (e.g. [\"stomp://127.0.0.1:61613\"])"
+    );
+    let text = "[transport]\nconnectors = [\n  \"stomp://LocalHost:61613\",\n  \"stomp://[::1]:61613\",\n  \
+                \"stomp+nio://localhost:61613\",\n]\n";
+    assert_eq!(
+        error_of(text),
+        "ferromq.toml:5: `transport.connectors[2]`: localhost:61613 listens on the same address as \
+         transport.connectors[0]"
+    );
+}
+
+#[test]
+fn a_connector_frame_size_below_the_header_length_is_refused() {
+    assert_eq!(
+        error_of("[transport]\nconnectors = [\"stomp://h:1?wireFormat.maxFrameSize=100\"]\n"),
+        "ferromq.toml:2: `transport.connectors[0]`: wireFormat.maxFrameSize (100) is smaller than \
+         transport.max_header_length (10240)"
+    );
+}
+
+#[test]
+fn a_syntax_error_names_the_line() {
+    assert_eq!(
+        error_of("[broker]\nname = \"b\"\n[transport\n"),
+        "ferromq.toml:3: invalid table header; expected `.`, `]`"
+    );
+    assert_eq!(
+        error_of("[broker]\nname = \"a\"\nname = \"b\"\n"),
+        "ferromq.toml:3: duplicate key `name` in table `broker`"
+    );
+}
+
+#[test]
+fn validate_checks_values_set_in_code() {
+    let mut config = Config::default();
+    config
+        .transport
+        .connectors
+        .push("stomp://127.0.0.1:61613".parse().expect("a valid URI"));
+    let error = config
+        .validate()
+        .expect_err("two connectors on one address");
+    assert_eq!(
+        error.to_string(),
+        "configuration: `transport.connectors[1]`: 127.0.0.1:61613 listens on the same address as \
+         transport.connectors[0]"
+    );
+    assert_eq!(
+        error.with_origin("--connector").to_string(),
+        "--connector: `transport.connectors[1]`: 127.0.0.1:61613 listens on the same address as \
+         transport.connectors[0]"
+    );
+
+    let mut config = Config::default();
+    config.transport.max_connections = 0;
+    assert_eq!(
+        config.validate().map_err(|e| e.to_string()),
+        Err("configuration: `transport.max_connections`: must be at least 1".to_owned())
+    );
+}
+
+#[test]
+fn errors_are_built_with_or_without_a_line() {
+    assert_eq!(
+        ConfigError::new("a.toml", Some(3), "store.kind", "bad").to_string(),
+        "a.toml:3: `store.kind`: bad"
+    );
+    assert_eq!(
+        ConfigError::new("--connector", None, "transport.connectors[0]", "bad").to_string(),
+        "--connector: `transport.connectors[0]`: bad"
+    );
+}

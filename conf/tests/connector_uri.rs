@@ -1,0 +1,256 @@
+//! Connector URIs: what parses, what it parses to, and why the rest is refused.
+
+use conf::{ConnectorOptions, ConnectorUri, Scheme, UriError};
+
+fn parse(text: &str) -> ConnectorUri {
+    text.parse()
+        .unwrap_or_else(|error| panic!("{text} should parse: {error}"))
+}
+
+fn refusal(text: &str) -> String {
+    match text.parse::<ConnectorUri>() {
+        Ok(uri) => panic!("{text} should be refused, parsed {uri:?}"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn valid_uris_parse_to_scheme_host_and_port() {
+    for (text, scheme, host, port) in [
+        ("stomp://127.0.0.1:61613", Scheme::Stomp, "127.0.0.1", 61613),
+        (
+            "stomp+nio://0.0.0.0:61613",
+            Scheme::StompNio,
+            "0.0.0.0",
+            61613,
+        ),
+        ("stomp://localhost:0", Scheme::Stomp, "localhost", 0),
+        (
+            "stomp://broker-1.example.com:65535",
+            Scheme::Stomp,
+            "broker-1.example.com",
+            65535,
+        ),
+        ("stomp://[::1]:61613", Scheme::Stomp, "::1", 61613),
+        ("stomp://[::]:1", Scheme::Stomp, "::", 1),
+        ("STOMP://localhost:1", Scheme::Stomp, "localhost", 1),
+        (
+            "stomp://localhost:61613/",
+            Scheme::Stomp,
+            "localhost",
+            61613,
+        ),
+    ] {
+        let uri = parse(text);
+        assert_eq!(
+            (uri.scheme, uri.host.as_str(), uri.port),
+            (scheme, host, port),
+            "{text}"
+        );
+        assert_eq!(uri.options, ConnectorOptions::default(), "{text}");
+        assert!(uri.warnings.is_empty(), "{text}");
+    }
+}
+
+#[test]
+fn display_gives_the_canonical_text_back() {
+    for (text, canonical) in [
+        ("stomp://127.0.0.1:61613", "stomp://127.0.0.1:61613"),
+        ("stomp+nio://[::1]:0", "stomp+nio://[::1]:0"),
+        ("Stomp://localhost:61613/", "stomp://localhost:61613"),
+        ("stomp://h:1?", "stomp://h:1"),
+        (
+            "stomp://h:1?transport.trace=true&wireFormat.maxFrameSize=64&maximumConnections=2",
+            "stomp://h:1?maximumConnections=2&wireFormat.maxFrameSize=64&transport.trace=true",
+        ),
+    ] {
+        let uri = parse(text);
+        assert_eq!(uri.to_string(), canonical);
+        assert_eq!(parse(canonical), uri, "{canonical} reads back equal");
+    }
+    assert_eq!(parse("stomp://[::1]:5").address(), "[::1]:5");
+    assert_eq!(parse("stomp://localhost:5").address(), "localhost:5");
+}
+
+#[test]
+fn implemented_options_are_parsed() {
+    let uri =
+        parse("stomp://0.0.0.0:61613?maximumConnections=1000&wireFormat.maxFrameSize=104857600");
+    assert_eq!(uri.options.maximum_connections, Some(1000));
+    assert_eq!(uri.options.max_frame_size, Some(104_857_600));
+    assert!(uri.warnings.is_empty());
+}
+
+#[test]
+fn activemq_only_options_are_accepted_with_a_warning() {
+    let uri = parse(
+        "stomp://0.0.0.0:61613?useQueueForAccept=false&transport.useKeepAlive=true&transport.soTimeout=0\
+         &transport.tcpNoDelay=true&transport.trace=false&transport.closeAsync=false\
+         &transport.threadName=x&transport.transportListener=x",
+    );
+    assert_eq!(uri.options.maximum_connections, None);
+    assert_eq!(uri.options.ignored.len(), 8);
+    assert_eq!(
+        uri.warnings,
+        [
+            "option useQueueForAccept has no effect in ferromq: connections are accepted asynchronously, \
+             without a hand-off queue",
+            "option transport.useKeepAlive has no effect in ferromq: dead peers are detected with STOMP \
+             heart-beats",
+            "option transport.soTimeout has no effect in ferromq: sockets never block a thread; idle peers \
+             are detected with heart-beats",
+            "option transport.tcpNoDelay has no effect in ferromq: socket options are chosen by ferromq",
+            "option transport.trace has no effect in ferromq: frame tracing is set with the log filter, not \
+             per connector",
+            "option transport.closeAsync has no effect in ferromq: connections are always closed \
+             asynchronously",
+            "option transport.threadName has no effect in ferromq: connections run as async tasks, not \
+             named threads",
+            "option transport.transportListener has no effect in ferromq: transport listeners are a Java \
+             extension point",
+        ]
+    );
+}
+
+#[test]
+fn schemes_of_future_protocols_are_refused_as_not_implemented() {
+    for (scheme, protocol) in [
+        ("tcp", "OpenWire"),
+        ("nio", "OpenWire"),
+        ("ssl", "OpenWire over TLS"),
+        ("nio+ssl", "OpenWire over TLS"),
+        ("stomp+ssl", "STOMP over TLS"),
+        ("stomp+nio+ssl", "STOMP over TLS"),
+        ("amqp", "AMQP"),
+        ("amqp+nio", "AMQP"),
+        ("amqp+ssl", "AMQP over TLS"),
+        ("mqtt", "MQTT"),
+        ("ws", "WebSocket"),
+        ("wss", "WebSocket over TLS"),
+        ("vm", "in-process"),
+    ] {
+        assert_eq!(
+            refusal(&format!("{scheme}://0.0.0.0:1")),
+            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://")
+        );
+    }
+    let error = "tcp://0.0.0.0:61616".parse::<ConnectorUri>().err();
+    assert_eq!(
+        error,
+        Some(UriError::SchemeNotImplemented {
+            scheme: "tcp".into(),
+            protocol: "OpenWire"
+        })
+    );
+}
+
+#[test]
+fn unknown_schemes_and_malformed_uris_are_refused() {
+    for (text, reason) in [
+        (
+            "gopher://h:1",
+            "unknown scheme `gopher://`; available: stomp://, stomp+nio://",
+        ),
+        (
+            "127.0.0.1:61613",
+            "expected scheme://host:port, e.g. stomp://127.0.0.1:61613",
+        ),
+        (
+            "://h:1",
+            "expected scheme://host:port, e.g. stomp://127.0.0.1:61613",
+        ),
+        ("stomp:// h:1", "connector URIs cannot contain whitespace"),
+        (
+            "stomp://user@h:1",
+            "user information (`...@`) is not supported in connector URIs",
+        ),
+        (
+            "stomp://h:1/queue",
+            "unexpected `/queue` after host:port (connector URIs have no path)",
+        ),
+        (
+            "stomp://[::1]x",
+            "unexpected `x` after host:port (connector URIs have no path)",
+        ),
+    ] {
+        assert_eq!(refusal(text), reason, "{text}");
+    }
+}
+
+#[test]
+fn hosts_must_be_present_and_well_formed() {
+    let empty =
+        "the host is empty; use 127.0.0.1 for this machine only or 0.0.0.0 for every interface";
+    for (text, reason) in [
+        ("stomp://:61613", empty),
+        ("stomp://", empty),
+        ("stomp://::1:61613", "invalid host `::1:61613`: IPv6 addresses must be in brackets, e.g. [::1]:61613"),
+        ("stomp://[::g]:1", "invalid host `::g`: not an IPv6 address"),
+        ("stomp://[::1:1", "invalid host `[::1:1`: missing `]` after an IPv6 address"),
+        ("stomp://999.0.0.1:1", "invalid host `999.0.0.1`: not an IPv4 address"),
+        ("stomp://bad_host!:1", "invalid host `bad_host!`: only letters, digits, `-`, `_` and `.` may appear in a host name"),
+    ] {
+        assert_eq!(refusal(text), reason, "{text}");
+    }
+}
+
+#[test]
+fn ports_must_be_present_numeric_and_in_range() {
+    let missing = "the port is missing (write host:port, or port 0 for any free port)";
+    for (text, reason) in [
+        ("stomp://localhost", missing),
+        ("stomp://localhost:", missing),
+        ("stomp://[::1]", missing),
+        ("stomp://[::1]:", missing),
+        (
+            "stomp://localhost:http",
+            "invalid port `http`: not a number",
+        ),
+        ("stomp://localhost:-1", "invalid port `-1`: not a number"),
+        (
+            "stomp://localhost:65536",
+            "port 65536 is out of range (0-65535)",
+        ),
+        (
+            "stomp://localhost:99999999999999999999999",
+            "port 99999999999999999999999 is out of range (0-65535)",
+        ),
+    ] {
+        assert_eq!(refusal(text), reason, "{text}");
+    }
+}
+
+#[test]
+fn options_must_be_known_single_and_valid() {
+    for (text, reason) in [
+        (
+            "stomp://h:1?maximumconnections=5",
+            "unknown option maximumconnections (did you mean maximumConnections?); available: \
+             maximumConnections, wireFormat.maxFrameSize",
+        ),
+        (
+            "stomp://h:1?wireFormat.maxInactivityDuration=0",
+            "unknown option wireFormat.maxInactivityDuration; available: maximumConnections, \
+             wireFormat.maxFrameSize",
+        ),
+        ("stomp://h:1?maximumConnections=1&maximumConnections=2", "option maximumConnections is given more than once"),
+        ("stomp://h:1?useQueueForAccept=a&useQueueForAccept=b", "option useQueueForAccept is given more than once"),
+        (
+            "stomp://h:1?maximumConnections=0",
+            "invalid value `0` for option maximumConnections: expected a whole number greater than zero",
+        ),
+        (
+            "stomp://h:1?wireFormat.maxFrameSize=10MB",
+            "invalid value `10MB` for option wireFormat.maxFrameSize: expected a whole number greater than zero",
+        ),
+        (
+            "stomp://h:1?maximumConnections=+5",
+            "invalid value `+5` for option maximumConnections: expected a whole number greater than zero",
+        ),
+        ("stomp://h:1?maximumConnections=5&", "empty option name in ``"),
+        ("stomp://h:1?=5", "empty option name in `=5`"),
+        ("stomp://h:1?maximumConnections", "option maximumConnections has no value (write maximumConnections=value)"),
+    ] {
+        assert_eq!(refusal(text), reason, "{text}");
+    }
+}
