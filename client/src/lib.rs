@@ -1,1 +1,68 @@
-//! Client.
+//! # client: an async STOMP client on tokio
+//!
+//! This crate owns a small STOMP 1.0–1.2 client for ferromq's integration tests and CLI
+//! tools. It speaks over any byte stream: TCP ([`StompClient::connect`]) or an in-process
+//! pipe ([`StompClient::connect_stream`], e.g. the broker's `vm://` connections). Framing is
+//! `protocol::stomp`'s; this crate adds the session.
+//!
+//! ## Layout
+//!
+//! - `client.rs`: [`StompClient`], the CONNECT handshake and the request methods;
+//! - `connection.rs`: the background task that owns the socket (below);
+//! - `subscription.rs`: [`Subscription`], one SUBSCRIBE's stream of messages;
+//! - `message.rs`: [`ReceivedMessage`];
+//! - `options.rs`: [`ConnectOptions`] and [`AckMode`];
+//! - `error.rs`: [`ClientError`].
+//!
+//! ## Design
+//!
+//! One task per connection owns the stream (split into read and write halves) and runs a
+//! `select!` loop over incoming bytes, queued outgoing bytes, requests from the handles and
+//! heart-beat timers. Handles talk to it over a bounded channel (back-pressure when the
+//! server reads slowly). The task routes MESSAGE frames to their subscription's channel by
+//! the `subscription` header, and RECEIPT/ERROR frames to the request waiting for that
+//! `receipt-id`. An ERROR frame without a `receipt-id` fails every waiting request and is
+//! kept for [`StompClient::next_error`]. If heart-beats were agreed it sends them, and it
+//! gives up on a server silent for twice the agreed interval. When the connection ends,
+//! waiting requests fail with the reason and subscriptions end (`recv` returns `None`).
+//!
+//! Every request that waits (CONNECT, receipts) waits at most [`ConnectOptions::timeout`].
+//!
+//! ## Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use client::{AckMode, ConnectOptions, StompClient};
+//!
+//! # async fn example() -> Result<(), client::ClientError> {
+//! let client = StompClient::connect("127.0.0.1:61613", ConnectOptions::default()).await?;
+//! let mut orders = client.subscribe("/queue/orders", AckMode::ClientIndividual, &[]).await?;
+//! client.send_with_receipt("/queue/orders", "one pizza", &[("persistent", "true")]).await?;
+//!
+//! let message = orders.recv_timeout(Duration::from_secs(5)).await?;
+//! assert_eq!(&message.body()[..], b"one pizza");
+//! client.ack(&message).await?;
+//!
+//! orders.unsubscribe().await?;
+//! client.disconnect().await?;
+//! # Ok(())
+//! # }
+//! ```
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(missing_docs)]
+
+mod client;
+mod connection;
+mod error;
+mod message;
+mod options;
+mod subscription;
+
+pub use client::StompClient;
+pub use error::ClientError;
+pub use message::ReceivedMessage;
+pub use options::{AckMode, ConnectOptions};
+pub use subscription::Subscription;
+
+/// The STOMP types the client's API uses, re-exported for convenience.
+pub use protocol::stomp::{Command, Frame, Limits, Version, WireError};

@@ -1,1 +1,42 @@
-//! Wire codecs.
+//! # protocol: ferromq's wire codecs
+//!
+//! This crate owns the bytes on the wire and nothing else: it turns bytes into frames and
+//! frames into bytes. It knows no broker type, no socket and no runtime (no tokio), so the
+//! broker, the client and fuzzers can all drive it the same way: append what the network
+//! delivered to a [`bytes::BytesMut`], ask the codec for the next frame, write what it
+//! encodes.
+//!
+//! ## Layout
+//!
+//! - [`stomp`]: STOMP 1.0, 1.1 and 1.2 ([spec](https://stomp.github.io)):
+//!   - `command.rs`: [`stomp::Command`], the frame commands;
+//!   - `frame.rs`: [`stomp::Frame`] and [`stomp::Decoded`] (a frame or a heart-beat);
+//!   - `codec.rs`: [`stomp::Codec`] and its [`stomp::Limits`];
+//!   - `decode.rs`: the incremental decoder (limits enforced while bytes arrive);
+//!   - `encode.rs`: the encoder;
+//!   - `escape.rs`: header escaping per version;
+//!   - `version.rs`, `heart_beat.rs`: version negotiation and heart-beat headers;
+//!   - `error.rs`: [`stomp::WireError`], the one error type of the codec.
+//!
+//! ## Example
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use protocol::stomp::{Codec, Command, Decoded, Frame, Limits};
+//!
+//! let mut codec = Codec::new(Limits::default());
+//! let mut wire = BytesMut::new();
+//! let frame = Frame::new(Command::Send).header("destination", "/queue/a").with_body("hi");
+//! codec.encode(&frame, &mut wire);
+//! assert_eq!(&wire[..], b"SEND\ndestination:/queue/a\ncontent-length:2\n\nhi\0");
+//!
+//! let Some(Decoded::Frame(decoded)) = codec.decode(&mut wire)? else { panic!("a frame") };
+//! assert_eq!(decoded.get("destination"), Some("/queue/a"));
+//! assert_eq!(decoded.get("content-length"), Some("2")); // added by the encoder
+//! assert_eq!(&decoded.body[..], b"hi");
+//! # Ok::<(), protocol::stomp::WireError>(())
+//! ```
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(missing_docs)]
+
+pub mod stomp;

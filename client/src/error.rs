@@ -1,0 +1,62 @@
+//! [`ClientError`]: the one error type of the client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use protocol::stomp::WireError;
+
+/// Why a client operation failed.
+///
+/// `Clone` because one event (the server's ERROR frame, a broken socket) fails every
+/// request waiting on the connection at once.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// Reading from or writing to the connection failed.
+    #[error("I/O error on the connection to the STOMP server: {0}")]
+    Io(#[source] Arc<std::io::Error>),
+    /// The server sent bytes that are not valid STOMP.
+    #[error("the STOMP server sent an invalid frame: {0}")]
+    Wire(#[from] WireError),
+    /// The server's frames do not follow the protocol (or a request cannot be expressed in
+    /// the negotiated version, like NACK in STOMP 1.0).
+    #[error("STOMP protocol error: {message}")]
+    Protocol {
+        /// What was wrong.
+        message: String,
+    },
+    /// The server answered with an ERROR frame.
+    #[error("the STOMP server reported an error: {message}")]
+    ServerError {
+        /// The ERROR frame's `message` header.
+        message: String,
+        /// The ERROR frame's body (lossily decoded), often the details.
+        body: String,
+    },
+    /// Nothing arrived in time: a CONNECTED frame, a receipt, a message, or the server's
+    /// heart-beats.
+    #[error("timed out after {after:?} waiting for {waiting_for}")]
+    Timeout {
+        /// What the client was waiting for.
+        waiting_for: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The connection is closed (by the server, or by an earlier disconnect).
+    #[error("the connection to the STOMP server is closed")]
+    Closed,
+}
+
+impl From<std::io::Error> for ClientError {
+    fn from(error: std::io::Error) -> ClientError {
+        ClientError::Io(Arc::new(error))
+    }
+}
+
+impl ClientError {
+    pub(crate) fn protocol(message: impl Into<String>) -> ClientError {
+        ClientError::Protocol {
+            message: message.into(),
+        }
+    }
+}
