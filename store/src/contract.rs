@@ -42,6 +42,11 @@ impl QueueKey {
     pub fn destination(destination: Destination) -> Self {
         QueueKey { destination, subscription: None }
     }
+
+    /// The queue of the durable subscription `key` on `topic`.
+    pub fn durable(topic: Destination, key: SubscriptionKey) -> Self {
+        QueueKey { destination: topic, subscription: Some(key) }
+    }
 }
 
 /// A stored durable subscription, as recovery reports it.
@@ -53,6 +58,13 @@ pub struct SubscriptionInfo {
     /// The JMS selector, if any.
     pub selector: Option<Arc<str>>,
     pub no_local: bool,
+}
+
+impl SubscriptionInfo {
+    /// The queue this subscription's references are filed under: its topic, with its key.
+    pub fn queue(&self) -> QueueKey {
+        QueueKey::durable(self.topic.clone(), self.key.clone())
+    }
 }
 
 /// A transaction identifier, chosen by the broker, unique among the store's open transactions.
@@ -94,9 +106,11 @@ pub enum Operation {
     /// Removes a destination, every queue under it (its durable subscriptions included) and
     /// their references.
     RemoveDestination(Destination),
-    /// Declares a durable subscription; its queue starts empty.
+    /// Declares a durable subscription; its queue starts empty. Declaring a key that exists
+    /// replaces its info and keeps its queue.
     AddSubscription(SubscriptionInfo),
-    /// Removes a durable subscription and the references its queue held.
+    /// Removes a durable subscription and the references its queue held (its queue is the
+    /// [`QueueKey`] with this subscription, under whichever destination).
     RemoveSubscription(SubscriptionKey),
     /// Stores `message` once and adds a reference to it in each of `queues`. Inside a
     /// transaction the references become visible to reads only when the transaction commits.
@@ -106,9 +120,15 @@ pub enum Operation {
     /// is not an error (the message may have been removed with its destination).
     Ack { queue: QueueKey, id: MessageId, txn: Option<TxnId> },
     /// The transaction's operations are all written; after recovery it is reported as
-    /// prepared (XA) instead of being rolled back.
+    /// prepared (XA) instead of being rolled back. A prepared transaction takes no more
+    /// operations and no second prepare ([`StoreError::Invalid`]).
     Prepare(TxnId),
     /// Applies every operation of the transaction atomically.
+    ///
+    /// A transaction begins with its first tagged operation (there is no begin record), so
+    /// prepare, commit or rollback of a transaction the store does not have (no operation
+    /// ever tagged with it, already ended, or rolled back by recovery) is
+    /// [`StoreError::Invalid`].
     Commit(TxnId),
     /// Discards every operation of the transaction.
     Rollback(TxnId),
@@ -227,8 +247,9 @@ pub struct Recovered {
     /// Transactions that were prepared but neither committed nor rolled back. Transactions
     /// in flight without a prepare record were rolled back by recovery.
     pub prepared: Vec<TxnId>,
-    /// The smallest message id greater than every id the store has ever held; the broker
-    /// assigns new ids from here so that ids stay unique and increasing.
+    /// The smallest message id greater than every id the store has ever held (even ids
+    /// acked since), and at least 1; the broker assigns new ids from here so that ids stay
+    /// unique and increasing.
     pub next_message_id: MessageId,
 }
 
@@ -250,6 +271,9 @@ pub trait MessageStore: Send + Sync + 'static {
 
     /// Queues `unit` for writing and returns at once. Units are applied in submission order;
     /// the completion resolves when the unit is durable per the sync policy.
+    ///
+    /// A unit is all or nothing: when its completion fails, nothing of it was applied, except
+    /// that after a failed sync recovery may still find the whole unit (never a part of it).
     fn submit(&self, unit: UnitOfWork) -> Completion;
 
     /// Up to `limit` messages referenced by `queue`, in [`PageKey`] order (priority, then id),

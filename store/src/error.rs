@@ -15,7 +15,9 @@ pub enum StoreError {
     },
     /// A sync failed earlier, so the store no longer knows what is durable; it refuses every
     /// write until it is reopened (recovery then finds what really reached the disk).
-    #[error("store is poisoned after an earlier failure ({reason}); restart the broker to recover")]
+    #[error(
+        "store is poisoned after an earlier failure ({reason}); restart the broker to recover"
+    )]
     Poisoned { reason: String },
     /// The store (or the disk under it) is full: new messages are refused, acks still work.
     #[error("store is full: {reason}; consume messages or raise the store limit")]
