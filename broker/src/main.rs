@@ -37,6 +37,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -79,7 +80,13 @@ fn start(
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let broker = broker::Broker::builder(config).lock_data_dir(true).start().await?;
+        // A BrokerError's message already ends with its cause: print it once, not once more
+        // as the `{:#}` chain's next link.
+        let broker = broker::Broker::builder(config)
+            .lock_data_dir(true)
+            .start()
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
         for connector in broker.connectors() {
             tracing::info!(connector = %connector.uri, address = %connector.local_addr, "accepting connections");
         }

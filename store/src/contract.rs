@@ -115,10 +115,13 @@ pub enum Operation {
     /// Stores `message` once and adds a reference to it in each of `queues`. Inside a
     /// transaction the references become visible to reads only when the transaction commits.
     AddMessage { message: Arc<Message>, queues: Vec<QueueKey>, txn: Option<TxnId> },
-    /// Removes the reference to `id` from `queue` (an acknowledgement). Inside a transaction
-    /// the reference stays until the transaction commits. Acking a reference that is not there
-    /// is not an error (the message may have been removed with its destination).
-    Ack { queue: QueueKey, id: MessageId, txn: Option<TxnId> },
+    /// Removes the reference filed under `key` (the message's [`PageKey::of`]: its priority
+    /// and id) from `queue` (an acknowledgement); engines that index references by (queue,
+    /// priority, id) remove it without looking the message up. Inside a transaction the
+    /// reference stays until the transaction commits. Acking a key that is not there (the
+    /// message may have been removed with its destination, or the key names another priority)
+    /// is not an error and changes nothing.
+    Ack { queue: QueueKey, key: PageKey, txn: Option<TxnId> },
     /// The transaction's operations are all written; after recovery it is reported as
     /// prepared (XA) instead of being rolled back. A prepared transaction takes no more
     /// operations and no second prepare ([`StoreError::Invalid`]).

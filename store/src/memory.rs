@@ -58,7 +58,7 @@ struct Body {
 #[derive(Debug)]
 enum TxnOperation {
     Add { message: Arc<Message>, queues: Vec<QueueKey> },
-    Ack { queue: QueueKey, id: MessageId },
+    Ack { queue: QueueKey, key: PageKey },
 }
 
 #[derive(Debug, Default)]
@@ -266,14 +266,14 @@ impl State {
                     None => self.add_references(&message, &queues),
                 }
             }
-            Operation::Ack { queue, id, txn } => match txn {
+            Operation::Ack { queue, key, txn } => match txn {
                 Some(txn) => self
                     .transactions
                     .entry(txn)
                     .or_default()
                     .operations
-                    .push(TxnOperation::Ack { queue, id }),
-                None => self.remove_reference(&queue, id),
+                    .push(TxnOperation::Ack { queue, key }),
+                None => self.remove_reference(&queue, key),
             },
             Operation::Prepare(txn) => {
                 if let Some(transaction) = self.transactions.get_mut(&txn) {
@@ -288,7 +288,7 @@ impl State {
                         TxnOperation::Add { message, queues } => {
                             self.add_references(&message, &queues)
                         }
-                        TxnOperation::Ack { queue, id } => self.remove_reference(&queue, id),
+                        TxnOperation::Ack { queue, key } => self.remove_reference(&queue, key),
                     }
                 }
             }
@@ -315,11 +315,9 @@ impl State {
         }
     }
 
-    fn remove_reference(&mut self, queue: &QueueKey, id: MessageId) {
-        let Some(body) = self.bodies.get(&id) else {
-            return;
-        };
-        let key = PageKey::of(&body.message);
+    /// Removes the reference filed under `key`; a key the queue does not hold (another
+    /// priority included) changes nothing.
+    fn remove_reference(&mut self, queue: &QueueKey, key: PageKey) {
         let Some(references) = self.queues.get_mut(queue) else {
             return;
         };
@@ -327,7 +325,7 @@ impl State {
             if references.is_empty() {
                 self.queues.remove(queue);
             }
-            self.release_body(id);
+            self.release_body(key.id);
         }
     }
 
@@ -487,7 +485,8 @@ mod tests {
         let from_b = store.read_page(&b, None, 10).expect("read B");
         assert!(Arc::ptr_eq(&from_a[0].message, &from_b[0].message), "one body, two references");
         assert_eq!(store.state.read().bodies[&MessageId(7)].references, 2);
-        let ack = |q: &QueueKey| Operation::Ack { queue: q.clone(), id: MessageId(7), txn: None };
+        let key = PageKey::of(&from_a[0].message);
+        let ack = |q: &QueueKey| Operation::Ack { queue: q.clone(), key, txn: None };
         block_on(store.submit(UnitOfWork::with(ack(&a)))).expect("ack A");
         assert_eq!(store.state.read().bodies[&MessageId(7)].references, 1);
         block_on(store.submit(UnitOfWork::with(ack(&b)))).expect("ack B");

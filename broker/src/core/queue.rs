@@ -287,7 +287,11 @@ impl Queue {
             if let Some(queued) = consumer.in_flight.remove(id) {
                 self.acked += 1;
                 if queued.message.is_persistent() {
-                    unit.push(Operation::Ack { queue: (*self.key).clone(), id: *id, txn: None });
+                    unit.push(Operation::Ack {
+                        queue: (*self.key).clone(),
+                        key: PageKey::of(&queued.message),
+                        txn: None,
+                    });
                 }
             }
         }
@@ -314,7 +318,7 @@ impl Queue {
         if message.is_persistent() {
             let unit = UnitOfWork::with(Operation::Ack {
                 queue: (*self.key).clone(),
-                id: message.id,
+                key: PageKey::of(message),
                 txn: None,
             });
             // Nobody waits for this removal; a failure is logged by the store's own poisoning.

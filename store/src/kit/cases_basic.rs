@@ -105,7 +105,7 @@ pub fn read_page_pages_with_after_and_limit(h: &mut dyn StoreHarness) {
     }
     // Resuming after an acked message.
     let gone = keys[10];
-    submit_ok(store.as_ref(), vec![ack(&q, gone.id.0)]);
+    submit_ok(store.as_ref(), vec![ack(&q, gone)]);
     assert_eq!(page_ids(Some(gone), 3), expected[11..14], "after an acked key");
 }
 
@@ -115,32 +115,80 @@ pub fn ack_removes_reference(h: &mut dyn StoreHarness) {
     let q = queue("Q");
     let ms: Vec<_> = (1..=4).map(|id| message_for(id, &q)).collect();
     submit_ok(store.as_ref(), ms.iter().map(|m| add(m, &[&q])).collect());
-    submit_ok(store.as_ref(), vec![ack(&q, 2)]);
+    submit_ok(store.as_ref(), vec![ack(&q, key(&ms[1]))]);
     assert_queue(store.as_ref(), &q, &[1, 3, 4]);
-    submit_ok(store.as_ref(), vec![ack(&q, 1), ack(&q, 4)]);
+    submit_ok(store.as_ref(), vec![ack(&q, key(&ms[0])), ack(&q, key(&ms[3]))]);
     assert_queue(store.as_ref(), &q, &[3]);
     let Opened { store, .. } = restart(h, store);
     assert_queue(store.as_ref(), &q, &[3]);
-    submit_ok(store.as_ref(), vec![ack(&q, 3)]);
+    submit_ok(store.as_ref(), vec![ack(&q, key(&ms[2]))]);
     let Opened { store, .. } = restart(h, store);
     assert_queue(store.as_ref(), &q, &[]);
 }
 
-/// Acking an id the queue does not hold (never added, already acked, other queue, unknown
-/// queue) succeeds and changes nothing.
+/// An ack names the key its reference is filed under ([`PageKey::of`] the message: its
+/// priority, clamped to 9, and its id) and removes it at any priority, plainly or in a
+/// transaction, from the queue it names only; the id under another priority is another key
+/// and changes nothing.
+pub fn ack_with_the_key_of_the_reference_removes_it_at_any_priority(h: &mut dyn StoreHarness) {
+    let Opened { store, .. } = open(h);
+    let (q, other) = (queue("PRIORITIES"), queue("PRIORITIES.OTHER"));
+    let ms: Vec<_> = [0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 200]
+        .iter()
+        .enumerate()
+        .map(|(i, priority)| message(i as u64 + 1, &q.destination, *priority))
+        .collect();
+    submit_ok(store.as_ref(), ms.iter().map(|m| add(m, &[&q, &other])).collect());
+    let in_order = |ms: &[&Arc<Message>]| -> Vec<u64> {
+        let mut keys: Vec<PageKey> = ms.iter().map(|m| key(m)).collect();
+        keys.sort();
+        keys.iter().map(|k| k.id.0).collect()
+    };
+    let all = in_order(&ms.iter().collect::<Vec<_>>());
+    assert_queue(store.as_ref(), &q, &all);
+
+    // The right ids under the wrong priorities: nothing is removed.
+    let wrong = |m: &Arc<Message>| PageKey { priority: (key(m).priority + 5) % 10, ..key(m) };
+    submit_ok(store.as_ref(), ms.iter().map(|m| ack(&q, wrong(m))).collect());
+    submit_ok(store.as_ref(), ms.iter().map(|m| ack_txn(&q, wrong(m), 1)).collect());
+    submit_ok(store.as_ref(), vec![Operation::Commit(TxnId(1))]);
+    assert_queue(store.as_ref(), &q, &all);
+
+    // Every other message acked plainly, the rest in a transaction.
+    let (plain, txn): (Vec<_>, Vec<_>) = ms.iter().partition(|m| m.id.0 % 2 == 1);
+    submit_ok(store.as_ref(), plain.iter().map(|m| ack(&q, key(m))).collect());
+    assert_queue(store.as_ref(), &q, &in_order(&txn));
+    submit_ok(store.as_ref(), txn.iter().map(|m| ack_txn(&q, key(m), 2)).collect());
+    assert_queue(store.as_ref(), &q, &in_order(&txn));
+    submit_ok(store.as_ref(), vec![Operation::Commit(TxnId(2))]);
+    assert_queue(store.as_ref(), &q, &[]);
+    assert_queue(store.as_ref(), &other, &all);
+
+    let Opened { store, .. } = restart(h, store);
+    assert_queue(store.as_ref(), &q, &[]);
+    assert_queue(store.as_ref(), &other, &all);
+    submit_ok(store.as_ref(), ms.iter().rev().map(|m| ack(&other, key(m))).collect());
+    assert_queue(store.as_ref(), &other, &[]);
+    let Opened { store, .. } = restart(h, store);
+    assert_queue(store.as_ref(), &other, &[]);
+}
+
+/// Acking a key the queue does not hold (never added, already acked, other queue, unknown
+/// queue, the id under another priority) succeeds and changes nothing.
 pub fn ack_of_unknown_reference_is_harmless(h: &mut dyn StoreHarness) {
     let Opened { store, .. } = open(h);
     let (q, other) = (queue("Q"), queue("OTHER"));
     let (m1, m2) = (message_for(1, &q), message_for(2, &other));
     submit_ok(store.as_ref(), vec![add(&m1, &[&q]), add(&m2, &[&other])]);
-    submit_ok(store.as_ref(), vec![ack(&q, 99)]);
-    submit_ok(store.as_ref(), vec![ack(&q, 2)]);
-    submit_ok(store.as_ref(), vec![ack(&queue("NEVER.DECLARED"), 1)]);
-    submit_ok(store.as_ref(), vec![ack(&other, 2), ack(&other, 2)]);
+    submit_ok(store.as_ref(), vec![ack(&q, key_for(99))]);
+    submit_ok(store.as_ref(), vec![ack(&q, key(&m2))]);
+    submit_ok(store.as_ref(), vec![ack(&queue("NEVER.DECLARED"), key(&m1))]);
+    submit_ok(store.as_ref(), vec![ack(&q, PageKey { priority: 9, ..key(&m1) })]);
+    submit_ok(store.as_ref(), vec![ack(&other, key(&m2)), ack(&other, key(&m2))]);
     assert_queue(store.as_ref(), &q, &[1]);
     assert_queue(store.as_ref(), &other, &[]);
     let Opened { store, .. } = restart(h, store);
-    submit_ok(store.as_ref(), vec![ack(&other, 2)]);
+    submit_ok(store.as_ref(), vec![ack(&other, key(&m2))]);
     assert_queue(store.as_ref(), &q, &[1]);
     assert_eq!(*read_all(store.as_ref(), &q)[0], *m1);
 }
@@ -186,20 +234,20 @@ pub fn body_stored_once_freed_after_last_ack(h: &mut dyn StoreHarness) {
     for q in [&a, &b, &s] {
         assert_eq!(*read_all(store.as_ref(), q)[0], *shared, "shared body read from {q:?}");
     }
-    submit_ok(store.as_ref(), vec![ack(&a, 1)]);
+    submit_ok(store.as_ref(), vec![ack(&a, key(&shared))]);
     assert_queue(store.as_ref(), &a, &[]);
     assert_queue(store.as_ref(), &b, &[1, 2]);
     assert_queue(store.as_ref(), &s, &[1]);
 
     let Opened { store, .. } = restart(h, store);
     assert_eq!(*read_all(store.as_ref(), &b)[0], *shared, "body kept while references remain");
-    submit_ok(store.as_ref(), vec![ack(&b, 1)]);
+    submit_ok(store.as_ref(), vec![ack(&b, key(&shared))]);
     assert_queue(store.as_ref(), &b, &[2]);
 
     let Opened { store, .. } = restart(h, store);
     assert_queue(store.as_ref(), &a, &[]);
     assert_eq!(*read_all(store.as_ref(), &s)[0], *shared, "last reference still reads the body");
-    submit_ok(store.as_ref(), vec![ack(&s, 1)]);
+    submit_ok(store.as_ref(), vec![ack(&s, key(&shared))]);
     for q in [&a, &s] {
         assert_queue(store.as_ref(), q, &[]);
     }
@@ -257,7 +305,8 @@ pub fn destinations_and_subscriptions_recovered(h: &mut dyn StoreHarness) {
         store.as_ref(),
         vec![Operation::AddSubscription(s1.clone()), Operation::AddSubscription(s2.clone())],
     );
-    submit_ok(store.as_ref(), vec![add(&message_for(1, &used), &[&used])]);
+    let used_message = message_for(1, &used);
+    submit_ok(store.as_ref(), vec![add(&used_message, &[&used])]);
 
     let Opened { store, recovered } = restart(h, store);
     assert_recovered(&recovered, &[&q1, &t1, &temp, &used.destination], &[&s1, &s2]);
@@ -275,7 +324,10 @@ pub fn destinations_and_subscriptions_recovered(h: &mut dyn StoreHarness) {
     let Opened { store, recovered } = restart(h, store);
     assert_recovered(&recovered, &[&t1, &used.destination], &[&s2]);
 
-    submit_ok(store.as_ref(), vec![ack(&used, 1), Operation::RemoveDestination(t1.clone())]);
+    submit_ok(
+        store.as_ref(),
+        vec![ack(&used, key(&used_message)), Operation::RemoveDestination(t1.clone())],
+    );
     let Opened { recovered, .. } = restart(h, store);
     assert_recovered(&recovered, &[], &[&s2]);
 }
@@ -371,9 +423,10 @@ pub fn units_apply_in_submission_order(h: &mut dyn StoreHarness) {
     let q = queue("ORDERED");
     let mut completions = Vec::new();
     for id in 1..=100u64 {
-        completions.push(store.submit(UnitOfWork::with(add(&message_for(id, &q), &[&q]))));
+        let m = message_for(id, &q);
+        completions.push(store.submit(UnitOfWork::with(add(&m, &[&q]))));
         if id % 2 == 0 {
-            completions.push(store.submit(UnitOfWork::with(ack(&q, id))));
+            completions.push(store.submit(UnitOfWork::with(ack(&q, key(&m)))));
         }
         if id % 20 == 10 {
             completions.push(
@@ -402,7 +455,7 @@ pub fn reads_see_units_before_they_complete(h: &mut dyn StoreHarness) {
         completions.push(store.submit(UnitOfWork::with(add(&message_for(id, &q), &[&q]))));
         assert_eq!(count(store.as_ref(), &q), id, "add {id} visible once submitted");
     }
-    completions.push(store.submit(UnitOfWork::with(ack(&q, 1))));
+    completions.push(store.submit(UnitOfWork::with(ack(&q, key_for(1)))));
     assert_eq!(ids(store.as_ref(), &q), (2..=20).collect::<Vec<_>>(), "ack visible once submitted");
     for completion in completions {
         block_on(completion).unwrap_or_else(|e| panic!("unit failed: {e}"));
@@ -418,7 +471,7 @@ pub fn completions_all_resolve(h: &mut dyn StoreHarness) {
     for id in 1..=300u64 {
         let mut unit = UnitOfWork::with(add(&message_for(id, &q), &[&q, &other]));
         if id > 1 {
-            unit.push(ack(&other, id - 1));
+            unit.push(ack(&other, key_for(id - 1)));
         }
         let completion = store.submit(unit);
         if id % 3 == 0 {
@@ -494,22 +547,18 @@ pub fn large_message_round_trips(h: &mut dyn StoreHarness) {
 pub fn next_message_id_exceeds_every_id_ever_added(h: &mut dyn StoreHarness) {
     let Opened { store, .. } = open(h);
     let (q, gone) = (queue("IDS"), queue("IDS.GONE"));
-    submit_ok(
-        store.as_ref(),
-        vec![add(&message_for(5, &q), &[&q]), add(&message_for(17, &q), &[&q])],
-    );
-    submit_ok(
-        store.as_ref(),
-        vec![add(&message_for(9, &q), &[&q]), add(&message_for(23, &gone), &[&gone])],
-    );
+    let (m5, m9, m17) =
+        (message(5, &q.destination, 0), message(9, &q.destination, 9), message_for(17, &q));
+    submit_ok(store.as_ref(), vec![add(&m5, &[&q]), add(&m17, &[&q])]);
+    submit_ok(store.as_ref(), vec![add(&m9, &[&q]), add(&message_for(23, &gone), &[&gone])]);
     let Opened { store, recovered } = restart(h, store);
     assert!(recovered.next_message_id > MessageId(23), "next id {:?}", recovered.next_message_id);
     submit_ok(
         store.as_ref(),
         vec![
-            ack(&q, 5),
-            ack(&q, 17),
-            ack(&q, 9),
+            ack(&q, key(&m5)),
+            ack(&q, key(&m17)),
+            ack(&q, key(&m9)),
             Operation::RemoveDestination(gone.destination.clone()),
         ],
     );
@@ -536,6 +585,8 @@ pub fn data_survives_repeated_reopen(h: &mut dyn StoreHarness) {
     let mut model_a: Vec<u64> = Vec::new();
     let mut model_b: Vec<u64> = Vec::new();
     let mut next = 1u64;
+    // Message `id` has priority `id % 10`.
+    let key_at = |id: u64| PageKey { priority: (id % 10) as u8, id: MessageId(id) };
     for round in 0..8u64 {
         let mut operations = Vec::new();
         for _ in 0..5 {
@@ -547,11 +598,11 @@ pub fn data_survives_repeated_reopen(h: &mut dyn StoreHarness) {
         }
         // Ack the oldest of A, and every other one of B.
         if let Some(first) = model_a.first().copied() {
-            operations.push(ack(&a, first));
+            operations.push(ack(&a, key_at(first)));
             model_a.remove(0);
         }
         let acked_b: Vec<u64> = model_b.iter().copied().filter(|id| id % 2 == round % 2).collect();
-        operations.extend(acked_b.iter().map(|id| ack(&b, *id)));
+        operations.extend(acked_b.iter().map(|id| ack(&b, key_at(*id))));
         model_b.retain(|id| !acked_b.contains(id));
         submit_ok(store.as_ref(), operations);
 
@@ -561,10 +612,8 @@ pub fn data_survives_repeated_reopen(h: &mut dyn StoreHarness) {
             reopen_after_drop(h, store).store
         };
         for (q, model) in [(&a, &model_a), (&b, &model_b)] {
-            let mut expected: Vec<(PageKey, u64)> = model
-                .iter()
-                .map(|id| (PageKey { priority: (id % 10) as u8, id: MessageId(*id) }, *id))
-                .collect();
+            let mut expected: Vec<(PageKey, u64)> =
+                model.iter().map(|id| (key_at(*id), *id)).collect();
             expected.sort();
             let expected: Vec<u64> = expected.into_iter().map(|(_, id)| id).collect();
             assert_queue(store.as_ref(), q, &expected);
@@ -578,13 +627,14 @@ pub fn failed_unit_applies_nothing(h: &mut dyn StoreHarness) {
     let Opened { store, .. } = open(h);
     let q = queue("ATOMIC");
     let declared = Destination::queue("ATOMIC.DECLARED");
-    submit_ok(store.as_ref(), vec![add(&message_for(100, &q), &[&q])]);
+    let kept = message_for(100, &q);
+    submit_ok(store.as_ref(), vec![add(&kept, &[&q])]);
     submit_invalid(
         store.as_ref(),
         vec![
             Operation::AddDestination(declared.clone()),
             add(&message_for(1, &q), &[&q]),
-            ack(&q, 100),
+            ack(&q, key(&kept)),
             add_txn(&message_for(2, &q), &[&q], 7),
             Operation::Commit(TxnId(7)),
             Operation::Commit(TxnId(8)),

@@ -114,13 +114,13 @@ impl Workload {
             let txn = 1_000_000 + id;
             unit.push(add_txn(&m, &[&self.a, &self.b], txn));
             if let Some(acked) = acked {
-                unit.push(ack_txn(&self.a, acked, txn));
+                unit.push(ack_txn(&self.a, key_for(acked), txn));
             }
             unit.push(Operation::Commit(TxnId(txn)));
         } else {
             unit.push(add(&m, &[&self.a, &self.b]));
             if let Some(acked) = acked {
-                unit.push(ack(&self.a, acked));
+                unit.push(ack(&self.a, key_for(acked)));
             }
         }
         (UnitRecord { id, destination, acked, outcome: None }, unit)

@@ -27,8 +27,8 @@ pub fn txn_acks_take_effect_at_commit(h: &mut dyn StoreHarness) {
     let Opened { store, .. } = open(h);
     let q = queue("TXN.ACK");
     submit_ok(store.as_ref(), (1..=3).map(|id| add(&message_for(id, &q), &[&q])).collect());
-    submit_ok(store.as_ref(), vec![ack_txn(&q, 1, 5)]);
-    submit_ok(store.as_ref(), vec![ack_txn(&q, 2, 5), ack_txn(&q, 42, 5)]);
+    submit_ok(store.as_ref(), vec![ack_txn(&q, key_for(1), 5)]);
+    submit_ok(store.as_ref(), vec![ack_txn(&q, key_for(2), 5), ack_txn(&q, key_for(42), 5)]);
     assert_queue(store.as_ref(), &q, &[1, 2, 3]);
     submit_ok(store.as_ref(), vec![Operation::Commit(TxnId(5))]);
     assert_queue(store.as_ref(), &q, &[3]);
@@ -41,12 +41,18 @@ pub fn txn_rollback_discards_adds_and_acks(h: &mut dyn StoreHarness) {
     let Opened { store, .. } = open(h);
     let q = queue("TXN.ROLLBACK");
     submit_ok(store.as_ref(), vec![add(&message_for(1, &q), &[&q])]);
-    submit_ok(store.as_ref(), vec![add_txn(&message_for(2, &q), &[&q], 9), ack_txn(&q, 1, 9)]);
+    submit_ok(
+        store.as_ref(),
+        vec![add_txn(&message_for(2, &q), &[&q], 9), ack_txn(&q, key_for(1), 9)],
+    );
     submit_ok(store.as_ref(), vec![Operation::Rollback(TxnId(9))]);
     assert_queue(store.as_ref(), &q, &[1]);
     submit_invalid(store.as_ref(), vec![Operation::Commit(TxnId(9))], "commit after rollback");
     // A prepared transaction rolls back the same way.
-    submit_ok(store.as_ref(), vec![add_txn(&message_for(3, &q), &[&q], 10), ack_txn(&q, 1, 10)]);
+    submit_ok(
+        store.as_ref(),
+        vec![add_txn(&message_for(3, &q), &[&q], 10), ack_txn(&q, key_for(1), 10)],
+    );
     submit_ok(store.as_ref(), vec![Operation::Prepare(TxnId(10))]);
     submit_ok(store.as_ref(), vec![Operation::Rollback(TxnId(10))]);
     let Opened { store, recovered } = restart(h, store);
@@ -66,9 +72,15 @@ pub fn interleaved_transactions(h: &mut dyn StoreHarness) {
     submit_ok(store.as_ref(), vec![add_txn(&message_for(1, &q), &[&q], 1)]);
     submit_ok(store.as_ref(), vec![add_txn(&message_for(2, &q), &[&q, &r], 2)]);
     submit_ok(store.as_ref(), vec![add(&message_for(3, &q), &[&q, &r])]);
-    submit_ok(store.as_ref(), vec![ack_txn(&q, 3, 1), add_txn(&message_for(4, &r), &[&r], 2)]);
-    submit_ok(store.as_ref(), vec![add_txn(&message_for(5, &q), &[&q], 2), ack_txn(&q, 5, 2)]);
-    submit_ok(store.as_ref(), vec![ack_txn(&r, 3, 2)]);
+    submit_ok(
+        store.as_ref(),
+        vec![ack_txn(&q, key_for(3), 1), add_txn(&message_for(4, &r), &[&r], 2)],
+    );
+    submit_ok(
+        store.as_ref(),
+        vec![add_txn(&message_for(5, &q), &[&q], 2), ack_txn(&q, key_for(5), 2)],
+    );
+    submit_ok(store.as_ref(), vec![ack_txn(&r, key_for(3), 2)]);
     assert_queue(store.as_ref(), &q, &[3]);
     assert_queue(store.as_ref(), &r, &[3]);
 
@@ -84,7 +96,7 @@ pub fn interleaved_transactions(h: &mut dyn StoreHarness) {
         vec![
             add_txn(&message_for(6, &q), &[&q], 3),
             add_txn(&message_for(7, &q), &[&q], 1),
-            ack_txn(&q, 2, 3),
+            ack_txn(&q, key_for(2), 3),
             Operation::Commit(TxnId(1)),
             Operation::Commit(TxnId(3)),
         ],
@@ -128,7 +140,7 @@ pub fn txn_operations_after_prepare_are_invalid(h: &mut dyn StoreHarness) {
         vec![add_txn(&message_for(2, &q), &[&q], 4)],
         "add after prepare",
     );
-    submit_invalid(store.as_ref(), vec![ack_txn(&q, 1, 4)], "ack after prepare");
+    submit_invalid(store.as_ref(), vec![ack_txn(&q, key_for(1), 4)], "ack after prepare");
     submit_invalid(store.as_ref(), vec![Operation::Prepare(TxnId(4))], "second prepare");
     assert_queue(store.as_ref(), &q, &[]);
     submit_ok(store.as_ref(), vec![Operation::Commit(TxnId(4))]);
@@ -141,7 +153,10 @@ pub fn open_txn_rolled_back_on_reopen(h: &mut dyn StoreHarness) {
     let Opened { store, .. } = open(h);
     let q = queue("TXN.INFLIGHT");
     submit_ok(store.as_ref(), vec![add(&message_for(10, &q), &[&q])]);
-    submit_ok(store.as_ref(), vec![add_txn(&message_for(1, &q), &[&q], 1), ack_txn(&q, 10, 1)]);
+    submit_ok(
+        store.as_ref(),
+        vec![add_txn(&message_for(1, &q), &[&q], 1), ack_txn(&q, key_for(10), 1)],
+    );
     submit_ok(store.as_ref(), vec![add_txn(&message_for(2, &q), &[&q], 1)]);
     let Opened { store, recovered } = restart(h, store);
     assert!(recovered.prepared.is_empty(), "prepared: {:?}", recovered.prepared);
@@ -168,13 +183,16 @@ pub fn prepared_txn_survives_reopen_and_commits(h: &mut dyn StoreHarness) {
         store.as_ref(),
         vec![add(&message_for(10, &q), &[&q]), add(&message_for(11, &q), &[&q])],
     );
-    submit_ok(store.as_ref(), vec![add_txn(&message_for(1, &q), &[&q, &r], 1), ack_txn(&q, 10, 1)]);
+    submit_ok(
+        store.as_ref(),
+        vec![add_txn(&message_for(1, &q), &[&q, &r], 1), ack_txn(&q, key_for(10), 1)],
+    );
     submit_ok(store.as_ref(), vec![Operation::Prepare(TxnId(1))]);
     submit_ok(
         store.as_ref(),
         vec![
             add_txn(&message_for(2, &q), &[&q], 2),
-            ack_txn(&q, 11, 2),
+            ack_txn(&q, key_for(11), 2),
             Operation::Prepare(TxnId(2)),
         ],
     );
