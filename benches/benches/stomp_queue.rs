@@ -95,7 +95,13 @@ fn main() -> anyhow::Result<()> {
         let ours = broker.stomp_addr().context("no STOMP connector")?;
         println!(
             "{:<4} {:<55} {:>12} {:>10} {:>10} {:>12} {:>7}",
-            "id", "scenario (store: memory)", "msgs/s", "p50 send", "p99 send", "peer msgs/s", "ratio"
+            "id",
+            "scenario (store: memory)",
+            "msgs/s",
+            "p50 send",
+            "p99 send",
+            "peer msgs/s",
+            "ratio"
         );
         for scenario in SCENARIOS {
             let messages = ((scenario.messages as f64 * scale) as usize).max(10);
@@ -113,7 +119,10 @@ fn main() -> anyhow::Result<()> {
             }
             let ours = median(our_rates);
             let (p50, p99) = match &last {
-                Some(l) => (format!("{:.3} ms", ms(l.percentile(50.0))), format!("{:.3} ms", ms(l.percentile(99.0)))),
+                Some(l) => (
+                    format!("{:.3} ms", ms(l.percentile(50.0))),
+                    format!("{:.3} ms", ms(l.percentile(99.0))),
+                ),
                 None => ("-".to_owned(), "-".to_owned()),
             };
             let (peer_text, ratio) = if peer_rates.is_empty() {
@@ -196,7 +205,13 @@ async fn run_scenario(
             for _ in 0..messages {
                 if blocking {
                     let sent = Instant::now();
-                    client.send_with_receipt(&destination, body.clone(), &[("persistent", persistent)]).await?;
+                    client
+                        .send_with_receipt(
+                            &destination,
+                            body.clone(),
+                            &[("persistent", persistent)],
+                        )
+                        .await?;
                     latencies.push(sent.elapsed());
                 } else {
                     client.send(&destination, body.clone(), &[("persistent", persistent)]).await?;

@@ -71,7 +71,11 @@ impl BrokerBuilder {
     pub async fn start(self) -> Result<BrokerHandle, BrokerError> {
         let config = self.config;
         config.validate()?;
-        let lock = if self.lock_data_dir { Some(DataDirLock::acquire(&config.broker.data_dir)?) } else { None };
+        let lock = if self.lock_data_dir {
+            Some(DataDirLock::acquire(&config.broker.data_dir)?)
+        } else {
+            None
+        };
         let store: Arc<dyn MessageStore> = match self.store {
             Some(store) => store,
             None => match config.store.kind {
@@ -203,11 +207,20 @@ impl DataDirLock {
         let io = |source| BrokerError::DataDir { path: dir.to_path_buf(), source };
         std::fs::create_dir_all(dir).map_err(io)?;
         let path: PathBuf = dir.join("lock");
-        let mut file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(io)?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(&path).ok().map(|pid| format!(" (process {})", pid.trim())).unwrap_or_default();
+                let holder = std::fs::read_to_string(&path)
+                    .ok()
+                    .map(|pid| format!(" (process {})", pid.trim()))
+                    .unwrap_or_default();
                 return Err(BrokerError::DataDirLocked { path: dir.to_path_buf(), holder });
             }
             Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),

@@ -7,7 +7,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ferromq", version, about = "A message broker that does what Apache ActiveMQ Classic does")]
+#[command(
+    name = "ferromq",
+    version,
+    about = "A message broker that does what Apache ActiveMQ Classic does"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -79,13 +79,7 @@ impl StompClient {
         let connected = within(
             options.timeout,
             "CONNECTED",
-            handshake(
-                &options,
-                &mut codec,
-                &mut reader,
-                &mut writer,
-                &mut read_buf,
-            ),
+            handshake(&options, &mut codec, &mut reader, &mut writer, &mut read_buf),
         )
         .await??;
 
@@ -146,10 +140,7 @@ impl StompClient {
 
     /// The first CONNECTED header called `name`.
     pub fn server_header(&self, name: &str) -> Option<&str> {
-        self.server_headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.server_headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
     /// Whether the connection has ended (closed by either side, or failed).
@@ -165,8 +156,7 @@ impl StompClient {
         body: impl Into<Bytes>,
         headers: &[(&str, &str)],
     ) -> Result<(), ClientError> {
-        self.send_frame(send_frame(destination, body.into(), headers))
-            .await
+        self.send_frame(send_frame(destination, body.into(), headers)).await
     }
 
     /// Sends a message and waits for the server's RECEIPT; an ERROR for it is
@@ -177,17 +167,13 @@ impl StompClient {
         body: impl Into<Bytes>,
         headers: &[(&str, &str)],
     ) -> Result<(), ClientError> {
-        self.request_receipt(send_frame(destination, body.into(), headers))
-            .await
+        self.request_receipt(send_frame(destination, body.into(), headers)).await
     }
 
     /// Sends any frame as is, without waiting for the server (for tests of odd frames).
     pub async fn send_frame(&self, frame: Frame) -> Result<(), ClientError> {
         let what = format!("room to send {}", describe(&frame));
-        let request = Request::Frame {
-            frame,
-            receipt: None,
-        };
+        let request = Request::Frame { frame, receipt: None };
         within(self.inner.timeout, what, self.inner.submit(request)).await?
     }
 
@@ -269,20 +255,17 @@ impl StompClient {
 
     /// Starts transaction `tx` and waits for the receipt.
     pub async fn begin(&self, tx: &str) -> Result<(), ClientError> {
-        self.request_receipt(Frame::new(Command::Begin).header("transaction", tx))
-            .await
+        self.request_receipt(Frame::new(Command::Begin).header("transaction", tx)).await
     }
 
     /// Commits transaction `tx` and waits for the receipt.
     pub async fn commit(&self, tx: &str) -> Result<(), ClientError> {
-        self.request_receipt(Frame::new(Command::Commit).header("transaction", tx))
-            .await
+        self.request_receipt(Frame::new(Command::Commit).header("transaction", tx)).await
     }
 
     /// Rolls transaction `tx` back and waits for the receipt.
     pub async fn abort(&self, tx: &str) -> Result<(), ClientError> {
-        self.request_receipt(Frame::new(Command::Abort).header("transaction", tx))
-            .await
+        self.request_receipt(Frame::new(Command::Abort).header("transaction", tx)).await
     }
 
     /// Waits for the next ERROR frame that answered no request of ours (typically the
@@ -320,10 +303,7 @@ impl Inner {
 
     /// Hands a request to the connection task (waiting for room in its queue).
     pub(crate) async fn submit(&self, request: Request) -> Result<(), ClientError> {
-        self.requests
-            .send(request)
-            .await
-            .map_err(|_| self.closed_reason())
+        self.requests.send(request).await.map_err(|_| self.closed_reason())
     }
 
     /// Stops routing messages of subscription `id`, without waiting.
@@ -378,10 +358,7 @@ pub(crate) async fn within<T>(
     let what = what.into();
     tokio::time::timeout(limit, future)
         .await
-        .map_err(|_| ClientError::Timeout {
-            waiting_for: what,
-            after: limit,
-        })
+        .map_err(|_| ClientError::Timeout { waiting_for: what, after: limit })
 }
 
 /// Writes CONNECT and reads up to the server's first frame.
@@ -411,10 +388,7 @@ async fn handshake<S: AsyncRead + AsyncWrite>(
 fn connect_frame(options: &ConnectOptions) -> Frame {
     let mut frame = Frame::new(Command::Connect)
         .header("accept-version", options.accept_version.as_str())
-        .header(
-            "heart-beat",
-            format!("{},{}", options.heart_beat.0, options.heart_beat.1),
-        );
+        .header("heart-beat", format!("{},{}", options.heart_beat.0, options.heart_beat.1));
     let optional = [
         ("host", &options.host),
         ("login", &options.login),

@@ -38,10 +38,7 @@ const READ_CHUNK: usize = 16 * 1024;
 /// What the handles ask the task to do.
 pub(crate) enum Request {
     /// Write `frame`; with `receipt`, first register the waiter for that receipt id.
-    Frame {
-        frame: Frame,
-        receipt: Option<(String, Reply)>,
-    },
+    Frame { frame: Frame, receipt: Option<(String, Reply)> },
     /// Route MESSAGEs of subscription `id` to `messages`, then write the SUBSCRIBE `frame`
     /// and wait for its receipt.
     Subscribe {
@@ -128,14 +125,8 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
         self.requests.close();
         while let Ok(request) = self.requests.try_recv() {
             match request {
-                Request::Frame {
-                    receipt: Some((_, reply)),
-                    ..
-                }
-                | Request::Subscribe {
-                    receipt: (_, reply),
-                    ..
-                } => {
+                Request::Frame { receipt: Some((_, reply)), .. }
+                | Request::Subscribe { receipt: (_, reply), .. } => {
                     let _ = reply.send(Err(reason.clone()));
                 }
                 Request::Frame { receipt: None, .. } | Request::Forget { .. } | Request::Close => {}
@@ -161,14 +152,10 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                 let _ = self.writer.shutdown().await;
                 return Ok(());
             }
-            let send_deadline = self
-                .heart_beats
-                .send_every
-                .map_or(far_future, |every| last_write + every);
-            let silence_deadline = self
-                .heart_beats
-                .silence_limit
-                .map_or(far_future, |limit| last_read + limit);
+            let send_deadline =
+                self.heart_beats.send_every.map_or(far_future, |every| last_write + every);
+            let silence_deadline =
+                self.heart_beats.silence_limit.map_or(far_future, |limit| last_read + limit);
             self.read_buf.reserve(READ_CHUNK);
 
             tokio::select! {
@@ -232,12 +219,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                 self.codec.encode(&frame, &mut self.write_buf);
                 frame.command == Command::Disconnect
             }
-            Request::Subscribe {
-                id,
-                messages,
-                frame,
-                receipt: (receipt_id, reply),
-            } => {
+            Request::Subscribe { id, messages, frame, receipt: (receipt_id, reply) } => {
                 self.subscriptions.insert(id, messages);
                 self.receipts.insert(receipt_id, reply);
                 self.codec.encode(&frame, &mut self.write_buf);
@@ -271,12 +253,9 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
         let id = match frame.get("subscription") {
             Some(id) => id.to_owned(),
             // A server that omits the header (some 1.0 servers) can only mean our only one.
-            None if self.subscriptions.len() == 1 => self
-                .subscriptions
-                .keys()
-                .next()
-                .cloned()
-                .unwrap_or_default(),
+            None if self.subscriptions.len() == 1 => {
+                self.subscriptions.keys().next().cloned().unwrap_or_default()
+            }
             None => {
                 tracing::warn!("dropping a MESSAGE without a subscription header");
                 return;
@@ -293,9 +272,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
     }
 
     fn complete_receipt(&mut self, frame: &Frame) {
-        let waiter = frame
-            .get("receipt-id")
-            .and_then(|id| self.receipts.remove(id));
+        let waiter = frame.get("receipt-id").and_then(|id| self.receipts.remove(id));
         match waiter {
             Some(reply) => {
                 let _ = reply.send(Ok(()));
@@ -309,10 +286,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
             message: frame.get("message").unwrap_or_default().to_owned(),
             body: String::from_utf8_lossy(&frame.body).into_owned(),
         };
-        if let Some(reply) = frame
-            .get("receipt-id")
-            .and_then(|id| self.receipts.remove(id))
-        {
+        if let Some(reply) = frame.get("receipt-id").and_then(|id| self.receipts.remove(id)) {
             let _ = reply.send(Err(error));
             return;
         }

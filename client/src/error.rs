@@ -55,8 +55,6 @@ impl From<std::io::Error> for ClientError {
 
 impl ClientError {
     pub(crate) fn protocol(message: impl Into<String>) -> ClientError {
-        ClientError::Protocol {
-            message: message.into(),
-        }
+        ClientError::Protocol { message: message.into() }
     }
 }

@@ -28,11 +28,7 @@ impl Subscription {
         messages: mpsc::UnboundedReceiver<ReceivedMessage>,
         inner: Arc<Inner>,
     ) -> Subscription {
-        Subscription {
-            id,
-            messages,
-            inner,
-        }
+        Subscription { id, messages, inner }
     }
 
     /// The subscription id sent in SUBSCRIBE (and echoed in each MESSAGE).

@@ -35,19 +35,10 @@ impl<'a> Document<'a> {
     /// Parses the TOML syntax of `text`; errors are syntax errors, with a line but no key.
     pub(crate) fn parse(text: &'a str, origin: &'a str) -> Result<Self, ConfigError> {
         match ImDocument::parse(text) {
-            Ok(document) => Ok(Document {
-                origin,
-                text,
-                document,
-            }),
+            Ok(document) => Ok(Document { origin, text, document }),
             Err(error) => {
                 let line = error.span().map(|span| line_at(text, span.start));
-                Err(ConfigError::new(
-                    origin,
-                    line,
-                    "",
-                    one_line(error.message()),
-                ))
+                Err(ConfigError::new(origin, line, "", one_line(error.message())))
             }
         }
     }
@@ -129,9 +120,7 @@ impl<'a> Document<'a> {
     pub(crate) fn serde_error(&self, error: &toml::de::Error) -> ConfigError {
         let offset = error.span().map(|span| span.start);
         let line = offset.map(|offset| line_at(self.text, offset));
-        let key = offset
-            .and_then(|offset| self.path_at(offset))
-            .unwrap_or_default();
+        let key = offset.and_then(|offset| self.path_at(offset)).unwrap_or_default();
         ConfigError::new(self.origin, line, key, one_line(error.message()))
     }
 
@@ -196,10 +185,7 @@ fn find_in_table(item: &Item, offset: usize, path: &mut Vec<Step>) -> bool {
 fn find_in_item(item: &Item, offset: usize, path: &mut Vec<Step>) -> bool {
     match item {
         Item::Value(Value::Array(array)) => {
-            if let Some(index) = array
-                .iter()
-                .position(|element| contains(element.span(), offset))
-            {
+            if let Some(index) = array.iter().position(|element| contains(element.span(), offset)) {
                 // Our arrays hold strings; an element is as deep as a path needs to go.
                 path.push(Step::Index(index));
                 return true;
@@ -225,11 +211,7 @@ fn entries(item: &Item) -> Vec<(&str, &Key, &Item)> {
     };
     table
         .iter()
-        .filter_map(|(name, _)| {
-            table
-                .get_key_value(name)
-                .map(|(key, value)| (name, key, value))
-        })
+        .filter_map(|(name, _)| table.get_key_value(name).map(|(key, value)| (name, key, value)))
         .collect()
 }
 
@@ -252,11 +234,7 @@ fn describe(item: &Item) -> String {
 }
 
 fn with_article(type_name: &str) -> String {
-    let article = if type_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
-        "an"
-    } else {
-        "a"
-    };
+    let article = if type_name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
     format!("{article} {type_name}")
 }
 
@@ -270,9 +248,7 @@ fn path_text(path: &[Step]) -> String {
                     text.push('.');
                 }
                 let bare = !name.is_empty()
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
                 if bare {
                     text.push_str(name);
                 } else {
@@ -289,9 +265,7 @@ fn path_text(path: &[Step]) -> String {
 fn parse_path(path: &str) -> Vec<Step> {
     let mut steps = Vec::new();
     for part in path.split('.') {
-        let (name, indexes) = part
-            .split_once('[')
-            .map_or((part, ""), |(name, rest)| (name, rest));
+        let (name, indexes) = part.split_once('[').map_or((part, ""), |(name, rest)| (name, rest));
         steps.push(Step::Key(name.to_owned()));
         for index in indexes.split('[') {
             if let Ok(index) = index.trim_end_matches(']').parse() {
@@ -305,20 +279,12 @@ fn parse_path(path: &str) -> Vec<Step> {
 /// 1-based line of byte `offset` in `text`.
 pub(crate) fn line_at(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&byte| byte == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..end].iter().filter(|&&byte| byte == b'\n').count() + 1
 }
 
 /// toml's messages can span lines ("invalid table header\nexpected `.`, `]`").
 fn one_line(message: &str) -> String {
-    let lines: Vec<&str> = message
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .collect();
+    let lines: Vec<&str> = message.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
     lines.join("; ")
 }
 
@@ -383,24 +349,15 @@ mod tests {
 
     #[test]
     fn section_keys_come_from_the_structs() {
-        assert_eq!(
-            root_keys(),
-            ["broker", "transport", "store", "destinations"]
-        );
-        assert_eq!(
-            section_keys("store"),
-            Some(&["kind", "sync", "sync_interval_ms"][..])
-        );
+        assert_eq!(root_keys(), ["broker", "transport", "store", "destinations"]);
+        assert_eq!(section_keys("store"), Some(&["kind", "sync", "sync_interval_ms"][..]));
         assert_eq!(section_keys("cluster"), None);
     }
 
     #[test]
     fn paths_print_and_parse_back() {
-        let steps = vec![
-            Step::Key("transport".into()),
-            Step::Key("connectors".into()),
-            Step::Index(1),
-        ];
+        let steps =
+            vec![Step::Key("transport".into()), Step::Key("connectors".into()), Step::Index(1)];
         assert_eq!(path_text(&steps), "transport.connectors[1]");
         assert_eq!(parse_path("transport.connectors[1]"), steps);
         assert_eq!(path_text(&[Step::Key("a b".into())]), "\"a b\"");
@@ -418,14 +375,9 @@ mod tests {
         let text = "[transport]\nmax_connections = 5\nconnectors = [\n  \"stomp://a:1\",\n  \"stomp://b:2\",\n]\n";
         let document = Document::parse(text, "t.toml")?;
         let offset = text.find("\"stomp://b").unwrap_or_default() + 3;
+        assert_eq!(document.path_at(offset).as_deref(), Some("transport.connectors[1]"));
         assert_eq!(
-            document.path_at(offset).as_deref(),
-            Some("transport.connectors[1]")
-        );
-        assert_eq!(
-            document
-                .path_at(text.find("= 5").unwrap_or_default() + 2)
-                .as_deref(),
+            document.path_at(text.find("= 5").unwrap_or_default() + 2).as_deref(),
             Some("transport.max_connections")
         );
         assert_eq!(document.line_of("transport.connectors[1]"), Some(5));
@@ -439,15 +391,10 @@ mod tests {
         let text = include_str!("../ferromq.example.toml");
         let document = Document::parse(text, "ferromq.example.toml")?;
         for section in root_keys() {
-            let Some(keys) = section_keys(section) else {
-                panic!("no keys for [{section}]")
-            };
+            let Some(keys) = section_keys(section) else { panic!("no keys for [{section}]") };
             for key in keys {
                 let path = format!("{section}.{key}");
-                assert!(
-                    document.line_of(&path).is_some(),
-                    "ferromq.example.toml lacks {path}"
-                );
+                assert!(document.line_of(&path).is_some(), "ferromq.example.toml lacks {path}");
             }
         }
         Ok(())

@@ -101,9 +101,7 @@ impl Config {
         let document = Document::parse(text, origin)?;
         document.check_shape()?;
         let config: Config = toml::from_str(text).map_err(|error| document.serde_error(&error))?;
-        config
-            .check()
-            .map_err(|invalid| document.invalid(invalid))?;
+        config.check().map_err(|invalid| document.invalid(invalid))?;
         Ok(config)
     }
 

@@ -70,10 +70,7 @@ pub struct TransportConfig {
     /// How much later than the negotiated interval a client's heart-beat may arrive before the
     /// connection is considered dead: 1.5 allows half an interval of slack. Key
     /// `heart_beat_grace_multiplier`, default 1.5 (ActiveMQ: `transport.hbGracePeriodMultiplier`).
-    #[serde(
-        rename = "heart_beat_grace_multiplier",
-        deserialize_with = "number::real"
-    )]
+    #[serde(rename = "heart_beat_grace_multiplier", deserialize_with = "number::real")]
     pub heart_beat_grace: f64,
 }
 
@@ -101,19 +98,13 @@ impl TransportConfig {
     /// The connection limit of `connector`: its `maximumConnections` option, else
     /// [`max_connections`](Self::max_connections).
     pub fn max_connections_for(&self, connector: &ConnectorUri) -> usize {
-        connector
-            .options
-            .maximum_connections
-            .unwrap_or(self.max_connections)
+        connector.options.maximum_connections.unwrap_or(self.max_connections)
     }
 
     /// The frame size limit of `connector`: its `wireFormat.maxFrameSize` option, else
     /// [`max_frame_size`](Self::max_frame_size).
     pub fn max_frame_size_for(&self, connector: &ConnectorUri) -> usize {
-        connector
-            .options
-            .max_frame_size
-            .unwrap_or(self.max_frame_size)
+        connector.options.max_frame_size.unwrap_or(self.max_frame_size)
     }
 }
 
@@ -198,9 +189,7 @@ impl<'de> Deserialize<'de> for StoreKind {
                         "store kind `{name}` is not implemented yet (available: {available})"
                     )));
                 }
-                Err(E::custom(format_args!(
-                    "unknown store kind `{name}` (available: {available})"
-                )))
+                Err(E::custom(format_args!("unknown store kind `{name}` (available: {available})")))
             }
         }
         deserializer.deserialize_str(KindVisitor)
@@ -232,8 +221,6 @@ pub struct DestinationDefaults {
 
 impl Default for DestinationDefaults {
     fn default() -> Self {
-        DestinationDefaults {
-            queue_prefetch: 1000,
-        }
+        DestinationDefaults { queue_prefetch: 1000 }
     }
 }

@@ -168,9 +168,7 @@ pub enum UriError {
 }
 
 fn suggestion(did_you_mean: &Option<&'static str>) -> String {
-    did_you_mean
-        .map(|name| format!(" (did you mean {name}?)"))
-        .unwrap_or_default()
+    did_you_mean.map(|name| format!(" (did you mean {name}?)")).unwrap_or_default()
 }
 
 /// Schemes ActiveMQ has and ferromq will have, with the protocol each stands for.
@@ -195,38 +193,17 @@ const MAX_FRAME_SIZE: &str = "wireFormat.maxFrameSize";
 
 /// ActiveMQ options accepted without effect, and why they have none.
 const IGNORED_OPTIONS: &[(&str, &str)] = &[
-    (
-        "useQueueForAccept",
-        "connections are accepted asynchronously, without a hand-off queue",
-    ),
-    (
-        "transport.useKeepAlive",
-        "dead peers are detected with STOMP heart-beats",
-    ),
+    ("useQueueForAccept", "connections are accepted asynchronously, without a hand-off queue"),
+    ("transport.useKeepAlive", "dead peers are detected with STOMP heart-beats"),
     (
         "transport.soTimeout",
         "sockets never block a thread; idle peers are detected with heart-beats",
     ),
-    (
-        "transport.tcpNoDelay",
-        "socket options are chosen by ferromq",
-    ),
-    (
-        "transport.trace",
-        "frame tracing is set with the log filter, not per connector",
-    ),
-    (
-        "transport.closeAsync",
-        "connections are always closed asynchronously",
-    ),
-    (
-        "transport.threadName",
-        "connections run as async tasks, not named threads",
-    ),
-    (
-        "transport.transportListener",
-        "transport listeners are a Java extension point",
-    ),
+    ("transport.tcpNoDelay", "socket options are chosen by ferromq"),
+    ("transport.trace", "frame tracing is set with the log filter, not per connector"),
+    ("transport.closeAsync", "connections are always closed asynchronously"),
+    ("transport.threadName", "connections run as async tasks, not named threads"),
+    ("transport.transportListener", "transport listeners are a Java extension point"),
 ];
 
 impl FromStr for ConnectorUri {
@@ -244,13 +221,7 @@ impl FromStr for ConnectorUri {
         };
         let (host, port) = parse_authority(authority)?;
         let (options, warnings) = parse_options(query.unwrap_or(""))?;
-        Ok(ConnectorUri {
-            scheme,
-            host,
-            port,
-            options,
-            warnings,
-        })
+        Ok(ConnectorUri { scheme, host, port, options, warnings })
     }
 }
 
@@ -261,13 +232,8 @@ fn parse_scheme(scheme: &str) -> Result<Scheme, UriError> {
         "stomp" => Ok(Scheme::Stomp),
         "stomp+nio" => Ok(Scheme::StompNio),
         _ => match PLANNED_SCHEMES.iter().find(|(name, _)| *name == lower) {
-            Some((_, protocol)) => Err(UriError::SchemeNotImplemented {
-                scheme: lower,
-                protocol,
-            }),
-            None => Err(UriError::UnknownScheme {
-                scheme: scheme.to_owned(),
-            }),
+            Some((_, protocol)) => Err(UriError::SchemeNotImplemented { scheme: lower, protocol }),
+            None => Err(UriError::UnknownScheme { scheme: scheme.to_owned() }),
         },
     }
 }
@@ -293,11 +259,7 @@ fn parse_authority(authority: &str) -> Result<(String, u16), UriError> {
         let port = match after.strip_prefix(':') {
             Some(port) => port,
             None if after.is_empty() => return Err(UriError::MissingPort),
-            None => {
-                return Err(UriError::UnexpectedPath {
-                    rest: after.to_owned(),
-                })
-            }
+            None => return Err(UriError::UnexpectedPath { rest: after.to_owned() }),
         };
         (address, port)
     } else {
@@ -322,17 +284,9 @@ fn check_host_name(host: &str) -> Result<(), UriError> {
     if host.is_empty() {
         return Err(UriError::EmptyHost);
     }
-    let invalid = |reason| UriError::InvalidHost {
-        host: host.to_owned(),
-        reason,
-    };
-    if !host
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
-    {
-        return Err(invalid(
-            "only letters, digits, `-`, `_` and `.` may appear in a host name",
-        ));
+    let invalid = |reason| UriError::InvalidHost { host: host.to_owned(), reason };
+    if !host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')) {
+        return Err(invalid("only letters, digits, `-`, `_` and `.` may appear in a host name"));
     }
     // A name made only of digits and dots would be taken for an IPv4 address by the resolver.
     if host.chars().all(|c| c.is_ascii_digit() || c == '.') && host.parse::<Ipv4Addr>().is_err() {
@@ -348,19 +302,13 @@ fn parse_port(port: &str) -> Result<u16, UriError> {
     if let Some(slash) = port.find('/') {
         let (number, rest) = port.split_at(slash);
         if number.chars().all(|c| c.is_ascii_digit()) && !number.is_empty() {
-            return Err(UriError::UnexpectedPath {
-                rest: rest.to_owned(),
-            });
+            return Err(UriError::UnexpectedPath { rest: rest.to_owned() });
         }
     }
     if !port.chars().all(|c| c.is_ascii_digit()) {
-        return Err(UriError::InvalidPort {
-            port: port.to_owned(),
-        });
+        return Err(UriError::InvalidPort { port: port.to_owned() });
     }
-    port.parse().map_err(|_| UriError::PortOutOfRange {
-        port: port.to_owned(),
-    })
+    port.parse().map_err(|_| UriError::PortOutOfRange { port: port.to_owned() })
 }
 
 fn parse_options(query: &str) -> Result<(ConnectorOptions, Vec<String>), UriError> {
@@ -374,25 +322,15 @@ fn parse_options(query: &str) -> Result<(ConnectorOptions, Vec<String>), UriErro
         let (name, value) = match option.split_once('=') {
             Some((name, value)) => (name, value),
             None if option.is_empty() => {
-                return Err(UriError::EmptyOption {
-                    option: option.to_owned(),
-                })
+                return Err(UriError::EmptyOption { option: option.to_owned() })
             }
-            None => {
-                return Err(UriError::OptionWithoutValue {
-                    name: option.to_owned(),
-                })
-            }
+            None => return Err(UriError::OptionWithoutValue { name: option.to_owned() }),
         };
         if name.is_empty() {
-            return Err(UriError::EmptyOption {
-                option: option.to_owned(),
-            });
+            return Err(UriError::EmptyOption { option: option.to_owned() });
         }
         if seen.contains(&name) {
-            return Err(UriError::DuplicateOption {
-                name: name.to_owned(),
-            });
+            return Err(UriError::DuplicateOption { name: name.to_owned() });
         }
         seen.push(name);
         match name {

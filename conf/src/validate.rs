@@ -30,11 +30,7 @@ pub(crate) struct Invalid {
 
 impl Invalid {
     fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
-        Invalid {
-            key: key.into(),
-            or_else: None,
-            reason: reason.into(),
-        }
+        Invalid { key: key.into(), or_else: None, reason: reason.into() }
     }
 
     fn or_else(mut self, key: impl Into<String>) -> Self {
@@ -80,10 +76,7 @@ impl Config {
             return Err(Invalid::new("broker.name", "must not be empty"));
         }
         if broker.name.chars().any(char::is_control) {
-            return Err(Invalid::new(
-                "broker.name",
-                "must not contain control characters",
-            ));
+            return Err(Invalid::new("broker.name", "must not contain control characters"));
         }
         if broker.data_dir.as_os_str().is_empty() {
             return Err(Invalid::new(
@@ -97,30 +90,17 @@ impl Config {
 
         duration("store.sync_interval_ms", self.store.sync_interval, false)?;
 
-        at_least_one(
-            "destinations.queue_prefetch",
-            u64::from(self.destinations.queue_prefetch),
-        )?;
+        at_least_one("destinations.queue_prefetch", u64::from(self.destinations.queue_prefetch))?;
         Ok(())
     }
 
     fn check_transport(&self) -> Result<(), Invalid> {
         let transport = &self.transport;
-        at_least_one(
-            "transport.max_connections",
-            count(transport.max_connections),
-        )?;
-        duration(
-            "transport.connect_timeout_ms",
-            transport.connect_timeout,
-            false,
-        )?;
+        at_least_one("transport.max_connections", count(transport.max_connections))?;
+        duration("transport.connect_timeout_ms", transport.connect_timeout, false)?;
         at_least_one("transport.max_frame_size", count(transport.max_frame_size))?;
         at_least_one("transport.max_headers", count(transport.max_headers))?;
-        at_least_one(
-            "transport.max_header_length",
-            count(transport.max_header_length),
-        )?;
+        at_least_one("transport.max_header_length", count(transport.max_header_length))?;
         if transport.max_header_length > transport.max_frame_size {
             return Err(Invalid::new(
                 "transport.max_header_length",

@@ -31,20 +31,11 @@ fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
     config.validate()?;
     assert_eq!(config.broker.name, "localhost");
     assert_eq!(config.broker.data_dir, PathBuf::from("data"));
-    assert_eq!(
-        config.broker.shutdown_timeout,
-        Duration::from_millis(10_000)
-    );
+    assert_eq!(config.broker.shutdown_timeout, Duration::from_millis(10_000));
     assert_eq!(config.transport.connectors.len(), 1);
-    assert_eq!(
-        config.transport.connectors[0].to_string(),
-        "stomp://127.0.0.1:61613"
-    );
+    assert_eq!(config.transport.connectors[0].to_string(), "stomp://127.0.0.1:61613");
     assert_eq!(config.transport.max_connections, 1000);
-    assert_eq!(
-        config.transport.connect_timeout,
-        Duration::from_millis(30_000)
-    );
+    assert_eq!(config.transport.connect_timeout, Duration::from_millis(30_000));
     assert_eq!(config.transport.max_frame_size, 104_857_600);
     assert_eq!(config.transport.max_headers, 1000);
     assert_eq!(config.transport.max_header_length, 10_240);
@@ -59,10 +50,7 @@ fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
 
 #[test]
 fn the_example_file_parses_to_the_defaults() -> Result<(), ConfigError> {
-    assert_eq!(
-        Config::parse(EXAMPLE, "ferromq.example.toml")?,
-        Config::default()
-    );
+    assert_eq!(Config::parse(EXAMPLE, "ferromq.example.toml")?, Config::default());
     Ok(())
 }
 
@@ -102,11 +90,7 @@ fn a_full_file_sets_every_key() -> Result<(), ConfigError> {
     assert_eq!(config.broker.data_dir, PathBuf::from("/var/lib/ferromq"));
     assert_eq!(config.broker.shutdown_timeout, Duration::ZERO);
     let transport = &config.transport;
-    let rendered: Vec<String> = transport
-        .connectors
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let rendered: Vec<String> = transport.connectors.iter().map(ToString::to_string).collect();
     assert_eq!(
         rendered,
         [
@@ -118,19 +102,10 @@ fn a_full_file_sets_every_key() -> Result<(), ConfigError> {
     );
     assert_eq!(transport.connectors[1].scheme, Scheme::StompNio);
     assert_eq!(transport.connectors[1].host, "::1");
-    assert_eq!(
-        transport.max_connections_for(&transport.connectors[0]),
-        5000
-    );
+    assert_eq!(transport.max_connections_for(&transport.connectors[0]), 5000);
     assert_eq!(transport.max_connections_for(&transport.connectors[1]), 10);
-    assert_eq!(
-        transport.max_frame_size_for(&transport.connectors[0]),
-        65536
-    );
-    assert_eq!(
-        transport.max_frame_size_for(&transport.connectors[1]),
-        1_048_576
-    );
+    assert_eq!(transport.max_frame_size_for(&transport.connectors[0]), 65536);
+    assert_eq!(transport.max_frame_size_for(&transport.connectors[1]), 1_048_576);
     assert_eq!(transport.connect_timeout, Duration::from_secs(5));
     assert_eq!(transport.max_headers, 20);
     assert_eq!(transport.max_header_length, 4096);
@@ -166,9 +141,7 @@ fn load_reads_a_file_and_names_it_in_errors() -> Result<(), Box<dyn std::error::
     assert_eq!(Config::load(&path)?.broker.name, "b1");
 
     std::fs::write(&path, "[broker]\nname = \"b1\"\nnmae = \"b2\"\n")?;
-    let error = Config::load(&path)
-        .err()
-        .ok_or("a misspelt key must be refused")?;
+    let error = Config::load(&path).err().ok_or("a misspelt key must be refused")?;
     assert_eq!(error.origin, path.display().to_string());
     assert_eq!(error.line, Some(3));
     assert_eq!(error.key, "broker.nmae");
@@ -183,10 +156,7 @@ fn load_of_a_missing_file_names_the_path() {
         error.to_string(),
         "cannot read configuration file /nonexistent/ferromq.toml: No such file or directory (os error 2)"
     );
-    assert_eq!(
-        error.io_error().map(std::io::Error::kind),
-        Some(std::io::ErrorKind::NotFound)
-    );
+    assert_eq!(error.io_error().map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound));
     assert!(std::error::Error::source(&error).is_some());
 }
 
@@ -442,13 +412,8 @@ fn a_syntax_error_names_the_line() {
 #[test]
 fn validate_checks_values_set_in_code() {
     let mut config = Config::default();
-    config
-        .transport
-        .connectors
-        .push("stomp://127.0.0.1:61613".parse().expect("a valid URI"));
-    let error = config
-        .validate()
-        .expect_err("two connectors on one address");
+    config.transport.connectors.push("stomp://127.0.0.1:61613".parse().expect("a valid URI"));
+    let error = config.validate().expect_err("two connectors on one address");
     assert_eq!(
         error.to_string(),
         "configuration: `transport.connectors[1]`: 127.0.0.1:61613 listens on the same address as \

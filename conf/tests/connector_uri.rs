@@ -3,8 +3,7 @@
 use conf::{ConnectorOptions, ConnectorUri, Scheme, UriError};
 
 fn parse(text: &str) -> ConnectorUri {
-    text.parse()
-        .unwrap_or_else(|error| panic!("{text} should parse: {error}"))
+    text.parse().unwrap_or_else(|error| panic!("{text} should parse: {error}"))
 }
 
 fn refusal(text: &str) -> String {
@@ -18,35 +17,16 @@ fn refusal(text: &str) -> String {
 fn valid_uris_parse_to_scheme_host_and_port() {
     for (text, scheme, host, port) in [
         ("stomp://127.0.0.1:61613", Scheme::Stomp, "127.0.0.1", 61613),
-        (
-            "stomp+nio://0.0.0.0:61613",
-            Scheme::StompNio,
-            "0.0.0.0",
-            61613,
-        ),
+        ("stomp+nio://0.0.0.0:61613", Scheme::StompNio, "0.0.0.0", 61613),
         ("stomp://localhost:0", Scheme::Stomp, "localhost", 0),
-        (
-            "stomp://broker-1.example.com:65535",
-            Scheme::Stomp,
-            "broker-1.example.com",
-            65535,
-        ),
+        ("stomp://broker-1.example.com:65535", Scheme::Stomp, "broker-1.example.com", 65535),
         ("stomp://[::1]:61613", Scheme::Stomp, "::1", 61613),
         ("stomp://[::]:1", Scheme::Stomp, "::", 1),
         ("STOMP://localhost:1", Scheme::Stomp, "localhost", 1),
-        (
-            "stomp://localhost:61613/",
-            Scheme::Stomp,
-            "localhost",
-            61613,
-        ),
+        ("stomp://localhost:61613/", Scheme::Stomp, "localhost", 61613),
     ] {
         let uri = parse(text);
-        assert_eq!(
-            (uri.scheme, uri.host.as_str(), uri.port),
-            (scheme, host, port),
-            "{text}"
-        );
+        assert_eq!((uri.scheme, uri.host.as_str(), uri.port), (scheme, host, port), "{text}");
         assert_eq!(uri.options, ConnectorOptions::default(), "{text}");
         assert!(uri.warnings.is_empty(), "{text}");
     }
@@ -137,41 +117,20 @@ fn schemes_of_future_protocols_are_refused_as_not_implemented() {
     let error = "tcp://0.0.0.0:61616".parse::<ConnectorUri>().err();
     assert_eq!(
         error,
-        Some(UriError::SchemeNotImplemented {
-            scheme: "tcp".into(),
-            protocol: "OpenWire"
-        })
+        Some(UriError::SchemeNotImplemented { scheme: "tcp".into(), protocol: "OpenWire" })
     );
 }
 
 #[test]
 fn unknown_schemes_and_malformed_uris_are_refused() {
     for (text, reason) in [
-        (
-            "gopher://h:1",
-            "unknown scheme `gopher://`; available: stomp://, stomp+nio://",
-        ),
-        (
-            "127.0.0.1:61613",
-            "expected scheme://host:port, e.g. stomp://127.0.0.1:61613",
-        ),
-        (
-            "://h:1",
-            "expected scheme://host:port, e.g. stomp://127.0.0.1:61613",
-        ),
+        ("gopher://h:1", "unknown scheme `gopher://`; available: stomp://, stomp+nio://"),
+        ("127.0.0.1:61613", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
+        ("://h:1", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
         ("stomp:// h:1", "connector URIs cannot contain whitespace"),
-        (
-            "stomp://user@h:1",
-            "user information (`...@`) is not supported in connector URIs",
-        ),
-        (
-            "stomp://h:1/queue",
-            "unexpected `/queue` after host:port (connector URIs have no path)",
-        ),
-        (
-            "stomp://[::1]x",
-            "unexpected `x` after host:port (connector URIs have no path)",
-        ),
+        ("stomp://user@h:1", "user information (`...@`) is not supported in connector URIs"),
+        ("stomp://h:1/queue", "unexpected `/queue` after host:port (connector URIs have no path)"),
+        ("stomp://[::1]x", "unexpected `x` after host:port (connector URIs have no path)"),
     ] {
         assert_eq!(refusal(text), reason, "{text}");
     }
@@ -202,15 +161,9 @@ fn ports_must_be_present_numeric_and_in_range() {
         ("stomp://localhost:", missing),
         ("stomp://[::1]", missing),
         ("stomp://[::1]:", missing),
-        (
-            "stomp://localhost:http",
-            "invalid port `http`: not a number",
-        ),
+        ("stomp://localhost:http", "invalid port `http`: not a number"),
         ("stomp://localhost:-1", "invalid port `-1`: not a number"),
-        (
-            "stomp://localhost:65536",
-            "port 65536 is out of range (0-65535)",
-        ),
+        ("stomp://localhost:65536", "port 65536 is out of range (0-65535)"),
         (
             "stomp://localhost:99999999999999999999999",
             "port 99999999999999999999999 is out of range (0-65535)",

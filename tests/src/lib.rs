@@ -1,1 +1,173 @@
-//! Shared helpers for the integration tests.
+//! # tests: ferromq's workspace integration tests
+//!
+//! This crate owns the tests that need the whole broker: an embedded broker on port 0 driven
+//! over real sockets (or the in-process `vm://` pipe) by the `client` crate, by raw bytes, and
+//! by a randomized model. The library part holds what the test modules share.
+//!
+//! ## Layout
+//!
+//! - `src/lib.rs`: starting a broker ([`start_broker`], [`start_broker_with_store`]),
+//!   connecting clients ([`connect`]), waiting for messages with the suite's timeouts
+//!   ([`recv`], [`assert_nothing_arrives`]) and reading the store ([`stored_count`]);
+//! - `src/raw.rs`: [`RawConnection`], a TCP connection that writes exact bytes and decodes
+//!   what comes back, for protocol and bad-input tests;
+//! - `src/controlled_store.rs`: [`ControlledStore`], a [`store::MemoryStore`] wrapper that
+//!   holds back or fails the completions of message and ack units on demand;
+//! - `tests/integration/`: one test binary, one module per area (`queues`, `receipts`,
+//!   `stomp_protocol`, `bad_input`, `connectors`, `model`);
+//! - `python/`: checks with a real third-party client (stomp.py), run separately.
+//!
+//! ## Timing
+//!
+//! The suite runs on loaded machines. Anything that should happen gets [`ARRIVES`] (5 s);
+//! only checks that something does *not* happen wait briefly ([`QUIET`]). Receipts, not
+//! sleeps, say when the broker has processed a frame.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! let broker = tests::start_broker(|config| config.destinations.queue_prefetch = 10).await?;
+//! let client = tests::connect(&broker).await?;
+//! let mut orders = client.subscribe("/queue/orders", client::AckMode::Auto, &[]).await?;
+//! client.send_with_receipt("/queue/orders", "one pizza", &[]).await?;
+//! assert_eq!(&tests::recv(&mut orders).await?.body()[..], b"one pizza");
+//! broker.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod controlled_store;
+mod raw;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use broker::BrokerHandle;
+use client::{ConnectOptions, ReceivedMessage, StompClient, Subscription};
+use conf::Config;
+use store::{Destination, MessageStore, QueueKey};
+
+pub use controlled_store::{ControlledStore, Policy};
+pub use raw::{RawConnection, RawEvent};
+
+/// How long the suite waits for something that should happen.
+pub const ARRIVES: Duration = Duration::from_secs(5);
+
+/// How long the suite waits to be confident that something does not happen.
+pub const QUIET: Duration = Duration::from_millis(250);
+
+/// The configuration every test starts from: the defaults, with one STOMP connector on an
+/// ephemeral loopback port.
+pub fn test_config() -> Config {
+    let mut config = Config::default();
+    config.transport.connectors =
+        vec!["stomp://127.0.0.1:0".parse().expect("a valid connector URI")];
+    config
+}
+
+/// Starts a broker on [`test_config`] changed by `configure`, with an in-memory store.
+pub async fn start_broker(configure: impl FnOnce(&mut Config)) -> anyhow::Result<BrokerHandle> {
+    let mut config = test_config();
+    configure(&mut config);
+    broker::Broker::start(config).await.context("starting the broker")
+}
+
+/// Starts a broker on [`test_config`] changed by `configure`, over `store`.
+pub async fn start_broker_with_store(
+    store: Arc<dyn MessageStore>,
+    configure: impl FnOnce(&mut Config),
+) -> anyhow::Result<BrokerHandle> {
+    let mut config = test_config();
+    configure(&mut config);
+    broker::Broker::builder(config).store(store).start().await.context("starting the broker")
+}
+
+/// The broker's STOMP address.
+pub fn stomp_addr(broker: &BrokerHandle) -> anyhow::Result<std::net::SocketAddr> {
+    broker.stomp_addr().context("the broker has no STOMP connector")
+}
+
+/// Connects a client to the broker's STOMP connector with default options (STOMP 1.2).
+pub async fn connect(broker: &BrokerHandle) -> anyhow::Result<StompClient> {
+    connect_with(broker, ConnectOptions::default()).await
+}
+
+/// Connects a client to the broker's STOMP connector with `options`.
+pub async fn connect_with(
+    broker: &BrokerHandle,
+    options: ConnectOptions,
+) -> anyhow::Result<StompClient> {
+    let addr = stomp_addr(broker)?;
+    StompClient::connect(addr, options).await.with_context(|| format!("connecting to {addr}"))
+}
+
+/// The next message of `subscription`, waiting at most [`ARRIVES`].
+pub async fn recv(subscription: &mut Subscription) -> anyhow::Result<ReceivedMessage> {
+    let id = subscription.id().to_owned();
+    subscription
+        .recv_timeout(ARRIVES)
+        .await
+        .with_context(|| format!("expected a message on subscription {id}"))
+}
+
+/// The next `count` messages of `subscription`.
+pub async fn recv_n(
+    subscription: &mut Subscription,
+    count: usize,
+) -> anyhow::Result<Vec<ReceivedMessage>> {
+    let mut messages = Vec::with_capacity(count);
+    for index in 0..count {
+        let message =
+            recv(subscription).await.with_context(|| format!("message {index} of {count}"))?;
+        messages.push(message);
+    }
+    Ok(messages)
+}
+
+/// Fails if a message arrives on `subscription` within [`QUIET`].
+pub async fn assert_nothing_arrives(subscription: &mut Subscription) -> anyhow::Result<()> {
+    match tokio::time::timeout(QUIET, subscription.recv()).await {
+        Err(_) => Ok(()),
+        Ok(None) => anyhow::bail!("subscription {} ended unexpectedly", subscription.id()),
+        Ok(Some(message)) => anyhow::bail!(
+            "expected no message on subscription {}, got {:?} (body {:?})",
+            subscription.id(),
+            message.message_id(),
+            String::from_utf8_lossy(message.body())
+        ),
+    }
+}
+
+/// The bodies of `messages` as strings, for comparisons.
+pub fn bodies(messages: &[ReceivedMessage]) -> Vec<String> {
+    messages.iter().map(|m| String::from_utf8_lossy(m.body()).into_owned()).collect()
+}
+
+/// The stored queue named `name` (a queue destination).
+pub fn queue_key(name: &str) -> QueueKey {
+    QueueKey::destination(Destination::queue(name))
+}
+
+/// How many message references the broker's store holds for queue `name`.
+pub fn stored_count(broker: &BrokerHandle, name: &str) -> anyhow::Result<u64> {
+    broker.store().count(&queue_key(name)).with_context(|| format!("counting stored queue {name}"))
+}
+
+/// Headers that make a SEND persistent.
+pub const PERSISTENT: (&str, &str) = ("persistent", "true");
+
+/// Sends `count` persistent messages `"{prefix}{i}"` to `destination`, each confirmed by a
+/// receipt.
+pub async fn send_persistent(
+    client: &StompClient,
+    destination: &str,
+    prefix: &str,
+    count: usize,
+) -> anyhow::Result<()> {
+    for index in 0..count {
+        client
+            .send_with_receipt(destination, format!("{prefix}{index}"), &[PERSISTENT])
+            .await
+            .with_context(|| format!("sending {prefix}{index} to {destination}"))?;
+    }
+    Ok(())
+}

@@ -9,13 +9,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use parking_lot::Mutex;
+use queue::QueueCommand;
+pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use store::{
     Completion, Destination, Message, MessageId, MessageStore, Operation, QueueKey, StoreError,
     UnitOfWork,
 };
-pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
-use queue::QueueCommand;
 
 /// Identifies a consumer across the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -75,7 +76,10 @@ pub struct Core {
 
 impl Core {
     /// Recovers the store's contents and starts a task per stored queue.
-    pub fn recover(store: Arc<dyn MessageStore>, settings: CoreSettings) -> Result<Core, StoreError> {
+    pub fn recover(
+        store: Arc<dyn MessageStore>,
+        settings: CoreSettings,
+    ) -> Result<Core, StoreError> {
         let recovered = store.recover()?;
         let core = Core {
             store,
@@ -87,7 +91,8 @@ impl Core {
         };
         for destination in recovered.destinations {
             if destination.kind.is_queue() {
-                let handle = queue::spawn(QueueKey::destination(destination.clone()), core.store.clone())?;
+                let handle =
+                    queue::spawn(QueueKey::destination(destination.clone()), core.store.clone())?;
                 core.queues.lock().insert(destination.name.clone(), handle);
             }
         }
@@ -143,11 +148,23 @@ impl Core {
         }
         let queue = self.queue(&message.destination.name)?;
         let completion = if message.is_persistent() {
-            self.store.submit(UnitOfWork::with(Operation::AddMessage {
+            let completion = self.store.submit(UnitOfWork::with(Operation::AddMessage {
                 message: message.clone(),
                 queues: vec![(*queue.key).clone()],
                 txn: None,
-            }))
+            }));
+            // A store that refuses at once (full, closed, poisoned) must not see the message
+            // dispatched: the producer is told it failed and may send it again. A failure that
+            // comes later (a failed sync) is reported to the producer after the message may
+            // have been dispatched, as with ActiveMQ's concurrent store and dispatch.
+            if completion.is_ready() {
+                if let Some(Err(error)) = completion.now_or_never() {
+                    return Err(error.into());
+                }
+                Completion::ready(Ok(()))
+            } else {
+                completion
+            }
         } else {
             Completion::ready(Ok(()))
         };

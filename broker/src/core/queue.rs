@@ -57,9 +57,16 @@ pub(crate) enum QueueCommand {
     Unsubscribe(ConsumerId),
     /// The consumer has finished with these messages. The completion (sent on `done` if
     /// given) resolves when the removal is durable.
-    Ack { consumer: ConsumerId, ids: Vec<MessageId>, done: Option<oneshot::Sender<Completion>> },
+    Ack {
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+        done: Option<oneshot::Sender<Completion>>,
+    },
     /// The consumer gives these messages back for redelivery.
-    Nack { consumer: ConsumerId, ids: Vec<MessageId> },
+    Nack {
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+    },
     Stats(oneshot::Sender<QueueStats>),
     /// Stop the task (broker shutdown).
     Stop,

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use protocol::stomp::{Command, Frame};
-use store::{BodyKind, DeliveryMode, Destination, DestinationKind, Message, MessageId, PropertyValue};
+use store::{
+    BodyKind, DeliveryMode, Destination, DestinationKind, Message, MessageId, PropertyValue,
+};
 
 use crate::core::queue::now_millis;
 
@@ -101,7 +103,8 @@ pub fn message_from_send(
     message.headers.timestamp = now_millis();
     // ActiveMQ's STOMP default is non-persistent unless the producer says otherwise.
     message.headers.delivery_mode = DeliveryMode::NonPersistent;
-    let mut kind = if frame.get("content-length").is_some() { BodyKind::Bytes } else { BodyKind::Text };
+    let mut kind =
+        if frame.get("content-length").is_some() { BodyKind::Bytes } else { BodyKind::Text };
     let mut seen = HashSet::new();
     for (name, value) in &frame.headers {
         // STOMP 1.2: the first occurrence of a repeated header wins.
@@ -136,7 +139,8 @@ pub fn message_from_send(
             "type" => message.headers.message_type = Some(value.as_str().into()),
             "JMSXGroupID" => message.headers.group_id = Some(value.as_str().into()),
             "JMSXGroupSeq" => {
-                message.headers.group_seq = parse_number("JMSXGroupSeq", value, "expected an integer")?
+                message.headers.group_seq =
+                    parse_number("JMSXGroupSeq", value, "expected an integer")?
             }
             "amq-msg-type" => match value.as_str() {
                 "text" => kind = BodyKind::Text,
@@ -242,7 +246,8 @@ mod tests {
 
     #[test]
     fn bad_priority_and_destination_are_refused() {
-        let frame = Frame::new(Command::Send).header("destination", "/queue/A").header("priority", "x");
+        let frame =
+            Frame::new(Command::Send).header("destination", "/queue/A").header("priority", "x");
         assert!(message_from_send(frame, MessageId(1), "ID:x".into()).is_err());
         let frame = Frame::new(Command::Send).header("destination", "A");
         assert!(matches!(

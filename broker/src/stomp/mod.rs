@@ -25,6 +25,9 @@ use writer::WriteItem;
 
 pub use mapping::parse_destination;
 
+/// How long a closing connection's last frames may take to be written.
+const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
 /// A response that waits for the store: the frame to write once it resolves, and whether the
 /// connection must close after writing it.
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -91,7 +94,12 @@ where
     // Let the writer finish first: the auto-acks it performs must reach the queues before
     // the consumers are released, or a message written to the client would be redelivered.
     drop(connection.out);
-    let _ = writer.await;
+    // A client that stops reading cannot hold the connection (and a shutdown) for ever.
+    let writer_abort = writer.abort_handle();
+    if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
+        tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
+        writer_abort.abort();
+    }
     let core = connection.context.core.clone();
     for (_, subscription) in connection.subscriptions.drain() {
         core.unsubscribe(&subscription.queue, subscription.consumer);
@@ -230,22 +238,26 @@ impl Connection {
             Command::Unsubscribe => self.unsubscribe(&frame)?,
             Command::Ack => self.ack(&frame, true)?,
             Command::Nack => self.ack(&frame, false)?,
-            Command::Begin | Command::Commit | Command::Abort => {
-                return Err(Fatal::new(
-                    Some(&frame),
-                    "transactions are not supported yet",
-                    "this ferromq version does not implement STOMP transactions (BEGIN, COMMIT, ABORT)",
-                ))
-            }
+            Command::Begin | Command::Commit | Command::Abort => return Err(Fatal::new(
+                Some(&frame),
+                "transactions are not supported yet",
+                "this ferromq version does not implement STOMP transactions (BEGIN, COMMIT, ABORT)",
+            )),
             Command::Disconnect => {
                 if let Some(receipt) = frame.get("receipt") {
                     let receipt = Frame::new(Command::Receipt).header("receipt-id", receipt);
-                    self.pending.push_back(Box::pin(async move { Outcome { frame: Some(receipt), close: true } }));
+                    self.pending.push_back(Box::pin(async move {
+                        Outcome { frame: Some(receipt), close: true }
+                    }));
                 }
                 return Ok(false);
             }
             Command::Connect | Command::Stomp => {
-                return Err(Fatal::new(Some(&frame), "already connected", "CONNECT may be sent only once"))
+                return Err(Fatal::new(
+                    Some(&frame),
+                    "already connected",
+                    "CONNECT may be sent only once",
+                ))
             }
             other => {
                 return Err(Fatal::new(
@@ -275,8 +287,9 @@ impl Connection {
         if version >= Version::V1_1 {
             connected.push_header("version", version.as_str());
             let (client_send, client_receive) = match frame.get("heart-beat") {
-                Some(value) => stomp::parse_heart_beat(value)
-                    .map_err(|e| Fatal::new(Some(frame), "invalid heart-beat header", &e.to_string()))?,
+                Some(value) => stomp::parse_heart_beat(value).map_err(|e| {
+                    Fatal::new(Some(frame), "invalid heart-beat header", &e.to_string())
+                })?,
                 None => (0, 0),
             };
             // We send as often as the client wants to hear from us, and expect the client at
@@ -308,7 +321,10 @@ impl Connection {
         let receipt = frame.get("receipt").map(str::to_owned);
         let core = &self.context.core;
         let id = core.next_message_id();
-        let message_id = format!("ID:{}-{}:1:1:{}", self.context.id_prefix, self.connection_id, self.next_message_seq);
+        let message_id = format!(
+            "ID:{}-{}:1:1:{}",
+            self.context.id_prefix, self.connection_id, self.next_message_seq
+        );
         self.next_message_seq += 1;
         let error_frame = |error: &dyn std::fmt::Display| {
             let mut e = Frame::error(&error.to_string(), "the message was not accepted");
@@ -323,9 +339,14 @@ impl Connection {
         };
         let completion = match core.send(message) {
             Ok(completion) => completion,
+            Err(CoreError::Store(error)) => {
+                tracing::error!(%error, "store refused a message");
+                return Err(Fatal(error_frame(&format!("message not stored: {error}"))));
+            }
             Err(error) => return Err(Fatal(error_frame(&error))),
         };
         if receipt.is_none() && completion.is_ready() {
+            // Core::send reports a store that refused at once as an error above.
             return Ok(());
         }
         self.pending.push_back(Box::pin(async move {
@@ -336,7 +357,10 @@ impl Connection {
                 },
                 Err(error) => {
                     tracing::error!(%error, "store refused a message");
-                    let mut frame = Frame::error(&format!("message not stored: {error}"), "the message was not accepted");
+                    let mut frame = Frame::error(
+                        &format!("message not stored: {error}"),
+                        "the message was not accepted",
+                    );
                     if let Some(r) = receipt {
                         frame.push_header("receipt-id", r);
                     }
@@ -348,30 +372,46 @@ impl Connection {
     }
 
     fn subscribe(&mut self, frame: &Frame) -> Result<(), Fatal> {
-        let destination = frame
-            .get("destination")
-            .ok_or_else(|| Fatal::new(Some(frame), "SUBSCRIBE frame has no destination header", ""))?;
+        let destination = frame.get("destination").ok_or_else(|| {
+            Fatal::new(Some(frame), "SUBSCRIBE frame has no destination header", "")
+        })?;
         let destination = parse_destination(destination)
             .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         let id = match (frame.get("id"), self.codec.version()) {
             (Some(id), _) => id.to_owned(),
             // STOMP 1.0 makes the id optional; ActiveMQ then names it after the destination.
             (None, Version::V1_0) => frame.get("destination").unwrap_or_default().to_owned(),
-            (None, _) => return Err(Fatal::new(Some(frame), "SUBSCRIBE frame has no id header", "STOMP 1.1 and later require it")),
+            (None, _) => {
+                return Err(Fatal::new(
+                    Some(frame),
+                    "SUBSCRIBE frame has no id header",
+                    "STOMP 1.1 and later require it",
+                ))
+            }
         };
         if self.subscriptions.contains_key(&id) {
-            return Err(Fatal::new(Some(frame), "duplicate subscription id", &format!("subscription {id} already exists on this connection")));
+            return Err(Fatal::new(
+                Some(frame),
+                "duplicate subscription id",
+                &format!("subscription {id} already exists on this connection"),
+            ));
         }
         let ack_mode = match frame.get("ack").unwrap_or("auto") {
             "auto" => AckMode::Auto,
             "client" => AckMode::Client,
             "client-individual" => AckMode::ClientIndividual,
             other => {
-                return Err(Fatal::new(Some(frame), "invalid ack header", &format!("`{other}`: expected auto, client or client-individual")))
+                return Err(Fatal::new(
+                    Some(frame),
+                    "invalid ack header",
+                    &format!("`{other}`: expected auto, client or client-individual"),
+                ))
             }
         };
         for (name, _) in &frame.headers {
-            if name == "selector" || (name.starts_with("activemq.") && name != "activemq.prefetchSize") {
+            if name == "selector"
+                || (name.starts_with("activemq.") && name != "activemq.prefetchSize")
+            {
                 return Err(Fatal::new(
                     Some(frame),
                     &format!("subscription header {name} is not supported yet"),
@@ -380,21 +420,35 @@ impl Connection {
             }
         }
         let prefetch = match frame.get("activemq.prefetchSize") {
-            Some(value) => value.trim().parse::<u32>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                Fatal::new(Some(frame), "invalid activemq.prefetchSize header", &format!("`{value}`: expected a positive integer"))
-            })?,
+            Some(value) => {
+                value.trim().parse::<u32>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                    Fatal::new(
+                        Some(frame),
+                        "invalid activemq.prefetchSize header",
+                        &format!("`{value}`: expected a positive integer"),
+                    )
+                })?
+            }
             None => self.context.core.settings().default_prefetch,
         };
         if !destination.kind.is_queue() || destination.kind != store::DestinationKind::Queue {
-            return Err(Fatal::new(Some(frame), "only queues are supported yet", "topics and temporary destinations come in a later ferromq version"));
+            return Err(Fatal::new(
+                Some(frame),
+                "only queues are supported yet",
+                "topics and temporary destinations come in a later ferromq version",
+            ));
         }
         let core = self.context.core.clone();
-        let queue = core.queue(&destination.name).map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+        let queue = core
+            .queue(&destination.name)
+            .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         let consumer = core.next_consumer_id();
-        let spec = ConsumerSpec { id: consumer, prefetch, ack_mode, sink: self.deliveries_tx.clone() };
+        let spec =
+            ConsumerSpec { id: consumer, prefetch, ack_mode, sink: self.deliveries_tx.clone() };
         core.subscribe(&queue, spec).map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         self.by_consumer.insert(consumer, id.clone());
-        self.subscriptions.insert(id, Subscription { consumer, queue, ack_mode, delivered: VecDeque::new() });
+        self.subscriptions
+            .insert(id, Subscription { consumer, queue, ack_mode, delivered: VecDeque::new() });
         self.receipt(frame);
         Ok(())
     }
@@ -402,11 +456,17 @@ impl Connection {
     fn unsubscribe(&mut self, frame: &Frame) -> Result<(), Fatal> {
         let id = match (frame.get("id"), frame.get("destination")) {
             (Some(id), _) => id.to_owned(),
-            (None, Some(destination)) if self.codec.version() == Version::V1_0 => destination.to_owned(),
+            (None, Some(destination)) if self.codec.version() == Version::V1_0 => {
+                destination.to_owned()
+            }
             _ => return Err(Fatal::new(Some(frame), "UNSUBSCRIBE frame has no id header", "")),
         };
         let Some(subscription) = self.subscriptions.remove(&id) else {
-            return Err(Fatal::new(Some(frame), "no such subscription", &format!("there is no subscription {id} on this connection")));
+            return Err(Fatal::new(
+                Some(frame),
+                "no such subscription",
+                &format!("there is no subscription {id} on this connection"),
+            ));
         };
         self.by_consumer.remove(&subscription.consumer);
         self.context.core.unsubscribe(&subscription.queue, subscription.consumer);
@@ -418,7 +478,11 @@ impl Connection {
     fn ack(&mut self, frame: &Frame, positive: bool) -> Result<(), Fatal> {
         let version = self.codec.version();
         if !positive && version == Version::V1_0 {
-            return Err(Fatal::new(Some(frame), "NACK is not part of STOMP 1.0", "negotiate STOMP 1.1 or later"));
+            return Err(Fatal::new(
+                Some(frame),
+                "NACK is not part of STOMP 1.0",
+                "negotiate STOMP 1.1 or later",
+            ));
         }
         if frame.get("transaction").is_some() {
             return Err(Fatal::new(Some(frame), "transactions are not supported yet", ""));
@@ -429,7 +493,11 @@ impl Connection {
         };
         let Some(message_id) = message_id else {
             let header = if version == Version::V1_2 { "id" } else { "message-id" };
-            return Err(Fatal::new(Some(frame), &format!("{} frame has no {header} header", frame.command.as_str()), ""));
+            return Err(Fatal::new(
+                Some(frame),
+                &format!("{} frame has no {header} header", frame.command.as_str()),
+                "",
+            ));
         };
         let subscription_hint = frame.get("subscription");
         let found = self.subscriptions.iter_mut().find_map(|(id, subscription)| {
@@ -443,11 +511,15 @@ impl Connection {
             return Err(Fatal::new(
                 Some(frame),
                 "unexpected acknowledgement",
-                &format!("message {message_id} is not awaiting an acknowledgement on this connection"),
+                &format!(
+                    "message {message_id} is not awaiting an acknowledgement on this connection"
+                ),
             ));
         };
         let ids: Vec<MessageId> = match subscription.ack_mode {
-            AckMode::Client => subscription.delivered.drain(..=position).map(|(_, id)| id).collect(),
+            AckMode::Client => {
+                subscription.delivered.drain(..=position).map(|(_, id)| id).collect()
+            }
             _ => subscription.delivered.remove(position).map(|(_, id)| id).into_iter().collect(),
         };
         let core = self.context.core.clone();
@@ -467,9 +539,13 @@ impl Connection {
             let result = core.ack(&queue, consumer, ids).await;
             let receipt = receipt.unwrap_or_default();
             match result {
-                Ok(()) => Outcome { frame: Some(Frame::new(Command::Receipt).header("receipt-id", receipt)), close: false },
+                Ok(()) => Outcome {
+                    frame: Some(Frame::new(Command::Receipt).header("receipt-id", receipt)),
+                    close: false,
+                },
                 Err(error) => {
-                    let mut frame = Frame::error(&format!("acknowledgement not stored: {error}"), "");
+                    let mut frame =
+                        Frame::error(&format!("acknowledgement not stored: {error}"), "");
                     frame.push_header("receipt-id", receipt);
                     Outcome { frame: Some(frame), close: true }
                 }
@@ -485,7 +561,8 @@ impl Connection {
         if self.pending.is_empty() {
             self.write_frame(&receipt);
         } else {
-            self.pending.push_back(Box::pin(async move { Outcome { frame: Some(receipt), close: false } }));
+            self.pending
+                .push_back(Box::pin(async move { Outcome { frame: Some(receipt), close: false } }));
         }
     }
 
@@ -504,18 +581,16 @@ impl Connection {
         let mut bytes = BytesMut::new();
         self.codec.encode(&frame, &mut bytes);
         let item = if subscription.ack_mode == AckMode::Auto {
-            WriteItem::AutoAck { bytes: bytes.freeze(), queue: subscription.queue.clone(), consumer: delivery.consumer, id: message.id }
+            WriteItem::AutoAck {
+                bytes: bytes.freeze(),
+                queue: subscription.queue.clone(),
+                consumer: delivery.consumer,
+                id: message.id,
+            }
         } else {
             subscription.delivered.push_back((message.message_id.clone(), message.id));
             WriteItem::Frame(bytes.freeze())
         };
         let _ = self.out.send(item);
-    }
-}
-
-/// Maps core errors into STOMP errors for frames that fail.
-impl From<CoreError> for Fatal {
-    fn from(error: CoreError) -> Self {
-        Fatal::new(None, &error.to_string(), "")
     }
 }

@@ -32,9 +32,14 @@ pub async fn bind(uri: &ConnectorUri, max_connections: usize) -> Result<Listener
     let listener = TcpListener::bind(uri.address())
         .await
         .map_err(|source| BrokerError::Bind { uri: uri.to_string(), source })?;
-    let local_addr =
-        listener.local_addr().map_err(|source| BrokerError::Bind { uri: uri.to_string(), source })?;
-    Ok(Listener { bound: BoundConnector { uri: uri.clone(), local_addr }, listener, max_connections })
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| BrokerError::Bind { uri: uri.to_string(), source })?;
+    Ok(Listener {
+        bound: BoundConnector { uri: uri.clone(), local_addr },
+        listener,
+        max_connections,
+    })
 }
 
 impl Listener {

@@ -6,8 +6,8 @@ mod listener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use protocol::stomp::Limits;
 pub use listener::{bind, BoundConnector};
+use protocol::stomp::Limits;
 
 use crate::core::Core;
 

@@ -11,10 +11,7 @@ use crate::fake_server::{options, pipe, FakeServer};
 async fn connect_sends_the_options_as_headers() -> Result<()> {
     let server = FakeServer::start(|mut peer| async move {
         let connect = peer.accept_connect(Version::V1_2, &[]).await?;
-        ensure!(
-            connect.get("accept-version") == Some("1.0,1.1,1.2"),
-            "{connect:?}"
-        );
+        ensure!(connect.get("accept-version") == Some("1.0,1.1,1.2"), "{connect:?}");
         ensure!(connect.get("heart-beat") == Some("0,0"), "{connect:?}");
         ensure!(connect.get("host") == Some("vhost"), "{connect:?}");
         ensure!(connect.get("login") == Some("admin"), "{connect:?}");
@@ -37,17 +34,14 @@ async fn connect_sends_the_options_as_headers() -> Result<()> {
 #[tokio::test]
 async fn connect_adopts_the_version_and_headers_the_server_answers() -> Result<()> {
     let server = FakeServer::start(|mut peer| async move {
-        peer.accept_connect(Version::V1_1, &[("server", "fake/1"), ("session", "s-1")])
-            .await?;
+        peer.accept_connect(Version::V1_1, &[("server", "fake/1"), ("session", "s-1")]).await?;
         Ok(())
     })
     .await?;
     let client = StompClient::connect(server.addr, options()).await?;
     assert_eq!(client.version(), Version::V1_1);
     assert_eq!(client.server_header("server"), Some("fake/1"));
-    assert!(client
-        .server_headers()
-        .contains(&("session".to_owned(), "s-1".to_owned())));
+    assert!(client.server_headers().contains(&("session".to_owned(), "s-1".to_owned())));
     server.finish().await
 }
 
@@ -55,8 +49,7 @@ async fn connect_adopts_the_version_and_headers_the_server_answers() -> Result<(
 async fn connected_without_version_header_means_1_0() -> Result<()> {
     let server = FakeServer::start(|mut peer| async move {
         peer.expect(Command::Connect).await?;
-        peer.write(&Frame::new(Command::Connected).header("session", "x"))
-            .await
+        peer.write(&Frame::new(Command::Connected).header("session", "x")).await
     })
     .await?;
     let client = StompClient::connect(server.addr, options()).await?;
@@ -68,11 +61,7 @@ async fn connected_without_version_header_means_1_0() -> Result<()> {
 async fn connect_fails_with_the_servers_error_frame() -> Result<()> {
     let server = FakeServer::start(|mut peer| async move {
         peer.expect(Command::Connect).await?;
-        peer.write(&Frame::error(
-            "bad credentials",
-            "user admin may not connect",
-        ))
-        .await
+        peer.write(&Frame::error("bad credentials", "user admin may not connect")).await
     })
     .await?;
     match StompClient::connect(server.addr, options()).await {
@@ -92,10 +81,7 @@ async fn connect_times_out_when_the_server_never_answers() -> Result<()> {
         peer.expect_close().await
     })
     .await?;
-    let options = ConnectOptions {
-        timeout: Duration::from_millis(200),
-        ..options()
-    };
+    let options = ConnectOptions { timeout: Duration::from_millis(200), ..options() };
     match StompClient::connect(server.addr, options).await {
         Err(ClientError::Timeout { waiting_for, after }) => {
             assert_eq!(waiting_for, "CONNECTED");
@@ -113,10 +99,7 @@ async fn connect_refuses_a_version_it_did_not_offer() -> Result<()> {
         Ok(())
     })
     .await?;
-    let options = ConnectOptions {
-        accept_version: "1.0,1.1".into(),
-        ..options()
-    };
+    let options = ConnectOptions { accept_version: "1.0,1.1".into(), ..options() };
     match StompClient::connect(server.addr, options).await {
         Err(ClientError::Protocol { message }) => assert!(message.contains("1.2"), "{message}"),
         other => panic!("expected a protocol error, got {other:?}"),
@@ -132,10 +115,7 @@ async fn connect_fails_when_the_server_hangs_up() -> Result<()> {
     })
     .await?;
     let result = StompClient::connect(server.addr, options()).await;
-    assert!(
-        matches!(result, Err(ClientError::Closed | ClientError::Io(_))),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(ClientError::Closed | ClientError::Io(_))), "{result:?}");
     server.finish().await
 }
 
@@ -162,9 +142,7 @@ async fn connect_stream_speaks_over_an_in_process_pipe() -> Result<()> {
         peer.expect_close().await
     });
     let client = StompClient::connect_stream(stream, options()).await?;
-    client
-        .send_with_receipt("/queue/a", "over the pipe", &[])
-        .await?;
+    client.send_with_receipt("/queue/a", "over the pipe", &[]).await?;
     client.disconnect().await?;
     server.await?
 }

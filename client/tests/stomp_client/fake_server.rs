@@ -21,11 +21,7 @@ pub struct Peer<S = TcpStream> {
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Peer<S> {
     pub fn new(stream: S) -> Peer<S> {
-        Peer {
-            stream,
-            codec: Codec::new(Limits::default()),
-            buf: BytesMut::new(),
-        }
+        Peer { stream, codec: Codec::new(Limits::default()), buf: BytesMut::new() }
     }
 
     /// The next frame or heart-beat; `None` when the client closed the connection.
@@ -35,11 +31,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Peer<S> {
                 return Ok(Some(decoded));
             }
             if self.stream.read_buf(&mut self.buf).await? == 0 {
-                ensure!(
-                    self.buf.is_empty(),
-                    "client closed mid-frame: {:?}",
-                    self.buf
-                );
+                ensure!(self.buf.is_empty(), "client closed mid-frame: {:?}", self.buf);
                 return Ok(None);
             }
         }
@@ -58,14 +50,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Peer<S> {
 
     /// The next frame, which must be a `command`.
     pub async fn expect(&mut self, command: Command) -> Result<Frame> {
-        let frame = self
-            .read()
-            .await?
-            .with_context(|| format!("closed; expected {command}"))?;
-        ensure!(
-            frame.command == command,
-            "expected {command}, got {frame:?}"
-        );
+        let frame = self.read().await?.with_context(|| format!("closed; expected {command}"))?;
+        ensure!(frame.command == command, "expected {command}, got {frame:?}");
         Ok(frame)
     }
 
@@ -78,11 +64,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Peer<S> {
 
     /// Answers `frame`'s `receipt` header with a RECEIPT.
     pub async fn receipt(&mut self, frame: &Frame) -> Result<()> {
-        let id = frame
-            .get("receipt")
-            .with_context(|| format!("no receipt header: {frame:?}"))?;
-        self.write(&Frame::new(Command::Receipt).header("receipt-id", id))
-            .await
+        let id = frame.get("receipt").with_context(|| format!("no receipt header: {frame:?}"))?;
+        self.write(&Frame::new(Command::Receipt).header("receipt-id", id)).await
     }
 
     pub async fn write(&mut self, frame: &Frame) -> Result<()> {
@@ -161,10 +144,7 @@ impl FakeServer {
 
 /// Options for tests: defaults with a short timeout.
 pub fn options() -> ConnectOptions {
-    ConnectOptions {
-        timeout: Duration::from_secs(5),
-        ..ConnectOptions::default()
-    }
+    ConnectOptions { timeout: Duration::from_secs(5), ..ConnectOptions::default() }
 }
 
 /// A server that accepts CONNECT at `version` and then runs `script`, and a client

@@ -22,9 +22,7 @@ async fn send_queues_frames_in_order_without_waiting() -> Result<()> {
     })
     .await?;
     for body in ["one", "two", "three"] {
-        client
-            .send("/queue/a", body, &[("persistent", "true")])
-            .await?;
+        client.send("/queue/a", body, &[("persistent", "true")]).await?;
     }
     server.finish().await
 }
@@ -63,9 +61,7 @@ async fn request_receipt_keeps_a_receipt_id_the_caller_chose() -> Result<()> {
         Ok(())
     })
     .await?;
-    let frame = Frame::new(Command::Send)
-        .header("destination", "/q")
-        .header("receipt", "mine");
+    let frame = Frame::new(Command::Send).header("destination", "/q").header("receipt", "mine");
     client.request_receipt(frame).await?;
     server.finish().await
 }
@@ -109,8 +105,7 @@ async fn error_without_receipt_id_fails_every_waiter_and_reaches_next_error() ->
     let (client, server) = session(Version::V1_2, |mut peer| async move {
         peer.expect(Command::Send).await?;
         peer.expect(Command::Send).await?;
-        peer.write(&Frame::error("broker shutting down", "bye"))
-            .await
+        peer.write(&Frame::error("broker shutting down", "bye")).await
         // Dropping the peer closes the connection, as servers do after ERROR.
     })
     .await?;
@@ -118,11 +113,9 @@ async fn error_without_receipt_id_fails_every_waiter_and_reaches_next_error() ->
     let waiters: Vec<_> = (0..2)
         .map(|i| {
             let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .send_with_receipt("/queue/a", format!("{i}"), &[])
-                    .await
-            })
+            tokio::spawn(
+                async move { client.send_with_receipt("/queue/a", format!("{i}"), &[]).await },
+            )
         })
         .collect();
     for waiter in waiters {
@@ -134,18 +127,11 @@ async fn error_without_receipt_id_fails_every_waiter_and_reaches_next_error() ->
     }
     let error = client.next_error().await.expect("the ERROR frame");
     assert_eq!(error.get("message"), Some("broker shutting down"));
-    assert_eq!(
-        client.next_error().await,
-        None,
-        "connection ended, no more errors"
-    );
+    assert_eq!(client.next_error().await, None, "connection ended, no more errors");
     assert!(client.is_closed());
     // Later calls say why the connection is gone.
     let later = client.send("/queue/a", "late", &[]).await;
-    assert!(
-        matches!(later, Err(ClientError::ServerError { .. })),
-        "{later:?}"
-    );
+    assert!(matches!(later, Err(ClientError::ServerError { .. })), "{later:?}");
     server.finish().await
 }
 
@@ -157,10 +143,7 @@ async fn receipt_that_never_comes_times_out() -> Result<()> {
         peer.expect_close().await
     })
     .await?;
-    let options = ConnectOptions {
-        timeout: Duration::from_millis(200),
-        ..options()
-    };
+    let options = ConnectOptions { timeout: Duration::from_millis(200), ..options() };
     let client = StompClient::connect(server.addr, options).await?;
     match client.send_with_receipt("/queue/slow", "x", &[]).await {
         Err(ClientError::Timeout { waiting_for, .. }) => {
@@ -188,9 +171,7 @@ async fn transactions_begin_commit_and_abort_with_receipts() -> Result<()> {
     })
     .await?;
     client.begin("tx1").await?;
-    client
-        .send("/queue/a", "in tx", &[("transaction", "tx1")])
-        .await?;
+    client.send("/queue/a", "in tx", &[("transaction", "tx1")]).await?;
     client.commit("tx1").await?;
     client.begin("tx2").await?;
     client.abort("tx2").await?;
@@ -245,15 +226,9 @@ async fn server_hanging_up_fails_pending_requests_and_later_calls() -> Result<()
     })
     .await?;
     let result = client.send_with_receipt("/queue/a", "x", &[]).await;
-    assert!(
-        matches!(result, Err(ClientError::Closed | ClientError::Io(_))),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(ClientError::Closed | ClientError::Io(_))), "{result:?}");
     let later = client.begin("tx").await;
-    assert!(
-        matches!(later, Err(ClientError::Closed | ClientError::Io(_))),
-        "{later:?}"
-    );
+    assert!(matches!(later, Err(ClientError::Closed | ClientError::Io(_))), "{later:?}");
     server.finish().await
 }
 

@@ -21,31 +21,15 @@ fn message(subscription: &str, id: &str, body: &str) -> Frame {
 async fn subscribe_is_confirmed_by_receipt_and_carries_mode_and_headers() -> Result<()> {
     let (client, server) = session(Version::V1_2, |mut peer| async move {
         let subscribe = peer.expect_and_receipt(Command::Subscribe).await?;
-        ensure!(
-            subscribe.get("destination") == Some("/queue/a"),
-            "{subscribe:?}"
-        );
-        ensure!(
-            subscribe.get("ack") == Some("client-individual"),
-            "{subscribe:?}"
-        );
-        ensure!(
-            subscribe.get("selector") == Some("color = 'red'"),
-            "{subscribe:?}"
-        );
-        ensure!(
-            subscribe.get("id").is_some_and(|id| !id.is_empty()),
-            "{subscribe:?}"
-        );
+        ensure!(subscribe.get("destination") == Some("/queue/a"), "{subscribe:?}");
+        ensure!(subscribe.get("ack") == Some("client-individual"), "{subscribe:?}");
+        ensure!(subscribe.get("selector") == Some("color = 'red'"), "{subscribe:?}");
+        ensure!(subscribe.get("id").is_some_and(|id| !id.is_empty()), "{subscribe:?}");
         Ok(())
     })
     .await?;
     let subscription = client
-        .subscribe(
-            "/queue/a",
-            AckMode::ClientIndividual,
-            &[("selector", "color = 'red'")],
-        )
+        .subscribe("/queue/a", AckMode::ClientIndividual, &[("selector", "color = 'red'")])
         .await?;
     assert!(!subscription.id().is_empty());
     server.finish().await
@@ -56,10 +40,7 @@ async fn messages_are_routed_to_their_subscription_in_order() -> Result<()> {
     let (client, server) = session(Version::V1_2, |mut peer| async move {
         let first = peer.expect_and_receipt(Command::Subscribe).await?;
         let second = peer.expect_and_receipt(Command::Subscribe).await?;
-        let (a, b) = (
-            first.get("id").context("id")?,
-            second.get("id").context("id")?,
-        );
+        let (a, b) = (first.get("id").context("id")?, second.get("id").context("id")?);
         for (subscription, id) in [(a, "1"), (b, "2"), (a, "3"), (b, "4"), (a, "5")] {
             peer.write(&message(subscription, id, id)).await?;
         }
@@ -86,8 +67,7 @@ async fn received_message_exposes_its_headers_and_body() -> Result<()> {
     let (client, server) = session(Version::V1_2, |mut peer| async move {
         let subscribe = peer.expect_and_receipt(Command::Subscribe).await?;
         let id = subscribe.get("id").context("id")?;
-        peer.write(&message(id, "m-1", "payload").header("redelivered", "true"))
-            .await?;
+        peer.write(&message(id, "m-1", "payload").header("redelivered", "true")).await?;
         peer.write(&message(id, "m-2", "")).await
     })
     .await?;
@@ -137,10 +117,7 @@ async fn ack_and_nack_use_the_headers_of_each_version() -> Result<()> {
         client.ack_with(&received, &[("transaction", "tx")]).await?;
         let nacked = client.nack(&received).await;
         if version == Version::V1_0 {
-            assert!(
-                matches!(nacked, Err(ClientError::Protocol { .. })),
-                "{nacked:?}"
-            );
+            assert!(matches!(nacked, Err(ClientError::Protocol { .. })), "{nacked:?}");
         } else {
             nacked?;
         }
@@ -154,19 +131,15 @@ async fn ack_of_a_message_without_its_ack_header_is_refused_locally() -> Result<
     let (client, server) = session(Version::V1_2, |mut peer| async move {
         let subscribe = peer.expect_and_receipt(Command::Subscribe).await?;
         let id = subscribe.get("id").context("id")?;
-        let bare = Frame::new(Command::Message)
-            .header("subscription", id)
-            .header("message-id", "1");
+        let bare =
+            Frame::new(Command::Message).header("subscription", id).header("message-id", "1");
         peer.write(&bare).await
     })
     .await?;
     let mut subscription = client.subscribe("/queue/a", AckMode::Auto, &[]).await?;
     let received = subscription.recv().await.context("message")?;
     let result = client.ack(&received).await;
-    assert!(
-        matches!(result, Err(ClientError::Protocol { .. })),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(ClientError::Protocol { .. })), "{result:?}");
     server.finish().await
 }
 
@@ -179,10 +152,7 @@ async fn recv_timeout_without_messages_is_a_timeout() -> Result<()> {
     .await?;
     let mut subscription = client.subscribe("/queue/empty", AckMode::Auto, &[]).await?;
     let result = subscription.recv_timeout(Duration::from_millis(100)).await;
-    assert!(
-        matches!(result, Err(ClientError::Timeout { .. })),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(ClientError::Timeout { .. })), "{result:?}");
     assert!(subscription.try_recv().is_none());
     // The subscription keeps the connection open too.
     drop(client);
@@ -195,13 +165,9 @@ async fn unsubscribe_sends_the_subscription_id_and_waits_for_the_receipt() -> Re
     let (client, server) = session(Version::V1_1, |mut peer| async move {
         let subscribe = peer.expect_and_receipt(Command::Subscribe).await?;
         let unsubscribe = peer.expect_and_receipt(Command::Unsubscribe).await?;
-        ensure!(
-            unsubscribe.get("id") == subscribe.get("id"),
-            "{unsubscribe:?}"
-        );
+        ensure!(unsubscribe.get("id") == subscribe.get("id"), "{unsubscribe:?}");
         // A late message for the old subscription is dropped, not misrouted.
-        peer.write(&message(subscribe.get("id").context("id")?, "late", "x"))
-            .await?;
+        peer.write(&message(subscribe.get("id").context("id")?, "late", "x")).await?;
         peer.expect_and_receipt(Command::Begin).await?;
         Ok(())
     })
@@ -216,15 +182,11 @@ async fn unsubscribe_sends_the_subscription_id_and_waits_for_the_receipt() -> Re
 async fn subscriptions_end_when_the_connection_closes() -> Result<()> {
     let (client, server) = session(Version::V1_2, |mut peer| async move {
         let subscribe = peer.expect_and_receipt(Command::Subscribe).await?;
-        peer.write(&message(subscribe.get("id").context("id")?, "m-1", "last"))
-            .await
+        peer.write(&message(subscribe.get("id").context("id")?, "m-1", "last")).await
     })
     .await?;
     let mut subscription = client.subscribe("/queue/a", AckMode::Auto, &[]).await?;
-    assert_eq!(
-        subscription.recv().await.context("message")?.message_id(),
-        Some("m-1")
-    );
+    assert_eq!(subscription.recv().await.context("message")?.message_id(), Some("m-1"));
     assert_eq!(subscription.recv().await, None);
     let result = subscription.recv_timeout(Duration::from_secs(1)).await;
     assert!(matches!(result, Err(ClientError::Closed)), "{result:?}");
@@ -236,14 +198,10 @@ async fn subscribe_refused_by_the_server_is_an_error() -> Result<()> {
     let (client, server) = session(Version::V1_2, |mut peer| async move {
         let subscribe = peer.expect(Command::Subscribe).await?;
         let receipt = subscribe.get("receipt").context("receipt")?;
-        peer.write(&Frame::error("not authorized", "").header("receipt-id", receipt))
-            .await
+        peer.write(&Frame::error("not authorized", "").header("receipt-id", receipt)).await
     })
     .await?;
     let result = client.subscribe("/queue/secret", AckMode::Auto, &[]).await;
-    assert!(
-        matches!(result, Err(ClientError::ServerError { .. })),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(ClientError::ServerError { .. })), "{result:?}");
     server.finish().await
 }

@@ -43,11 +43,7 @@ pub struct Codec {
 impl Codec {
     /// A codec at STOMP 1.0 enforcing `limits`.
     pub fn new(limits: Limits) -> Codec {
-        Codec {
-            version: Version::V1_0,
-            limits,
-            state: DecodeState::default(),
-        }
+        Codec { version: Version::V1_0, limits, state: DecodeState::default() }
     }
 
     /// The version that decides header escaping.

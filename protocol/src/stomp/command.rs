@@ -85,9 +85,7 @@ impl Command {
 
     /// The command spelled exactly by `bytes` (case-sensitive, no surrounding whitespace).
     pub fn parse(bytes: &[u8]) -> Option<Command> {
-        Command::ALL
-            .into_iter()
-            .find(|command| command.as_str().as_bytes() == bytes)
+        Command::ALL.into_iter().find(|command| command.as_str().as_bytes() == bytes)
     }
 
     /// Whether `bytes` could still grow into a command line: a prefix of some command's
@@ -150,13 +148,8 @@ mod tests {
 
     #[test]
     fn only_connect_stomp_and_connected_skip_escaping() {
-        let exempt: Vec<Command> = Command::ALL
-            .into_iter()
-            .filter(|c| !c.escapes_headers())
-            .collect();
-        assert_eq!(
-            exempt,
-            [Command::Connect, Command::Stomp, Command::Connected]
-        );
+        let exempt: Vec<Command> =
+            Command::ALL.into_iter().filter(|c| !c.escapes_headers()).collect();
+        assert_eq!(exempt, [Command::Connect, Command::Stomp, Command::Connected]);
     }
 }

@@ -142,9 +142,7 @@ impl Codec {
             let Some(eol) = find(buf, state.scanned, b'\n') else {
                 // Every buffered byte belongs to this frame, whose headers are unfinished.
                 if strip_cr(&buf[state.line_start..]).len() > limits.max_header_length {
-                    return Err(WireError::HeaderTooLong {
-                        max: limits.max_header_length,
-                    });
+                    return Err(WireError::HeaderTooLong { max: limits.max_header_length });
                 }
                 if buf.len() > limits.max_frame_size {
                     return Err(WireError::FrameTooLarge {
@@ -156,42 +154,29 @@ impl Codec {
                 return Ok(None);
             };
             if eol + 1 > limits.max_frame_size {
-                return Err(WireError::FrameTooLarge {
-                    size: eol + 1,
-                    max: limits.max_frame_size,
-                });
+                return Err(WireError::FrameTooLarge { size: eol + 1, max: limits.max_frame_size });
             }
             let line = strip_cr(&buf[state.line_start..eol]);
             state.line_start = eol + 1;
             state.scanned = eol + 1;
 
             if line.is_empty() {
-                let body = BodyStart {
-                    start: eol + 1,
-                    length: content_length(&state.headers)?,
-                };
+                let body = BodyStart { start: eol + 1, length: content_length(&state.headers)? };
                 if let Some(length) = body.length {
                     // Whole frame: what precedes the body, the body, the NUL.
                     let size = body.start.saturating_add(length).saturating_add(1);
                     if size > limits.max_frame_size {
-                        return Err(WireError::FrameTooLarge {
-                            size,
-                            max: limits.max_frame_size,
-                        });
+                        return Err(WireError::FrameTooLarge { size, max: limits.max_frame_size });
                     }
                 }
                 state.body = Some(body);
                 return Ok(Some(body));
             }
             if line.len() > limits.max_header_length {
-                return Err(WireError::HeaderTooLong {
-                    max: limits.max_header_length,
-                });
+                return Err(WireError::HeaderTooLong { max: limits.max_header_length });
             }
             if state.headers.len() >= limits.max_headers {
-                return Err(WireError::TooManyHeaders {
-                    max: limits.max_headers,
-                });
+                return Err(WireError::TooManyHeaders { max: limits.max_headers });
             }
             let colon = match line.iter().position(|&b| b == b':') {
                 Some(colon) if colon > 0 => colon,
@@ -229,10 +214,7 @@ impl Codec {
                     }
                     Some(nul) => nul,
                     None if buf.len() > max => {
-                        return Err(WireError::FrameTooLarge {
-                            size: buf.len(),
-                            max,
-                        })
+                        return Err(WireError::FrameTooLarge { size: buf.len(), max })
                     }
                     None => {
                         self.state.scanned = buf.len();
@@ -246,11 +228,7 @@ impl Codec {
         let bytes = Bytes::copy_from_slice(&buf[body.start..end]);
         buf.advance(end + 1);
         let state = std::mem::take(&mut self.state);
-        Ok(Some(Decoded::Frame(Frame {
-            command,
-            headers: state.headers,
-            body: bytes,
-        })))
+        Ok(Some(Decoded::Frame(Frame { command, headers: state.headers, body: bytes })))
     }
 }
 
@@ -263,18 +241,12 @@ fn content_length(headers: &[(String, String)]) -> Result<Option<usize>, WireErr
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(WireError::InvalidContentLength(value.clone()));
     }
-    digits
-        .parse()
-        .map(Some)
-        .map_err(|_| WireError::InvalidContentLength(value.clone()))
+    digits.parse().map(Some).map_err(|_| WireError::InvalidContentLength(value.clone()))
 }
 
 /// Position of the first `byte` in `buf` at or after `from`.
 fn find(buf: &[u8], from: usize, byte: u8) -> Option<usize> {
-    buf.get(from..)?
-        .iter()
-        .position(|&b| b == byte)
-        .map(|i| i + from)
+    buf.get(from..)?.iter().position(|&b| b == byte).map(|i| i + from)
 }
 
 /// `line` without the `\r` of a CRLF line end.

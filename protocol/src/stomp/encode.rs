@@ -16,11 +16,8 @@ impl Codec {
     /// bytes survive. Lines end in `\n`; no `\r` is ever written outside the body.
     pub fn encode(&self, frame: &Frame, dst: &mut BytesMut) {
         let escaping = Escaping::for_frame(self.version(), frame.command);
-        let headers_len: usize = frame
-            .headers
-            .iter()
-            .map(|(name, value)| name.len() + value.len() + 2)
-            .sum();
+        let headers_len: usize =
+            frame.headers.iter().map(|(name, value)| name.len() + value.len() + 2).sum();
         // Command line, headers, content-length line, blank line, NUL.
         dst.reserve(frame.command.as_str().len() + headers_len + 40 + frame.body.len());
 

@@ -82,10 +82,7 @@ const EXCERPT_CHARS: usize = 64;
 /// Lossily decodes `bytes` for an error message, truncated to [`EXCERPT_CHARS`] characters.
 pub(crate) fn excerpt(bytes: &[u8]) -> String {
     let head = &bytes[..bytes.len().min(EXCERPT_CHARS * 4)];
-    String::from_utf8_lossy(head)
-        .chars()
-        .take(EXCERPT_CHARS)
-        .collect()
+    String::from_utf8_lossy(head).chars().take(EXCERPT_CHARS).collect()
 }
 
 #[cfg(test)]
@@ -94,11 +91,7 @@ mod tests {
 
     #[test]
     fn frame_too_large_reads_as_a_sentence_with_both_numbers() {
-        let text = WireError::FrameTooLarge {
-            size: 2_097_153,
-            max: 1_048_576,
-        }
-        .to_string();
+        let text = WireError::FrameTooLarge { size: 2_097_153, max: 1_048_576 }.to_string();
         assert!(
             text.starts_with(
                 "frame of at least 2097153 bytes exceeds the maximum frame size of 1048576 bytes"

@@ -99,23 +99,11 @@ mod tests {
 
     #[test]
     fn escaping_depends_on_version_and_exempts_connect_frames() {
-        assert_eq!(
-            Escaping::for_frame(Version::V1_0, Command::Send),
-            Escaping::Verbatim
-        );
-        assert_eq!(
-            Escaping::for_frame(Version::V1_1, Command::Send),
-            Escaping::V1_1
-        );
-        assert_eq!(
-            Escaping::for_frame(Version::V1_2, Command::Message),
-            Escaping::V1_2
-        );
+        assert_eq!(Escaping::for_frame(Version::V1_0, Command::Send), Escaping::Verbatim);
+        assert_eq!(Escaping::for_frame(Version::V1_1, Command::Send), Escaping::V1_1);
+        assert_eq!(Escaping::for_frame(Version::V1_2, Command::Message), Escaping::V1_2);
         for command in [Command::Connect, Command::Stomp, Command::Connected] {
-            assert_eq!(
-                Escaping::for_frame(Version::V1_2, command),
-                Escaping::Verbatim
-            );
+            assert_eq!(Escaping::for_frame(Version::V1_2, command), Escaping::Verbatim);
         }
     }
 
@@ -130,10 +118,7 @@ mod tests {
     #[test]
     fn v1_1_has_no_carriage_return_escape() {
         assert_eq!(escaped("a\rb:c", Escaping::V1_1), "a b\\cc");
-        assert_eq!(
-            unescape(b"a\\rb", Escaping::V1_1),
-            Err(WireError::InvalidEscape("\\r".into()))
-        );
+        assert_eq!(unescape(b"a\\rb", Escaping::V1_1), Err(WireError::InvalidEscape("\\r".into())));
     }
 
     #[test]
@@ -144,23 +129,14 @@ mod tests {
 
     #[test]
     fn undefined_and_dangling_escapes_are_rejected() {
-        assert_eq!(
-            unescape(b"a\\tb", Escaping::V1_2),
-            Err(WireError::InvalidEscape("\\t".into()))
-        );
-        assert_eq!(
-            unescape(b"ab\\", Escaping::V1_1),
-            Err(WireError::InvalidEscape("\\".into()))
-        );
+        assert_eq!(unescape(b"a\\tb", Escaping::V1_2), Err(WireError::InvalidEscape("\\t".into())));
+        assert_eq!(unescape(b"ab\\", Escaping::V1_1), Err(WireError::InvalidEscape("\\".into())));
     }
 
     #[test]
     fn invalid_utf8_is_rejected_in_every_mode() {
         for escaping in [Escaping::Verbatim, Escaping::V1_1, Escaping::V1_2] {
-            assert_eq!(
-                unescape(&[b'a', 0xff], escaping),
-                Err(WireError::InvalidUtf8)
-            );
+            assert_eq!(unescape(&[b'a', 0xff], escaping), Err(WireError::InvalidUtf8));
         }
     }
 }

@@ -21,11 +21,7 @@ pub struct Frame {
 impl Frame {
     /// A frame with no headers and an empty body.
     pub fn new(command: Command) -> Frame {
-        Frame {
-            command,
-            headers: Vec::new(),
-            body: Bytes::new(),
-        }
+        Frame { command, headers: Vec::new(), body: Bytes::new() }
     }
 
     /// Appends a header (builder style).
@@ -41,10 +37,7 @@ impl Frame {
 
     /// The value of the first header called `name` (the STOMP 1.2 rule for repeated headers).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
     /// Sets the body (builder style). The encoder adds `content-length`.
@@ -78,9 +71,7 @@ mod tests {
 
     #[test]
     fn get_returns_the_first_of_repeated_headers() {
-        let frame = Frame::new(Command::Message)
-            .header("foo", "first")
-            .header("foo", "second");
+        let frame = Frame::new(Command::Message).header("foo", "first").header("foo", "second");
         assert_eq!(frame.get("foo"), Some("first"));
         assert_eq!(frame.get("bar"), None);
     }
@@ -89,10 +80,7 @@ mod tests {
     fn builder_appends_headers_in_order() {
         let mut frame = Frame::new(Command::Send).header("a", "1");
         frame.push_header("b", "2");
-        assert_eq!(
-            frame.headers,
-            [("a".into(), "1".into()), ("b".into(), "2".into())]
-        );
+        assert_eq!(frame.headers, [("a".into(), "1".into()), ("b".into(), "2".into())]);
     }
 
     #[test]

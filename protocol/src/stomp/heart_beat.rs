@@ -47,17 +47,8 @@ mod tests {
 
     #[test]
     fn malformed_heart_beat_headers_are_rejected() {
-        for bad in [
-            "",
-            "100",
-            "a,b",
-            "1,2,3",
-            "-1,0",
-            "+1,0",
-            ",",
-            "1,",
-            "99999999999999999999,0",
-        ] {
+        for bad in ["", "100", "a,b", "1,2,3", "-1,0", "+1,0", ",", "1,", "99999999999999999999,0"]
+        {
             assert_eq!(
                 parse_heart_beat(bad),
                 Err(WireError::InvalidHeartBeat(bad.to_owned())),
@@ -68,10 +59,7 @@ mod tests {
 
     #[test]
     fn intervals_are_the_larger_of_can_and_want_unless_either_side_declines() {
-        assert_eq!(
-            heart_beat_intervals((1000, 2000), (3000, 500)),
-            (1000, 3000)
-        );
+        assert_eq!(heart_beat_intervals((1000, 2000), (3000, 500)), (1000, 3000));
         assert_eq!(heart_beat_intervals((0, 2000), (3000, 500)), (0, 3000));
         assert_eq!(heart_beat_intervals((1000, 0), (3000, 500)), (1000, 0));
         assert_eq!(heart_beat_intervals((1000, 1000), (0, 0)), (0, 0));

@@ -31,9 +31,7 @@ impl Version {
     /// The version spelled by `s` (surrounding whitespace ignored), if it is one we speak.
     pub fn parse(s: &str) -> Option<Version> {
         let s = s.trim();
-        Version::ALL
-            .into_iter()
-            .find(|version| version.as_str() == s)
+        Version::ALL.into_iter().find(|version| version.as_str() == s)
     }
 }
 
@@ -83,10 +81,7 @@ mod tests {
             negotiate_version(Some("2.0")),
             Err(WireError::UnsupportedVersion("2.0".into()))
         );
-        assert_eq!(
-            negotiate_version(Some("")),
-            Err(WireError::UnsupportedVersion(String::new()))
-        );
+        assert_eq!(negotiate_version(Some("")), Err(WireError::UnsupportedVersion(String::new())));
     }
 
     #[test]

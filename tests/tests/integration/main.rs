@@ -1,1 +1,10 @@
+//! ferromq's integration tests: one binary, one module per area. Each test starts its own
+//! embedded broker on an ephemeral port (see the `tests` library for the shared helpers).
 
+mod bad_input;
+mod connectors;
+mod model;
+mod queues;
+mod receipts;
+mod stomp_protocol;
+mod stomp_py;

@@ -19,15 +19,9 @@ fn partial_frame_returns_none_and_consumes_nothing() {
 fn decode_consumes_exactly_one_frame_at_a_time() {
     let mut codec = codec(Version::V1_2);
     let mut buf = BytesMut::from(&b"SEND\n\na\0SEND\n\nb\0SEN"[..]);
-    assert_eq!(
-        &frame(codec.decode(&mut buf).unwrap().unwrap()).body[..],
-        b"a"
-    );
+    assert_eq!(&frame(codec.decode(&mut buf).unwrap().unwrap()).body[..], b"a");
     assert_eq!(&buf[..], b"SEND\n\nb\0SEN");
-    assert_eq!(
-        &frame(codec.decode(&mut buf).unwrap().unwrap()).body[..],
-        b"b"
-    );
+    assert_eq!(&frame(codec.decode(&mut buf).unwrap().unwrap()).body[..], b"b");
     assert_eq!(codec.decode(&mut buf), Ok(None));
     assert_eq!(&buf[..], b"SEN");
 }
@@ -36,11 +30,7 @@ fn decode_consumes_exactly_one_frame_at_a_time() {
 fn body_split_byte_by_byte_decodes_like_the_whole() {
     for with_length in [true, false] {
         let mut codec = codec(Version::V1_2);
-        let body = if with_length {
-            &b"a\0b\nc"[..]
-        } else {
-            &b"a b\nc"[..]
-        };
+        let body = if with_length { &b"a\0b\nc"[..] } else { &b"a b\nc"[..] };
         let mut original = Frame::new(Command::Send).header("destination", "/q/x");
         original.body = bytes::Bytes::copy_from_slice(body);
         let mut wire = encode(&codec, &original);
@@ -88,13 +78,8 @@ fn a_lone_carriage_return_waits_for_its_line_feed() {
 #[test]
 fn crlf_line_ends_are_accepted_everywhere() {
     let mut codec = codec(Version::V1_2);
-    let decoded = frame(
-        decode_all(
-            &mut codec,
-            b"SEND\r\ndestination:/q\r\nfoo:bar\r\n\r\nbody\0",
-        )
-        .remove(0),
-    );
+    let decoded =
+        frame(decode_all(&mut codec, b"SEND\r\ndestination:/q\r\nfoo:bar\r\n\r\nbody\0").remove(0));
     assert_eq!(decoded.command, Command::Send);
     assert_eq!(decoded.get("destination"), Some("/q"));
     assert_eq!(decoded.get("foo"), Some("bar"));
@@ -105,10 +90,7 @@ fn crlf_line_ends_are_accepted_everywhere() {
 fn body_without_content_length_ends_at_the_first_nul() {
     let mut codec = codec(Version::V1_2);
     let mut buf = BytesMut::from(&b"SEND\n\nab\0cd\0"[..]);
-    assert_eq!(
-        &frame(codec.decode(&mut buf).unwrap().unwrap()).body[..],
-        b"ab"
-    );
+    assert_eq!(&frame(codec.decode(&mut buf).unwrap().unwrap()).body[..], b"ab");
     assert_eq!(&buf[..], b"cd\0");
 }
 

@@ -25,9 +25,7 @@ fn every_command_round_trips_in_every_version() {
 #[test]
 fn frame_without_body_round_trips_exactly() {
     let mut codec = codec(Version::V1_2);
-    let original = Frame::new(Command::Subscribe)
-        .header("id", "0")
-        .header("destination", "/q");
+    let original = Frame::new(Command::Subscribe).header("id", "0").header("destination", "/q");
     let wire = encode(&codec, &original);
     assert_eq!(&wire[..], b"SUBSCRIBE\nid:0\ndestination:/q\n\n\0");
     assert_eq!(decode_all(&mut codec, &wire), [Decoded::Frame(original)]);
@@ -38,10 +36,7 @@ fn special_characters_in_headers_round_trip_in_1_2() {
     let mut codec = codec(Version::V1_2);
     let original = Frame::new(Command::Message).header("we:ird\n", "a:b\nc\\d\re");
     let wire = encode(&codec, &original);
-    assert!(
-        wire.starts_with(b"MESSAGE\nwe\\cird\\n:a\\cb\\nc\\\\d\\re\n"),
-        "{wire:?}"
-    );
+    assert!(wire.starts_with(b"MESSAGE\nwe\\cird\\n:a\\cb\\nc\\\\d\\re\n"), "{wire:?}");
     assert_eq!(decode_all(&mut codec, &wire), [Decoded::Frame(original)]);
 }
 
@@ -54,10 +49,7 @@ fn special_characters_in_headers_round_trip_in_1_1_except_carriage_return() {
 
     let with_cr = Frame::new(Command::Send).header("k", "a\rb");
     let wire = encode(&codec, &with_cr);
-    assert_eq!(
-        frame(decode_all(&mut codec, &wire).remove(0)).get("k"),
-        Some("a b")
-    );
+    assert_eq!(frame(decode_all(&mut codec, &wire).remove(0)).get("k"), Some("a b"));
 }
 
 #[test]
@@ -104,9 +96,7 @@ fn connect_stomp_and_connected_are_never_escaped() {
 fn body_with_nul_bytes_round_trips_under_content_length() {
     let mut codec = codec(Version::V1_2);
     let body: Vec<u8> = vec![0, 1, 0, 0, b'\n', 0xff, 0];
-    let original = Frame::new(Command::Send)
-        .header("destination", "/q")
-        .with_body(body.clone());
+    let original = Frame::new(Command::Send).header("destination", "/q").with_body(body.clone());
     let wire = encode(&codec, &original);
     let decoded = frame(decode_all(&mut codec, &wire).remove(0));
     assert_eq!(&decoded.body[..], &body[..]);
@@ -116,10 +106,7 @@ fn body_with_nul_bytes_round_trips_under_content_length() {
 #[test]
 fn encoder_adds_content_length_only_for_non_empty_bodies() {
     let codec = codec(Version::V1_2);
-    let empty = encode(
-        &codec,
-        &Frame::new(Command::Send).header("destination", "/q"),
-    );
+    let empty = encode(&codec, &Frame::new(Command::Send).header("destination", "/q"));
     assert_eq!(&empty[..], b"SEND\ndestination:/q\n\n\0");
     let full = encode(&codec, &Frame::new(Command::Send).with_body("abc"));
     assert_eq!(&full[..], b"SEND\ncontent-length:3\n\nabc\0");
@@ -128,13 +115,8 @@ fn encoder_adds_content_length_only_for_non_empty_bodies() {
 #[test]
 fn encoder_replaces_a_wrong_content_length_with_the_real_one() {
     let codec = codec(Version::V1_2);
-    let frame = Frame::new(Command::Send)
-        .header("content-length", "99")
-        .with_body("abc");
-    assert_eq!(
-        &encode(&codec, &frame)[..],
-        b"SEND\ncontent-length:3\n\nabc\0"
-    );
+    let frame = Frame::new(Command::Send).header("content-length", "99").with_body("abc");
+    assert_eq!(&encode(&codec, &frame)[..], b"SEND\ncontent-length:3\n\nabc\0");
     let empty = Frame::new(Command::Send).header("content-length", "5");
     assert_eq!(&encode(&codec, &empty)[..], b"SEND\ncontent-length:0\n\n\0");
 }
@@ -153,9 +135,7 @@ fn encoder_never_writes_carriage_returns_outside_the_body() {
 #[test]
 fn repeated_headers_keep_their_order_and_the_first_wins() {
     let mut codec = codec(Version::V1_2);
-    let original = Frame::new(Command::Message)
-        .header("foo", "1")
-        .header("foo", "2");
+    let original = Frame::new(Command::Message).header("foo", "1").header("foo", "2");
     let wire = encode(&codec, &original);
     let decoded = frame(decode_all(&mut codec, &wire).remove(0));
     assert_eq!(decoded.get("foo"), Some("1"));

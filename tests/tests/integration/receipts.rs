@@ -1,0 +1,184 @@
+//! Receipts mean durability: a RECEIPT for a persistent SEND or an ACK is written only once the
+//! store has completed the unit, in request order, and a failed unit is reported as an ERROR
+//! naming the receipt.
+
+use std::sync::Arc;
+
+use anyhow::ensure;
+use protocol::stomp::{Command, Frame};
+use tests::{
+    start_broker_with_store, stomp_addr, stored_count, ControlledStore, Policy, RawConnection,
+    ARRIVES, QUIET,
+};
+
+fn send(destination: &str, body: &str, receipt: &str, persistent: bool) -> Frame {
+    let mut frame =
+        Frame::new(Command::Send).header("destination", destination).header("receipt", receipt);
+    if persistent {
+        frame.push_header("persistent", "true");
+    }
+    frame.with_body(body.to_owned())
+}
+
+fn assert_receipt(frame: &Frame, receipt: &str) -> anyhow::Result<()> {
+    ensure!(
+        frame.command == Command::Receipt && frame.get("receipt-id") == Some(receipt),
+        "expected RECEIPT {receipt}, got {frame:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_send_receipt_waits_for_the_store() -> anyhow::Result<()> {
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+
+    store.set_adds(Policy::Hold);
+    producer.write_frame(&send("/queue/held", "m", "r1", true)).await?;
+    store.wait_held(1, ARRIVES).await?;
+    producer.expect_no_frame(QUIET).await?;
+
+    store.release().await;
+    assert_receipt(&producer.read_frame().await?, "r1")?;
+    assert_eq!(stored_count(&broker, "held")?, 1);
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_keep_request_order_behind_a_pending_store_write() -> anyhow::Result<()> {
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+
+    store.set_adds(Policy::Hold);
+    producer.write_frame(&send("/queue/ordered", "durable", "r1", true)).await?;
+    store.wait_held(1, ARRIVES).await?;
+    // A non-persistent send needs no store, but its receipt must not overtake the first.
+    producer.write_frame(&send("/queue/ordered", "transient", "r2", false)).await?;
+    producer.expect_no_frame(QUIET).await?;
+
+    store.release().await;
+    assert_receipt(&producer.read_frame().await?, "r1")?;
+    assert_receipt(&producer.read_frame().await?, "r2")?;
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_receipt_waits_for_the_store() -> anyhow::Result<()> {
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let (mut consumer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    consumer.write_frame(&send("/queue/acked", "m", "r1", true)).await?;
+    assert_receipt(&consumer.read_frame().await?, "r1")?;
+    let subscribe = Frame::new(Command::Subscribe)
+        .header("id", "s")
+        .header("destination", "/queue/acked")
+        .header("ack", "client-individual");
+    consumer.write_frame(&subscribe).await?;
+    let message = consumer.read_frame().await?;
+    ensure!(message.command == Command::Message, "expected MESSAGE, got {message:?}");
+    let ack_id = message.get("ack").unwrap_or_default().to_owned();
+
+    store.set_acks(Policy::Hold);
+    consumer
+        .write_frame(&Frame::new(Command::Ack).header("id", ack_id).header("receipt", "r2"))
+        .await?;
+    store.wait_held(1, ARRIVES).await?;
+    consumer.expect_no_frame(QUIET).await?;
+
+    store.release().await;
+    assert_receipt(&consumer.read_frame().await?, "r2")?;
+    assert_eq!(stored_count(&broker, "acked")?, 0);
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_store_write_is_reported_as_error_with_the_receipt_id() -> anyhow::Result<()> {
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+
+    store.set_adds(Policy::Fail);
+    producer.write_frame(&send("/queue/failing", "m", "r1", true)).await?;
+    let error = producer.expect_error_then_close().await?;
+    assert_eq!(error.get("receipt-id"), Some("r1"), "{error:?}");
+    assert_eq!(stored_count(&broker, "failing")?, 0);
+
+    // The broker itself is fine: another connection sends once the store works again.
+    store.set_adds(Policy::Pass);
+    let (mut other, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    other.write_frame(&send("/queue/failing", "m", "r2", true)).await?;
+    assert_receipt(&other.read_frame().await?, "r2")?;
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_ack_write_is_reported_as_error_with_the_receipt_id() -> anyhow::Result<()> {
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let (mut consumer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    consumer.write_frame(&send("/queue/failing-ack", "m", "r1", true)).await?;
+    assert_receipt(&consumer.read_frame().await?, "r1")?;
+    let subscribe = Frame::new(Command::Subscribe)
+        .header("id", "s")
+        .header("destination", "/queue/failing-ack")
+        .header("ack", "client-individual");
+    consumer.write_frame(&subscribe).await?;
+    let message = consumer.read_frame().await?;
+    let ack_id = message.get("ack").unwrap_or_default().to_owned();
+
+    store.set_acks(Policy::Fail);
+    consumer
+        .write_frame(&Frame::new(Command::Ack).header("id", ack_id).header("receipt", "r2"))
+        .await?;
+    let error = consumer.expect_error_then_close().await?;
+    assert_eq!(error.get("receipt-id"), Some("r2"), "{error:?}");
+    assert_eq!(stored_count(&broker, "failing-ack")?, 1);
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_store_write_without_receipt_is_reported_as_error() -> anyhow::Result<()> {
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+
+    store.set_adds(Policy::Fail);
+    let unconfirmed = Frame::new(Command::Send)
+        .header("destination", "/queue/failing-quietly")
+        .header("persistent", "true")
+        .with_body("m");
+    producer.write_frame(&unconfirmed).await?;
+    let error = producer.expect_error_then_close().await?;
+    assert_eq!(error.get("receipt-id"), None, "{error:?}");
+    assert_eq!(stored_count(&broker, "failing-quietly")?, 0);
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_refused_by_the_store_is_not_delivered() -> anyhow::Result<()> {
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    store.set_adds(Policy::Fail);
+    producer.write_frame(&send("/queue/refused", "refused", "r1", true)).await?;
+    let error = producer.expect_error_then_close().await?;
+    assert_eq!(error.get("receipt-id"), Some("r1"), "{error:?}");
+    store.set_adds(Policy::Pass);
+
+    // The producer was told the message failed (and may well send it again): no consumer may
+    // get it.
+    let client = tests::connect(&broker).await?;
+    let mut sub =
+        client.subscribe("/queue/refused", client::AckMode::ClientIndividual, &[]).await?;
+    tests::assert_nothing_arrives(&mut sub).await?;
+    broker.shutdown().await;
+    Ok(())
+}
