@@ -13,7 +13,8 @@ use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{Core, CoreSettings, QueueStats};
+use crate::core::wildcard::DestinationFilter;
+use crate::core::{Core, CoreSettings, QueueStats, VirtualTopicRule};
 use crate::error::BrokerError;
 use crate::transport::{self, BoundConnector, ConnectionContext};
 
@@ -82,7 +83,18 @@ impl BrokerBuilder {
                 StoreKind::Memory => Arc::new(MemoryStore::new()),
             },
         };
-        let settings = CoreSettings { default_prefetch: config.destinations.queue_prefetch };
+        let settings = CoreSettings {
+            default_prefetch: config.destinations.queue_prefetch,
+            virtual_topics: config
+                .virtual_topics
+                .iter()
+                .map(|rule| VirtualTopicRule {
+                    name: DestinationFilter::new(&rule.name),
+                    prefix: rule.prefix.clone(),
+                })
+                .collect(),
+            ..CoreSettings::default()
+        };
         let core = Arc::new(Core::recover(store, settings)?);
 
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
@@ -172,6 +184,16 @@ impl BrokerHandle {
     /// A queue's counters, or `None` if no such queue exists.
     pub async fn queue_stats(&self, name: &str) -> Option<QueueStats> {
         self.core.existing_queue(name)?.stats().await
+    }
+
+    /// A durable subscription's counters, or `None` if it does not exist.
+    pub async fn durable_subscription_stats(
+        &self,
+        client_id: &str,
+        name: &str,
+    ) -> Option<QueueStats> {
+        let key = store::SubscriptionKey { client_id: client_id.into(), name: name.into() };
+        self.core.durable_subscription(&key)?.stats().await
     }
 
     /// Stops accepting, lets connections answer what waits for the store and close (for at

@@ -4,15 +4,18 @@
 //! serde reports a byte span but no key; validation reports a key but no span. This module
 //! answers both questions from a `toml_edit` document: which key is at a byte offset, and on
 //! which line a key is. It also runs the checks that need the file's shape rather than its
-//! values: unknown sections and keys (named with the keys that are known) and connector URIs
-//! (named by their position in the list, which serde cannot tell).
+//! values: unknown sections and keys (named with the keys that are known), connector URIs
+//! (named by their position in the list, which serde cannot tell), and the shape of the
+//! `[[virtual_topics]]` list.
 
 use std::ops::Range;
 
 use serde::de::{self, Deserialize, Deserializer, Visitor};
-use toml_edit::{ImDocument, Item, Key, Value};
+use toml_edit::{ImDocument, Item, Key, TableLike, Value};
 
-use crate::sections::{BrokerConfig, DestinationDefaults, StoreConfig, TransportConfig};
+use crate::sections::{
+    BrokerConfig, DestinationDefaults, StoreConfig, TransportConfig, VirtualTopicConfig,
+};
 use crate::uri::ConnectorUri;
 use crate::validate::Invalid;
 use crate::{Config, ConfigError};
@@ -43,11 +46,16 @@ impl<'a> Document<'a> {
         }
     }
 
-    /// Refuses unknown sections and keys, sections that are not tables, and connector URIs
-    /// that do not parse: keys first, then connectors, each in file order.
+    /// Refuses unknown sections and keys, sections that are not tables, lists that are not
+    /// lists of tables or lack a required key, and connector URIs that do not parse: keys first,
+    /// then connectors, each in file order.
     pub(crate) fn check_shape(&self) -> Result<(), ConfigError> {
         let root = self.document.as_item();
         for (name, key, section) in entries(root) {
+            if let Some(list) = list_keys(name) {
+                self.check_list(name, key, section, &list)?;
+                continue;
+            }
             let Some(known) = section_keys(name) else {
                 let reason = match section {
                     Item::Table(_) => format!(
@@ -82,6 +90,68 @@ impl<'a> Document<'a> {
             }
         }
         self.check_connectors()
+    }
+
+    /// Checks a top-level list of tables such as `[[virtual_topics]]`: written as `[[name]]`
+    /// tables or as `name = [{ .. }, ..]`, each entry a table with only known keys and every
+    /// required one.
+    fn check_list(
+        &self,
+        name: &str,
+        key: &Key,
+        item: &Item,
+        list: &ListKeys,
+    ) -> Result<(), ConfigError> {
+        let elements: Vec<ListElement> = match item {
+            Item::ArrayOfTables(tables) => {
+                tables.iter().map(|table| (table.span(), Ok(table as &dyn TableLike))).collect()
+            }
+            Item::Value(Value::Array(array)) => array
+                .iter()
+                .map(|element| {
+                    let table = match element {
+                        Value::InlineTable(table) => Ok(table as &dyn TableLike),
+                        other => Err(with_article(other.type_name())),
+                    };
+                    (element.span(), table)
+                })
+                .collect(),
+            other => {
+                let reason =
+                    format!("must be an array of tables ([[{name}]]), not {}", describe(other));
+                return Err(self.error_at_key(
+                    key,
+                    path_text(&[Step::Key(name.to_owned())]),
+                    reason,
+                ));
+            }
+        };
+        for (index, (span, table)) in elements.into_iter().enumerate() {
+            let entry = [Step::Key(name.to_owned()), Step::Index(index)];
+            let line = span.map(|span| line_at(self.text, span.start));
+            let table = table.map_err(|found| {
+                let reason = format!("expected a table ({}), not {found}", list.example);
+                ConfigError::new(self.origin, line, path_text(&entry), reason)
+            })?;
+            for (field, field_key, _) in table_entries(table) {
+                if !list.known.contains(&field) {
+                    let mut path = entry.to_vec();
+                    path.push(Step::Key(field.to_owned()));
+                    let reason = format!(
+                        "unknown key `{field}` in [[{name}]] (known keys: {})",
+                        known_list(list.known)
+                    );
+                    return Err(self.error_at_key(field_key, path_text(&path), reason));
+                }
+            }
+            for (required, meaning) in list.required {
+                if !table.contains_key(required) {
+                    let reason = format!("missing key `{required}` ({meaning})");
+                    return Err(ConfigError::new(self.origin, line, path_text(&entry), reason));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Parses each `transport.connectors` element here, where its index and line are known.
@@ -140,23 +210,34 @@ impl<'a> Document<'a> {
         ConfigError::new(self.origin, line, path, reason)
     }
 
-    /// The line of the key at `path` (`transport.max_frame_size`), or of the element at an
-    /// indexed path (`transport.connectors[1]`); `None` when the file does not have it.
+    /// The line of the key at `path` (`transport.max_frame_size`), of the element at an
+    /// indexed path (`transport.connectors[1]`, `virtual_topics[0]`: the entry's `[[..]]`
+    /// header), or of a key in such an element (`virtual_topics[0].name`); `None` when the file
+    /// does not have it.
     pub(crate) fn line_of(&self, path: &str) -> Option<usize> {
-        let mut item = self.document.as_item();
+        // The table the next key is looked up in, and the item the last key led to.
+        let mut table = self.document.as_item().as_table_like();
+        let mut item = None;
         let mut span = None;
         for step in parse_path(path) {
             match step {
                 Step::Key(name) => {
-                    let (key, value) = entry(item, &name)?;
+                    let (key, value) = table?.get_key_value(&name)?;
                     span = key.span();
-                    item = value;
+                    table = value.as_table_like();
+                    item = Some(value);
                 }
                 Step::Index(index) => {
-                    let element = item.as_array()?.get(index)?;
-                    span = element.span();
-                    // Indexed paths end at the element; nothing in ours goes deeper.
-                    return span.map(|span| line_at(self.text, span.start));
+                    if let Item::ArrayOfTables(tables) = item? {
+                        let element = tables.get(index)?;
+                        span = element.span();
+                        table = Some(element as &dyn TableLike);
+                    } else {
+                        let element = item?.as_array()?.get(index)?;
+                        span = element.span();
+                        table = element.as_inline_table().map(|inline| inline as &dyn TableLike);
+                    }
+                    item = None;
                 }
             }
         }
@@ -165,14 +246,15 @@ impl<'a> Document<'a> {
 
     /// The dotted path of the innermost key or value whose text contains byte `offset`.
     pub(crate) fn path_at(&self, offset: usize) -> Option<String> {
+        let root = self.document.as_item().as_table_like()?;
         let mut path = Vec::new();
-        find_in_table(self.document.as_item(), offset, &mut path).then(|| path_text(&path))
+        find_in_table(root, offset, &mut path).then(|| path_text(&path))
     }
 }
 
-/// Descends into a table-like `item`, appending to `path` the steps that lead to `offset`.
-fn find_in_table(item: &Item, offset: usize, path: &mut Vec<Step>) -> bool {
-    for (name, key, value) in entries(item) {
+/// Descends into `table`, appending to `path` the steps that lead to `offset`.
+fn find_in_table(table: &dyn TableLike, offset: usize, path: &mut Vec<Step>) -> bool {
+    for (name, key, value) in table_entries(table) {
         path.push(Step::Key(name.to_owned()));
         if contains(key.span(), offset) || find_in_item(value, offset, path) {
             return true;
@@ -185,16 +267,34 @@ fn find_in_table(item: &Item, offset: usize, path: &mut Vec<Step>) -> bool {
 fn find_in_item(item: &Item, offset: usize, path: &mut Vec<Step>) -> bool {
     match item {
         Item::Value(Value::Array(array)) => {
-            if let Some(index) = array.iter().position(|element| contains(element.span(), offset)) {
-                // Our arrays hold strings; an element is as deep as a path needs to go.
+            for (index, element) in array.iter().enumerate() {
                 path.push(Step::Index(index));
-                return true;
+                let inside = element
+                    .as_inline_table()
+                    .is_some_and(|inline| find_in_table(inline, offset, path));
+                if inside || contains(element.span(), offset) {
+                    return true;
+                }
+                path.pop();
             }
             contains(array.span(), offset)
         }
-        Item::Value(value) => find_in_table(item, offset, path) || contains(value.span(), offset),
-        Item::Table(table) => find_in_table(item, offset, path) || contains(table.span(), offset),
-        Item::ArrayOfTables(tables) => contains(tables.span(), offset),
+        Item::Value(value) => {
+            let inside =
+                value.as_inline_table().is_some_and(|inline| find_in_table(inline, offset, path));
+            inside || contains(value.span(), offset)
+        }
+        Item::Table(table) => find_in_table(table, offset, path) || contains(table.span(), offset),
+        Item::ArrayOfTables(tables) => {
+            for (index, table) in tables.iter().enumerate() {
+                path.push(Step::Index(index));
+                if find_in_table(table, offset, path) || contains(table.span(), offset) {
+                    return true;
+                }
+                path.pop();
+            }
+            contains(tables.span(), offset)
+        }
         Item::None => false,
     }
 }
@@ -206,9 +306,10 @@ fn contains(span: Option<Range<usize>>, offset: usize) -> bool {
 /// The entries of a table or inline table, in file order, with their keys (which carry spans);
 /// nothing for any other item.
 fn entries(item: &Item) -> Vec<(&str, &Key, &Item)> {
-    let Some(table) = item.as_table_like() else {
-        return Vec::new();
-    };
+    item.as_table_like().map(table_entries).unwrap_or_default()
+}
+
+fn table_entries(table: &dyn TableLike) -> Vec<(&str, &Key, &Item)> {
     table
         .iter()
         .filter_map(|(name, _)| table.get_key_value(name).map(|(key, value)| (name, key, value)))
@@ -307,6 +408,35 @@ fn section_keys(section: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+/// One entry of a top-level list: its span, and the entry as a table or, when it is not one,
+/// what it is instead ("a string").
+type ListElement<'a> = (Option<Range<usize>>, Result<&'a dyn TableLike, String>);
+
+/// The keys of the entries of a top-level list of tables.
+struct ListKeys {
+    /// Every key an entry may have.
+    known: &'static [&'static str],
+    /// The keys an entry must have, each with what it means (for the error when it is missing).
+    required: &'static [(&'static str, &'static str)],
+    /// An entry as an inline table, for the error when one is not a table.
+    example: &'static str,
+}
+
+/// The keys of the entries of a top-level list, or `None` when `name` is not one.
+fn list_keys(name: &str) -> Option<ListKeys> {
+    match name {
+        "virtual_topics" => Some(ListKeys {
+            known: keys_of::<VirtualTopicConfig>(),
+            required: &[(
+                "name",
+                "the topic name or pattern to make virtual, e.g. name = \"VirtualTopic.>\"",
+            )],
+            example: "e.g. { name = \"VirtualTopic.>\", prefix = \"Consumer.*.\" }",
+        }),
+        _ => None,
+    }
+}
+
 /// The field names serde's derived `Deserialize` accepts for struct `T` (after renames), so
 /// the lists in error messages can never drift from the structs.
 fn keys_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
@@ -349,9 +479,15 @@ mod tests {
 
     #[test]
     fn section_keys_come_from_the_structs() {
-        assert_eq!(root_keys(), ["broker", "transport", "store", "destinations"]);
+        assert_eq!(root_keys(), ["broker", "transport", "store", "destinations", "virtual_topics"]);
         assert_eq!(section_keys("store"), Some(&["kind", "sync", "sync_interval_ms"][..]));
         assert_eq!(section_keys("cluster"), None);
+        assert_eq!(section_keys("virtual_topics"), None);
+        assert_eq!(
+            list_keys("virtual_topics").map(|list| list.known),
+            Some(&["name", "prefix"][..])
+        );
+        assert!(list_keys("broker").is_none());
     }
 
     #[test]
@@ -387,13 +523,43 @@ mod tests {
     }
 
     #[test]
+    fn list_entries_are_found_by_offset_and_path() -> Result<(), ConfigError> {
+        let text = "[[virtual_topics]]\nname = \"A\"\n\n[[virtual_topics]]\nname = \"B\"\nprefix = \"Q.\"\n";
+        let document = Document::parse(text, "t.toml")?;
+        let offset = text.find("\"Q.").unwrap_or_default() + 1;
+        assert_eq!(document.path_at(offset).as_deref(), Some("virtual_topics[1].prefix"));
+        assert_eq!(
+            document.path_at(text.find("[[").unwrap_or_default()).as_deref(),
+            Some("virtual_topics[0]")
+        );
+        assert_eq!(document.line_of("virtual_topics[1]"), Some(4));
+        assert_eq!(document.line_of("virtual_topics[1].prefix"), Some(6));
+        assert_eq!(document.line_of("virtual_topics[0].prefix"), None);
+        assert_eq!(document.line_of("virtual_topics[2]"), None);
+
+        let text =
+            "virtual_topics = [\n  { name = \"A\" },\n  { name = \"B\", prefix = \"Q.\" },\n]\n";
+        let document = Document::parse(text, "t.toml")?;
+        let offset = text.find("\"Q.").unwrap_or_default() + 1;
+        assert_eq!(document.path_at(offset).as_deref(), Some("virtual_topics[1].prefix"));
+        assert_eq!(document.line_of("virtual_topics[1].prefix"), Some(3));
+        assert_eq!(document.line_of("virtual_topics[0]"), Some(2));
+        Ok(())
+    }
+
+    #[test]
     fn the_example_file_has_every_key() -> Result<(), ConfigError> {
         let text = include_str!("../ferromq.example.toml");
         let document = Document::parse(text, "ferromq.example.toml")?;
         for section in root_keys() {
-            let Some(keys) = section_keys(section) else { panic!("no keys for [{section}]") };
+            let (keys, entry) = match (section_keys(section), list_keys(section)) {
+                (Some(keys), _) => (keys, section.to_string()),
+                // A list shows its default entries; the first has every key.
+                (None, Some(list)) => (list.known, format!("{section}[0]")),
+                (None, None) => panic!("no keys for [{section}]"),
+            };
             for key in keys {
-                let path = format!("{section}.{key}");
+                let path = format!("{entry}.{key}");
                 assert!(document.line_of(&path).is_some(), "ferromq.example.toml lacks {path}");
             }
         }

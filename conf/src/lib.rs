@@ -10,9 +10,11 @@
 //!
 //! - `lib.rs`: [`Config`], and the pipeline `load` → `parse` → `validate`.
 //! - `sections.rs`: the four sections, [`BrokerConfig`], [`TransportConfig`], [`StoreConfig`],
-//!   [`DestinationDefaults`], with their defaults.
+//!   [`DestinationDefaults`], with their defaults, and the `[[virtual_topics]]` entries,
+//!   [`VirtualTopicConfig`].
 //! - `uri.rs`: [`ConnectorUri`], ActiveMQ's `scheme://host:port?options` connector syntax.
-//! - `validate.rs`: rules beyond types (limits above zero, distinct connector addresses...).
+//! - `validate.rs`: rules beyond types (limits above zero, distinct connector addresses, well-formed
+//!   virtual topic patterns...).
 //! - `document.rs`: positions in the file, so every error can name a line and a key.
 //! - `number.rs`: number and millisecond deserializers with operator-friendly messages.
 //! - `error.rs`: [`ConfigError`].
@@ -41,11 +43,15 @@
 //! kind = "memory"
 //! sync = "periodic"
 //! sync_interval_ms = 500
+//!
+//! [[virtual_topics]]
+//! name = "Orders.>"
 //! "#;
 //! let config = Config::parse(text, "ferromq.toml")?;
 //! assert_eq!(config.broker.name, "orders-1");
 //! assert_eq!(config.transport.max_connections_for(&config.transport.connectors[0]), 5000);
 //! assert_eq!(config.store.sync, SyncMode::Periodic);
+//! assert_eq!(config.virtual_topics[0].prefix, "Consumer.*.");
 //!
 //! let error = Config::parse("[transport]\nmax_connections = 0\n", "ferromq.toml").unwrap_err();
 //! assert_eq!(error.to_string(), "ferromq.toml:2: `transport.max_connections`: must be at least 1");
@@ -68,6 +74,7 @@ use crate::document::Document;
 pub use crate::error::{ConfigError, UNKNOWN_ORIGIN};
 pub use crate::sections::{
     BrokerConfig, DestinationDefaults, StoreConfig, StoreKind, SyncMode, TransportConfig,
+    VirtualTopicConfig,
 };
 pub use crate::uri::{ConnectorOptions, ConnectorUri, Scheme, UriError};
 pub use crate::validate::{HEART_BEAT_GRACE_RANGE, MAX_DURATION};
@@ -75,7 +82,7 @@ pub use crate::validate::{HEART_BEAT_GRACE_RANGE, MAX_DURATION};
 /// The whole configuration; `Config::default()` is what an empty file gives.
 ///
 /// Serializing it (with `toml::to_string`) writes a file that parses back to the same value.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// `[broker]`
@@ -86,6 +93,23 @@ pub struct Config {
     pub store: StoreConfig,
     /// `[destinations]`
     pub destinations: DestinationDefaults,
+    /// `[[virtual_topics]]`: which topics are virtual and how their consumer queues are named.
+    /// Default: ActiveMQ's one entry, [`VirtualTopicConfig::default()`]
+    /// (`name = "VirtualTopic.>"`, `prefix = "Consumer.*."`). Entries in the file replace it;
+    /// `virtual_topics = []` turns virtual topics off.
+    pub virtual_topics: Vec<VirtualTopicConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            broker: BrokerConfig::default(),
+            transport: TransportConfig::default(),
+            store: StoreConfig::default(),
+            destinations: DestinationDefaults::default(),
+            virtual_topics: vec![VirtualTopicConfig::default()],
+        }
+    }
 }
 
 impl Config {

@@ -1,8 +1,9 @@
 //! The four sections of the configuration file, each a serde struct with a default for every
-//! key.
+//! key, and the entries of the `[[virtual_topics]]` list.
 //!
-//! Every struct is `#[serde(default, deny_unknown_fields)]`: a missing key takes its default and
-//! an unknown key is an error. Durations are written in the file as whole milliseconds under a
+//! Every section struct is `#[serde(default, deny_unknown_fields)]`: a missing key takes its
+//! default and an unknown key is an error. A list entry is `deny_unknown_fields` too, but has
+//! required keys: only the list as a whole has a default. Durations are written in the file as whole milliseconds under a
 //! key ending in `_ms`, and held here as [`Duration`].
 
 use std::fmt;
@@ -222,5 +223,44 @@ pub struct DestinationDefaults {
 impl Default for DestinationDefaults {
     fn default() -> Self {
         DestinationDefaults { queue_prefetch: 1000 }
+    }
+}
+
+/// One `[[virtual_topics]]` entry, as ActiveMQ's
+/// `<virtualDestinationInterceptor><virtualTopic name=".." prefix=".."/>`: messages sent to a
+/// topic matching [`name`](Self::name) also go to each consumer queue named
+/// `<prefix><topic name>`, one queue per consumer group.
+///
+/// In the file `name` is required and `prefix` defaults to [`DEFAULT_PREFIX`](Self::DEFAULT_PREFIX).
+/// `VirtualTopicConfig::default()` is ActiveMQ's default entry, the one
+/// [`Config::virtual_topics`](crate::Config::virtual_topics) holds when the file has none:
+/// `{ name = "VirtualTopic.>", prefix = "Consumer.*." }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VirtualTopicConfig {
+    /// Topic name pattern (ActiveMQ wildcards: `.` levels, `*` one level, `>` the rest) of the
+    /// topics that are virtual.
+    pub name: String,
+    /// Prefix of the consumer queues that receive each message: `<prefix><topic name>`, where
+    /// `*` in the prefix matches one level (the consumer group). ActiveMQ's default is
+    /// `"Consumer.*."`.
+    #[serde(default = "VirtualTopicConfig::default_prefix")]
+    pub prefix: String,
+}
+
+impl VirtualTopicConfig {
+    /// The name of ActiveMQ's default virtual topic entry: every topic under `VirtualTopic.`.
+    pub const DEFAULT_NAME: &'static str = "VirtualTopic.>";
+    /// The prefix an entry gets when it has none, as ActiveMQ's `virtualTopic`.
+    pub const DEFAULT_PREFIX: &'static str = "Consumer.*.";
+
+    fn default_prefix() -> String {
+        Self::DEFAULT_PREFIX.to_owned()
+    }
+}
+
+impl Default for VirtualTopicConfig {
+    fn default() -> Self {
+        VirtualTopicConfig { name: Self::DEFAULT_NAME.to_owned(), prefix: Self::default_prefix() }
     }
 }

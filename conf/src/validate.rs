@@ -1,5 +1,6 @@
 //! The rules a well-typed configuration must also follow: limits above zero, durations between
-//! zero and a day, connectors that can all be bound.
+//! zero and a day, connectors that can all be bound, virtual topic patterns and prefixes that
+//! name destinations.
 //!
 //! The rules run on the [`Config`] itself, not on the file, so they hold for configurations
 //! changed on the command line too. Each broken rule names the key (as written in the file) that
@@ -68,6 +69,57 @@ fn count(value: usize) -> u64 {
     u64::try_from(value).unwrap_or(u64::MAX)
 }
 
+/// A virtual topic's `name`: a destination name or pattern, `>` only as its whole last level.
+fn topic_pattern(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err(
+            "must not be empty (a topic name or pattern, e.g. \"VirtualTopic.>\")".to_owned()
+        );
+    }
+    if name.split('.').any(str::is_empty) {
+        return Err(format!(
+            "`{name}` has an empty level: levels are separated by single dots, e.g. \"VirtualTopic.>\""
+        ));
+    }
+    let levels: Vec<&str> = name.split('.').collect();
+    let last = levels.len() - 1;
+    let misplaced = levels
+        .iter()
+        .enumerate()
+        .any(|(index, level)| level.contains('>') && (*level != ">" || index != last));
+    if misplaced {
+        return Err(format!(
+            "`{name}`: `>` matches all the remaining levels, so it may only be the whole last level, \
+             e.g. \"VirtualTopic.>\""
+        ));
+    }
+    Ok(())
+}
+
+/// A virtual topic's `prefix`: levels ending with a dot, since the topic name follows it.
+fn consumer_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.trim().is_empty() {
+        return Err("must not be empty (ActiveMQ's default is \"Consumer.*.\")".to_owned());
+    }
+    if prefix.contains('>') {
+        return Err(format!(
+            "`{prefix}` must not contain `>`: the topic name follows the prefix, so no level of it \
+             can match all the remaining ones"
+        ));
+    }
+    let Some(levels) = prefix.strip_suffix('.') else {
+        return Err(format!(
+            "`{prefix}` must end with `.`, which separates it from the topic name, e.g. \"Consumer.*.\""
+        ));
+    };
+    if levels.split('.').any(str::is_empty) {
+        return Err(format!(
+            "`{prefix}` has an empty level: levels are separated by single dots, e.g. \"Consumer.*.\""
+        ));
+    }
+    Ok(())
+}
+
 impl Config {
     /// Checks every rule; the first broken one is returned.
     pub(crate) fn check(&self) -> Result<(), Invalid> {
@@ -91,6 +143,20 @@ impl Config {
         duration("store.sync_interval_ms", self.store.sync_interval, false)?;
 
         at_least_one("destinations.queue_prefetch", u64::from(self.destinations.queue_prefetch))?;
+
+        self.check_virtual_topics()?;
+        Ok(())
+    }
+
+    fn check_virtual_topics(&self) -> Result<(), Invalid> {
+        for (index, topic) in self.virtual_topics.iter().enumerate() {
+            let entry = format!("virtual_topics[{index}]");
+            topic_pattern(&topic.name)
+                .map_err(|reason| Invalid::new(format!("{entry}.name"), reason).or_else(&entry))?;
+            consumer_prefix(&topic.prefix).map_err(|reason| {
+                Invalid::new(format!("{entry}.prefix"), reason).or_else(&entry)
+            })?;
+        }
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use conf::{Config, ConfigError, Scheme, StoreKind, SyncMode};
+use conf::{Config, ConfigError, Scheme, StoreKind, SyncMode, VirtualTopicConfig};
 
 const EXAMPLE: &str = include_str!("../ferromq.example.toml");
 
@@ -44,6 +44,14 @@ fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
     assert_eq!(config.store.sync, SyncMode::Always);
     assert_eq!(config.store.sync_interval, Duration::from_millis(1000));
     assert_eq!(config.destinations.queue_prefetch, 1000);
+    assert_eq!(
+        config.virtual_topics,
+        [VirtualTopicConfig {
+            name: "VirtualTopic.>".to_owned(),
+            prefix: "Consumer.*.".to_owned()
+        }]
+    );
+    assert_eq!(config.virtual_topics, [VirtualTopicConfig::default()]);
     assert!(config.warnings().is_empty());
     Ok(())
 }
@@ -81,6 +89,13 @@ sync_interval_ms = 250
 
 [destinations]
 queue_prefetch = 1
+
+[[virtual_topics]]
+name = "Orders.>"
+prefix = "Group.*."
+
+[[virtual_topics]]
+name = "Prices.*.Live"
 "#;
 
 #[test]
@@ -114,6 +129,16 @@ fn a_full_file_sets_every_key() -> Result<(), ConfigError> {
     assert_eq!(config.store.sync_interval, Duration::from_millis(250));
     assert_eq!(config.destinations.queue_prefetch, 1);
     assert_eq!(
+        config.virtual_topics,
+        [
+            VirtualTopicConfig { name: "Orders.>".to_owned(), prefix: "Group.*.".to_owned() },
+            VirtualTopicConfig {
+                name: "Prices.*.Live".to_owned(),
+                prefix: "Consumer.*.".to_owned()
+            },
+        ]
+    );
+    assert_eq!(
         config.warnings(),
         [
             "connector stomp://0.0.0.0:61613?maximumConnections=5000&useQueueForAccept=false: option \
@@ -126,7 +151,8 @@ fn a_full_file_sets_every_key() -> Result<(), ConfigError> {
 
 #[test]
 fn a_configuration_written_as_toml_reads_back_equal() -> Result<(), Box<dyn std::error::Error>> {
-    for config in [Config::default(), Config::parse(FULL, "full.toml")?] {
+    let no_virtual_topics = Config { virtual_topics: Vec::new(), ..Config::default() };
+    for config in [Config::default(), Config::parse(FULL, "full.toml")?, no_virtual_topics] {
         let text = toml::to_string(&config)?;
         assert_eq!(Config::parse(&text, "written.toml")?, config, "{text}");
     }
@@ -200,12 +226,12 @@ fn an_unknown_section_is_refused() {
     assert_eq!(
         error_of("[broker]\nname = \"b\"\n\n[cluster]\npeers = []\n"),
         "ferromq.toml:4: `cluster`: unknown section [cluster] (known sections: broker, transport, \
-         store, destinations)"
+         store, destinations, virtual_topics)"
     );
     assert_eq!(
         error_of("name = \"b\"\n"),
         "ferromq.toml:1: `name`: unknown key `name` at the top level (known sections: broker, \
-         transport, store, destinations)"
+         transport, store, destinations, virtual_topics)"
     );
     assert_eq!(
         error_of("[transport.tls]\ncert = \"x\"\n"),
@@ -442,5 +468,164 @@ fn errors_are_built_with_or_without_a_line() {
     assert_eq!(
         ConfigError::new("--connector", None, "transport.connectors[0]", "bad").to_string(),
         "--connector: `transport.connectors[0]`: bad"
+    );
+}
+
+#[test]
+fn seed_002_virtual_topic_configuration_parses() -> Result<(), ConfigError> {
+    let text = "[[virtual_topics]]\nname = \"MyTopic\"\nprefix = \"VirtualQueueConsumer.*.\"\n";
+    let config = Config::parse(text, "ferromq.toml")?;
+    assert_eq!(
+        config.virtual_topics,
+        [VirtualTopicConfig {
+            name: "MyTopic".to_owned(),
+            prefix: "VirtualQueueConsumer.*.".to_owned(),
+        }]
+    );
+    Ok(())
+}
+
+#[test]
+fn virtual_topics_replace_the_default_or_turn_it_off() -> Result<(), ConfigError> {
+    // Written entries replace ActiveMQ's default entry rather than add to it.
+    let config = Config::parse("[[virtual_topics]]\nname = \"A.>\"\n", "ferromq.toml")?;
+    assert_eq!(
+        config.virtual_topics,
+        [VirtualTopicConfig { name: "A.>".to_owned(), prefix: "Consumer.*.".to_owned() }]
+    );
+    let config = Config::parse("virtual_topics = []\n[broker]\nname = \"b\"\n", "ferromq.toml")?;
+    assert!(config.virtual_topics.is_empty());
+    // The inline form is the same list.
+    let inline =
+        "virtual_topics = [\n  { name = \"A.>\" },\n  { name = \"B\", prefix = \"Q.*.\" },\n]\n";
+    let config = Config::parse(inline, "ferromq.toml")?;
+    assert_eq!(
+        config.virtual_topics,
+        [
+            VirtualTopicConfig { name: "A.>".to_owned(), prefix: "Consumer.*.".to_owned() },
+            VirtualTopicConfig { name: "B".to_owned(), prefix: "Q.*.".to_owned() },
+        ]
+    );
+    // Wildcards anywhere but `>` at the end; a lone `>` makes every topic virtual.
+    for name in [">", "*", "A.*.C", "A.*.>", "MyTopic"] {
+        let text = format!("[[virtual_topics]]\nname = \"{name}\"\nprefix = \"Q.\"\n");
+        assert_eq!(Config::parse(&text, "ferromq.toml")?.virtual_topics[0].name, name);
+    }
+    Ok(())
+}
+
+#[test]
+fn a_virtual_topic_entry_must_be_a_table_with_a_name_and_known_keys() {
+    assert_eq!(
+        error_of("[[virtual_topics]]\nname = \"A.>\"\n\n[[virtual_topics]]\nprefix = \"Q.*.\"\n"),
+        "ferromq.toml:4: `virtual_topics[1]`: missing key `name` (the topic name or pattern to make \
+         virtual, e.g. name = \"VirtualTopic.>\")"
+    );
+    assert_eq!(
+        error_of("virtual_topics = [\n  { name = \"A\" },\n  { prefix = \"Q.\" },\n]\n"),
+        "ferromq.toml:3: `virtual_topics[1]`: missing key `name` (the topic name or pattern to make \
+         virtual, e.g. name = \"VirtualTopic.>\")"
+    );
+    assert_eq!(
+        error_of("[[virtual_topics]]\nname = \"A\"\npostfix = \"\"\n"),
+        "ferromq.toml:3: `virtual_topics[0].postfix`: unknown key `postfix` in [[virtual_topics]] \
+         (known keys: name, prefix)"
+    );
+    assert_eq!(
+        error_of("[virtual_topics]\nname = \"A\"\n"),
+        "ferromq.toml:1: `virtual_topics`: must be an array of tables ([[virtual_topics]]), not a table"
+    );
+    assert_eq!(
+        error_of("virtual_topics = \"VirtualTopic.>\"\n"),
+        "ferromq.toml:1: `virtual_topics`: must be an array of tables ([[virtual_topics]]), not a string"
+    );
+    assert_eq!(
+        error_of("virtual_topics = [\n  \"VirtualTopic.>\",\n]\n"),
+        "ferromq.toml:2: `virtual_topics[0]`: expected a table (e.g. { name = \"VirtualTopic.>\", \
+         prefix = \"Consumer.*.\" }), not a string"
+    );
+    assert_eq!(
+        error_of("[[virtual_topics]]\nname = \"A\"\n\n[[virtual_topics]]\nname = 5\n"),
+        "ferromq.toml:5: `virtual_topics[1].name`: invalid type: integer `5`, expected a string"
+    );
+    assert_eq!(
+        error_of("virtual_topics = [{ name = \"A\" }, { name = \"B\", prefix = [] }]\n"),
+        "ferromq.toml:1: `virtual_topics[1].prefix`: invalid type: sequence, expected a string"
+    );
+}
+
+#[test]
+fn a_virtual_topic_name_must_be_a_topic_pattern() {
+    assert_eq!(
+        error_of("[[virtual_topics]]\nname = \"\"\n"),
+        "ferromq.toml:2: `virtual_topics[0].name`: must not be empty (a topic name or pattern, e.g. \
+         \"VirtualTopic.>\")"
+    );
+    for name in ["A..B", ".A", "A."] {
+        let text =
+            format!("[[virtual_topics]]\nname = \"X\"\n[[virtual_topics]]\n\nname = \"{name}\"\n");
+        assert_eq!(
+            error_of(&text),
+            format!(
+                "ferromq.toml:5: `virtual_topics[1].name`: `{name}` has an empty level: levels are \
+                 separated by single dots, e.g. \"VirtualTopic.>\""
+            )
+        );
+    }
+    for name in ["A.>.B", ">.A", "A.B>", "A.>>"] {
+        assert_eq!(
+            error_of(&format!("[[virtual_topics]]\nname = \"{name}\"\n")),
+            format!(
+                "ferromq.toml:2: `virtual_topics[0].name`: `{name}`: `>` matches all the remaining \
+                 levels, so it may only be the whole last level, e.g. \"VirtualTopic.>\""
+            )
+        );
+    }
+}
+
+#[test]
+fn a_virtual_topic_prefix_must_be_levels_ending_with_a_dot() {
+    assert_eq!(
+        error_of("[[virtual_topics]]\nname = \"A\"\nprefix = \"\"\n"),
+        "ferromq.toml:3: `virtual_topics[0].prefix`: must not be empty (ActiveMQ's default is \
+         \"Consumer.*.\")"
+    );
+    let text = "[[virtual_topics]]\nname = \"A\"\n[[virtual_topics]]\nname = \"B\"\nprefix = \"Consumer.*\"\n";
+    assert_eq!(
+        error_of(text),
+        "ferromq.toml:5: `virtual_topics[1].prefix`: `Consumer.*` must end with `.`, which separates \
+         it from the topic name, e.g. \"Consumer.*.\""
+    );
+    for prefix in ["Consumer..", "Consumer..*.", ".", ".Consumer."] {
+        assert_eq!(
+            error_of(&format!("[[virtual_topics]]\nprefix = \"{prefix}\"\nname = \"A\"\n")),
+            format!(
+                "ferromq.toml:2: `virtual_topics[0].prefix`: `{prefix}` has an empty level: levels \
+                 are separated by single dots, e.g. \"Consumer.*.\""
+            )
+        );
+    }
+    for prefix in ["Consumer.>.", "Consumer.>", ">"] {
+        assert_eq!(
+            error_of(&format!("virtual_topics = [{{ name = \"A\", prefix = \"{prefix}\" }}]\n")),
+            format!(
+                "ferromq.toml:1: `virtual_topics[0].prefix`: `{prefix}` must not contain `>`: the \
+                 topic name follows the prefix, so no level of it can match all the remaining ones"
+            )
+        );
+    }
+}
+
+#[test]
+fn validate_checks_virtual_topics_set_in_code() {
+    let mut config = Config::default();
+    config.virtual_topics.push(VirtualTopicConfig { name: "A".to_owned(), prefix: "Q".to_owned() });
+    assert_eq!(
+        config.validate().map_err(|e| e.to_string()),
+        Err(
+            "configuration: `virtual_topics[1].prefix`: `Q` must end with `.`, which separates it \
+             from the topic name, e.g. \"Consumer.*.\""
+                .to_owned()
+        )
     );
 }

@@ -1,22 +1,32 @@
-//! The protocol-neutral core: destinations, their owners, routing and message ids.
+//! The protocol-neutral core: destinations, subscriptions, routing, transactions and ids.
 //!
 //! Protocol adapters turn frames into calls on [`Core`] and receive [`Delivery`]s back on a
 //! channel per connection; nothing in here knows about any wire protocol.
+//!
+//! Layout: `queue` is the task that owns one queue of messages (a queue destination, a
+//! durable subscription, or a topic subscriber); `registry` is the routing table;
+//! `transaction` holds a connection's open local transaction; `wildcard` matches names.
 
 pub mod queue;
+mod registry;
+mod transaction;
+pub mod wildcard;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures_util::FutureExt;
 use parking_lot::Mutex;
+use store::{
+    Completion, Destination, DestinationKind, Message, MessageId, MessageStore, Operation,
+    QueueKey, StoreError, SubscriptionInfo, SubscriptionKey, TxnId, UnitOfWork,
+};
+
 use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
-use store::{
-    Completion, Destination, Message, MessageId, MessageStore, Operation, QueueKey, StoreError,
-    UnitOfWork,
-};
+use registry::{Attachment, Registry, TopicSubscription};
+pub use transaction::Transaction;
+use wildcard::DestinationFilter;
 
 /// Identifies a consumer across the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,6 +47,8 @@ pub enum AckMode {
 #[derive(Debug, Clone)]
 pub struct Delivery {
     pub consumer: ConsumerId,
+    /// The queue it comes from, to which its ack goes (a wildcard consumer has several).
+    pub queue: QueueHandle,
     pub message: Arc<Message>,
     /// True if the message was delivered before (to this or another consumer).
     pub redelivered: bool,
@@ -50,10 +62,26 @@ pub struct Delivery {
 pub enum CoreError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{0} destinations are not supported yet; use a queue")]
+    #[error("{0} destinations are not supported yet")]
     Unsupported(&'static str),
+    #[error("cannot send to `{0}`: it is a wildcard pattern, not a destination")]
+    WildcardSend(String),
+    #[error(
+        "durable subscription `{name}` of client `{client_id}` already has an active consumer"
+    )]
+    DurableInUse { client_id: String, name: String },
+    #[error("durable subscription `{name}` of client `{client_id}` does not exist")]
+    NoSuchDurable { client_id: String, name: String },
     #[error("the broker is shutting down")]
     ShuttingDown,
+}
+
+/// A virtual topic: messages sent to a topic matching `name` also go to every queue named
+/// `<prefix><topic>`, where a `*` in the prefix stands for the consumer group.
+#[derive(Debug, Clone)]
+pub struct VirtualTopicRule {
+    pub name: DestinationFilter,
+    pub prefix: String,
 }
 
 /// Settings the core takes from the configuration.
@@ -61,39 +89,83 @@ pub enum CoreError {
 pub struct CoreSettings {
     /// Prefetch for consumers that do not ask for one.
     pub default_prefetch: u32,
+    pub virtual_topics: Vec<VirtualTopicRule>,
+    /// Bytes of recent messages kept per topic for retroactive subscribers.
+    pub retroactive_buffer: usize,
 }
 
-/// The broker's shared state: the store, the destinations and the id counters.
+impl Default for CoreSettings {
+    fn default() -> Self {
+        CoreSettings {
+            default_prefetch: 1000,
+            virtual_topics: vec![VirtualTopicRule {
+                name: DestinationFilter::new("VirtualTopic.>"),
+                prefix: "Consumer.*.".to_owned(),
+            }],
+            retroactive_buffer: 64 * 1024,
+        }
+    }
+}
+
+/// What a consumer subscribes to.
+pub struct SubscribeRequest {
+    /// A queue or topic; its name may hold wildcards.
+    pub destination: Destination,
+    pub spec: ConsumerSpec,
+    /// Makes a topic subscription durable under this identity.
+    pub durable: Option<SubscriptionKey>,
+    /// Replays recent topic messages to the new subscriber.
+    pub retroactive: bool,
+    /// Skips messages sent by the subscriber's own connection (topics only).
+    pub no_local: bool,
+    /// The subscribing connection.
+    pub connection: u64,
+}
+
+/// The broker's shared state: the store, the routing table and the id counters.
 pub struct Core {
     store: Arc<dyn MessageStore>,
     settings: CoreSettings,
-    /// Queue name to its owner task. Only the map is locked, never a queue's state.
-    queues: Mutex<HashMap<Arc<str>, QueueHandle>>,
+    registry: Mutex<Registry>,
     next_message_id: AtomicU64,
     next_consumer_id: AtomicU64,
     next_connection_id: AtomicU64,
+    next_transaction_id: AtomicU64,
 }
 
 impl Core {
-    /// Recovers the store's contents and starts a task per stored queue.
+    /// Recovers the store's contents and starts a task per stored queue and durable
+    /// subscription.
     pub fn recover(
         store: Arc<dyn MessageStore>,
         settings: CoreSettings,
     ) -> Result<Core, StoreError> {
         let recovered = store.recover()?;
+        let first_transaction = recovered.prepared.iter().map(|t| t.0 + 1).max().unwrap_or(1);
         let core = Core {
             store,
             settings,
-            queues: Mutex::new(HashMap::new()),
+            registry: Mutex::new(Registry::default()),
             next_message_id: AtomicU64::new(recovered.next_message_id.0.max(1)),
             next_consumer_id: AtomicU64::new(1),
             next_connection_id: AtomicU64::new(1),
+            next_transaction_id: AtomicU64::new(first_transaction),
         };
-        for destination in recovered.destinations {
-            if destination.kind.is_queue() {
-                let handle =
-                    queue::spawn(QueueKey::destination(destination.clone()), core.store.clone())?;
-                core.queues.lock().insert(destination.name.clone(), handle);
+        {
+            let mut registry = core.registry.lock();
+            for destination in &recovered.destinations {
+                if destination.kind.is_queue() {
+                    registry.queue(&destination.name, &core.store)?;
+                }
+            }
+            for info in recovered.subscriptions {
+                let handle = queue::spawn(info.queue(), true, core.store.clone())?;
+                registry.topic_subscriptions.push(TopicSubscription {
+                    filter: DestinationFilter::new(&info.topic.name),
+                    queue: handle.clone(),
+                    no_local_connection: None,
+                });
+                registry.durable.insert(info.key, (handle, None));
             }
         }
         Ok(core)
@@ -119,44 +191,65 @@ impl Core {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The queue named `name`, created (and declared to the store) on first use.
-    pub fn queue(&self, name: &Arc<str>) -> Result<QueueHandle, CoreError> {
-        let mut queues = self.queues.lock();
-        if let Some(handle) = queues.get(name) {
-            return Ok(handle.clone());
-        }
-        let destination = Destination::queue(name.clone());
-        // Declaring the queue is not awaited: a later unit (an add) is applied after it, and a
-        // queue lost in a crash before any message reached it is harmless.
-        drop(self.store.submit(UnitOfWork::with(Operation::AddDestination(destination.clone()))));
-        let handle = queue::spawn(QueueKey::destination(destination), self.store.clone())?;
-        queues.insert(name.clone(), handle.clone());
-        Ok(handle)
-    }
-
     /// The queue named `name` if it exists.
     pub fn existing_queue(&self, name: &str) -> Option<QueueHandle> {
-        self.queues.lock().get(name).cloned()
+        self.registry.lock().queues.get(name).cloned()
     }
 
-    /// Accepts a message: stores it if persistent, then hands it to its destination. The
-    /// returned completion resolves when the message is durable (at once when it is not
-    /// persistent); the message may be dispatched before that (concurrent store and dispatch).
-    pub fn send(&self, message: Arc<Message>) -> Result<Completion, CoreError> {
-        if !message.destination.kind.is_queue() {
-            return Err(CoreError::Unsupported("topic"));
+    /// The queue of a durable subscription, if it exists.
+    pub fn durable_subscription(&self, key: &SubscriptionKey) -> Option<QueueHandle> {
+        self.registry.lock().durable.get(key).map(|(queue, _)| queue.clone())
+    }
+
+    /// Accepts a message from `connection`: routes it, stores it where it is stored (once,
+    /// referenced by each stored queue), and hands it to its queues, or, inside a
+    /// transaction, keeps it for the commit. The completion resolves when the message is
+    /// durable (at once when nothing was stored); the message may be dispatched before that
+    /// (concurrent store and dispatch).
+    pub fn send(
+        &self,
+        message: Arc<Message>,
+        connection: u64,
+        transaction: Option<&mut Transaction>,
+    ) -> Result<Completion, CoreError> {
+        let destination = &message.destination;
+        if DestinationFilter::new(&destination.name).is_wildcard() {
+            return Err(CoreError::WildcardSend(destination.to_string()));
         }
-        let queue = self.queue(&message.destination.name)?;
-        let completion = if message.is_persistent() {
+        let mut registry = self.registry.lock();
+        let route = match destination.kind {
+            DestinationKind::Queue => vec![self.declare_queue(&mut registry, &destination.name)?],
+            DestinationKind::Topic => {
+                registry
+                    .recent
+                    .entry(destination.name.clone())
+                    .or_default()
+                    .push(message.clone(), self.settings.retroactive_buffer);
+                registry.topic_route(&destination.name, connection, &self.settings.virtual_topics)
+            }
+            DestinationKind::TempQueue | DestinationKind::TempTopic => {
+                return Err(CoreError::Unsupported("temporary"))
+            }
+        };
+        let stored: Vec<QueueKey> = if message.is_persistent() {
+            route.iter().filter(|q| q.stored).map(|q| (*q.key).clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let txn = transaction.as_ref().map(|t| t.id);
+        let stores_something = !stored.is_empty();
+        let completion = if !stores_something {
+            Completion::ready(Ok(()))
+        } else {
             let completion = self.store.submit(UnitOfWork::with(Operation::AddMessage {
                 message: message.clone(),
-                queues: vec![(*queue.key).clone()],
-                txn: None,
+                queues: stored,
+                txn,
             }));
             // A store that refuses at once (full, closed, poisoned) must not see the message
             // dispatched: the producer is told it failed and may send it again. A failure that
-            // comes later (a failed sync) is reported to the producer after the message may
-            // have been dispatched, as with ActiveMQ's concurrent store and dispatch.
+            // comes later (a failed sync) reaches the producer after the message may have been
+            // dispatched, as with ActiveMQ's concurrent store and dispatch.
             if completion.is_ready() {
                 if let Some(Err(error)) = completion.now_or_never() {
                     return Err(error.into());
@@ -165,30 +258,192 @@ impl Core {
             } else {
                 completion
             }
-        } else {
-            Completion::ready(Ok(()))
         };
-        if !queue.send(QueueCommand::Enqueue(message)) {
-            return Err(CoreError::ShuttingDown);
+        match transaction {
+            Some(transaction) => {
+                transaction.has_store_records |= stores_something;
+                transaction.sends.push((route, message));
+            }
+            None => {
+                for queue in &route {
+                    queue.send(QueueCommand::Enqueue(vec![message.clone()]));
+                }
+            }
         }
         Ok(completion)
     }
 
-    /// Registers a consumer on a queue.
-    pub fn subscribe(&self, queue: &QueueHandle, spec: ConsumerSpec) -> Result<(), CoreError> {
-        if queue.send(QueueCommand::Subscribe(spec)) {
-            Ok(())
-        } else {
-            Err(CoreError::ShuttingDown)
+    /// Declares a queue destination to the store when it is first used.
+    fn declare_queue(
+        &self,
+        registry: &mut Registry,
+        name: &Arc<str>,
+    ) -> Result<QueueHandle, CoreError> {
+        let (handle, created) = registry.queue(name, &self.store)?;
+        if created {
+            // Not awaited: a later unit (an add) is applied after it, and a queue lost in a
+            // crash before any message reached it is harmless.
+            drop(self.store.submit(UnitOfWork::with(Operation::AddDestination(
+                Destination::queue(name.clone()),
+            ))));
+        }
+        Ok(handle)
+    }
+
+    /// Attaches a consumer to a queue (or every queue matching a wildcard), or subscribes it
+    /// to a topic, durably or not.
+    pub fn subscribe(&self, request: SubscribeRequest) -> Result<(), CoreError> {
+        let SubscribeRequest { destination, spec, durable, retroactive, no_local, connection } =
+            request;
+        let consumer = spec.id;
+        let filter = DestinationFilter::new(&destination.name);
+        let mut registry = self.registry.lock();
+        match destination.kind {
+            DestinationKind::Queue if filter.is_wildcard() => {
+                let mut queues = Vec::new();
+                for (name, queue) in &registry.queues {
+                    if filter.matches(name) {
+                        queue.send(QueueCommand::Subscribe(spec.clone()));
+                        queues.push(queue.clone());
+                    }
+                }
+                registry
+                    .consumers
+                    .insert(consumer, Attachment::Queue { queues, wildcard: Some((filter, spec)) });
+            }
+            DestinationKind::Queue => {
+                let queue = self.declare_queue(&mut registry, &destination.name)?;
+                queue.send(QueueCommand::Subscribe(spec));
+                registry
+                    .consumers
+                    .insert(consumer, Attachment::Queue { queues: vec![queue], wildcard: None });
+            }
+            DestinationKind::Topic => {
+                let (queue, created) = match durable {
+                    Some(key) => self.durable_queue(
+                        &mut registry,
+                        key.clone(),
+                        &destination,
+                        consumer,
+                        no_local,
+                    )?,
+                    None => {
+                        let key = QueueKey {
+                            destination: destination.clone(),
+                            subscription: Some(SubscriptionKey {
+                                client_id: format!("connection-{connection}").into(),
+                                name: format!("consumer-{}", consumer.0).into(),
+                            }),
+                        };
+                        let queue = queue::spawn(key, false, self.store.clone())?;
+                        registry.topic_subscriptions.push(TopicSubscription {
+                            filter: filter.clone(),
+                            queue: queue.clone(),
+                            no_local_connection: no_local.then_some(connection),
+                        });
+                        registry
+                            .consumers
+                            .insert(consumer, Attachment::Topic { queue: queue.clone() });
+                        (queue, true)
+                    }
+                };
+                if retroactive && created {
+                    let recent: Vec<Arc<Message>> = registry
+                        .recent
+                        .iter()
+                        .filter(|(topic, _)| filter.matches(topic))
+                        .flat_map(|(_, recent)| recent.iter().cloned())
+                        .collect();
+                    if !recent.is_empty() {
+                        queue.send(QueueCommand::Enqueue(recent));
+                    }
+                }
+                queue.send(QueueCommand::Subscribe(spec));
+            }
+            DestinationKind::TempQueue | DestinationKind::TempTopic => {
+                return Err(CoreError::Unsupported("temporary"))
+            }
+        }
+        Ok(())
+    }
+
+    /// The queue of durable subscription `key`, created (and stored) if new or if its topic
+    /// changed, and marked active for `consumer`. Returns whether it was created.
+    fn durable_queue(
+        &self,
+        registry: &mut Registry,
+        key: SubscriptionKey,
+        topic: &Destination,
+        consumer: ConsumerId,
+        no_local: bool,
+    ) -> Result<(QueueHandle, bool), CoreError> {
+        let in_use = || CoreError::DurableInUse {
+            client_id: key.client_id.to_string(),
+            name: key.name.to_string(),
+        };
+        if let Some((queue, active)) = registry.durable.get(&key) {
+            if active.is_some() {
+                return Err(in_use());
+            }
+            if queue.key.destination == *topic {
+                let queue = queue.clone();
+                registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
+                registry
+                    .consumers
+                    .insert(consumer, Attachment::Durable { key, queue: queue.clone() });
+                return Ok((queue, false));
+            }
+            // Subscribing under the same name to another topic replaces the subscription, as
+            // in JMS.
+            drop(self.drop_durable(registry, &key));
+        }
+        let info =
+            SubscriptionInfo { key: key.clone(), topic: topic.clone(), selector: None, no_local };
+        let queue = queue::spawn(info.queue(), true, self.store.clone())?;
+        // Not awaited, like a queue declaration: the subscription's first add comes after it.
+        drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
+        registry.topic_subscriptions.push(TopicSubscription {
+            filter: DestinationFilter::new(&topic.name),
+            queue: queue.clone(),
+            no_local_connection: None,
+        });
+        registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
+        registry.consumers.insert(consumer, Attachment::Durable { key, queue: queue.clone() });
+        Ok((queue, true))
+    }
+
+    fn drop_durable(&self, registry: &mut Registry, key: &SubscriptionKey) -> Completion {
+        if let Some((queue, _)) = registry.durable.remove(key) {
+            registry.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
+            queue.send(QueueCommand::Stop);
+        }
+        self.store.submit(UnitOfWork::with(Operation::RemoveSubscription(key.clone())))
+    }
+
+    /// Removes a durable subscription and its stored messages. Refused while a consumer is
+    /// attached to it.
+    pub fn remove_durable(&self, key: &SubscriptionKey) -> Result<Completion, CoreError> {
+        let mut registry = self.registry.lock();
+        match registry.durable.get(key) {
+            None => Err(CoreError::NoSuchDurable {
+                client_id: key.client_id.to_string(),
+                name: key.name.to_string(),
+            }),
+            Some((_, Some(_))) => Err(CoreError::DurableInUse {
+                client_id: key.client_id.to_string(),
+                name: key.name.to_string(),
+            }),
+            Some((_, None)) => Ok(self.drop_durable(&mut registry, key)),
         }
     }
 
-    /// Removes a consumer; its unacknowledged messages return to the queue.
-    pub fn unsubscribe(&self, queue: &QueueHandle, consumer: ConsumerId) {
-        queue.send(QueueCommand::Unsubscribe(consumer));
+    /// Detaches a consumer; its unacknowledged messages return to their queues. A
+    /// non-durable topic subscription ends with it; a durable one stays.
+    pub fn unsubscribe(&self, consumer: ConsumerId) {
+        self.registry.lock().detach(consumer);
     }
 
-    /// Acknowledges messages; the completion resolves when the acks are durable.
+    /// Acknowledges messages; resolves when the acks are durable.
     pub async fn ack(
         &self,
         queue: &QueueHandle,
@@ -213,9 +468,14 @@ impl Core {
         queue.send(QueueCommand::Nack { consumer, ids });
     }
 
+    /// Starts a local transaction.
+    pub fn begin(&self) -> Transaction {
+        Transaction::new(TxnId(self.next_transaction_id.fetch_add(1, Ordering::Relaxed)))
+    }
+
     /// Every queue's name and counters.
     pub async fn queue_stats(&self) -> Vec<(Arc<str>, QueueStats)> {
-        let handles: Vec<QueueHandle> = self.queues.lock().values().cloned().collect();
+        let handles: Vec<QueueHandle> = self.registry.lock().queues.values().cloned().collect();
         let mut stats = Vec::with_capacity(handles.len());
         for handle in handles {
             if let Some(s) = handle.stats().await {
@@ -227,8 +487,14 @@ impl Core {
 
     /// Stops every queue task (at shutdown, after connections have closed).
     pub fn stop_queues(&self) {
-        for handle in self.queues.lock().drain().map(|(_, h)| h) {
+        let mut registry = self.registry.lock();
+        for handle in registry.queues.drain().map(|(_, h)| h) {
             handle.send(QueueCommand::Stop);
         }
+        for subscription in registry.topic_subscriptions.drain(..) {
+            subscription.queue.send(QueueCommand::Stop);
+        }
+        registry.durable.clear();
+        registry.consumers.clear();
     }
 }

@@ -1,4 +1,9 @@
-//! A queue: one task owns all of its state and is fed by an unbounded channel.
+//! A queue of messages with its consumers: one task owns all of its state and is fed by an
+//! unbounded channel.
+//!
+//! The same task type serves every place messages wait for consumers: a queue destination, a
+//! durable topic subscription (a stored queue of references under its topic), and a
+//! non-durable topic subscriber (a queue that is never stored).
 //!
 //! Why a task and an unbounded channel: the queue must never wait on anyone while it owns its
 //! state (DESIGN.md's no-deadlock rule). Commands come in without back-pressure (producers are
@@ -6,9 +11,11 @@
 //! connections without back-pressure too, bounded by each consumer's prefetch.
 //!
 //! Messages wait in `ready`, ordered by [`PageKey`] (priority, then id). A delivered message
-//! moves to its consumer's in-flight set; an ack removes it (and, for a persistent message,
-//! removes its stored reference); a nack, or the consumer going away, puts it back in `ready`
-//! at its original position with the redelivered flag set and its delivery count raised.
+//! moves to its consumer's in-flight set; an ack removes it (and, for a persistent message in a
+//! stored queue, removes its stored reference); a nack, or the consumer going away, puts it back
+//! in `ready` at its original position with its delivery count raised, so it goes out marked
+//! redelivered. An ack inside a transaction frees the consumer's credit but keeps the message
+//! until the transaction ends: a commit drops it, a rollback makes it deliverable again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -26,32 +33,38 @@ const RECOVERY_PAGE: usize = 1024;
 
 /// A message waiting in a queue, with the queue's delivery state beside it.
 #[derive(Debug, Clone)]
-pub(crate) struct QueuedMessage {
-    pub message: Arc<Message>,
+struct QueuedMessage {
+    message: Arc<Message>,
     /// How many times it has been handed to a consumer before.
-    pub delivery_count: u32,
+    delivery_count: u32,
+    /// Acknowledged inside a transaction that has not ended yet.
+    acked_in_transaction: bool,
 }
 
 impl QueuedMessage {
     fn new(message: Arc<Message>) -> Self {
-        QueuedMessage { message, delivery_count: 0 }
+        QueuedMessage { message, delivery_count: 0, acked_in_transaction: false }
     }
 }
 
 /// A consumer as a connection registers it with a queue.
+#[derive(Clone)]
 pub struct ConsumerSpec {
     pub id: ConsumerId,
     /// The most unacknowledged messages it may hold; at least 1.
     pub prefetch: u32,
     pub ack_mode: AckMode,
+    /// An exclusive consumer gets every message while it is subscribed; the others wait
+    /// (ActiveMQ's `activemq.exclusive`).
+    pub exclusive: bool,
     /// Where deliveries go: the owning connection's delivery channel.
     pub sink: mpsc::UnboundedSender<Delivery>,
 }
 
 /// What a connection (or the broker) asks a queue to do.
 pub(crate) enum QueueCommand {
-    /// A message accepted by the broker (already submitted to the store if persistent).
-    Enqueue(Arc<Message>),
+    /// Messages accepted by the broker (already submitted to the store if they are stored).
+    Enqueue(Vec<Arc<Message>>),
     Subscribe(ConsumerSpec),
     /// The consumer is gone: its unacknowledged messages go back, marked redelivered.
     Unsubscribe(ConsumerId),
@@ -62,13 +75,27 @@ pub(crate) enum QueueCommand {
         ids: Vec<MessageId>,
         done: Option<oneshot::Sender<Completion>>,
     },
+    /// The consumer acknowledged these inside a transaction (whose store records the
+    /// connection has written): they stop counting against its prefetch.
+    AckInTransaction {
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+    },
+    /// The transaction committed: the messages are gone (the store applied the acks).
+    TransactionCommitted {
+        ids: Vec<MessageId>,
+    },
+    /// The transaction rolled back: the messages become deliverable again.
+    TransactionRolledBack {
+        ids: Vec<MessageId>,
+    },
     /// The consumer gives these messages back for redelivery.
     Nack {
         consumer: ConsumerId,
         ids: Vec<MessageId>,
     },
     Stats(oneshot::Sender<QueueStats>),
-    /// Stop the task (broker shutdown).
+    /// Stop the task (broker shutdown, or the subscription was removed).
     Stop,
 }
 
@@ -88,6 +115,9 @@ pub struct QueueStats {
 #[derive(Clone, Debug)]
 pub struct QueueHandle {
     pub(crate) key: Arc<QueueKey>,
+    /// Whether persistent messages in this queue are kept in the store. Queue destinations and
+    /// durable subscriptions are; non-durable topic subscribers are not.
+    pub(crate) stored: bool,
     tx: mpsc::UnboundedSender<QueueCommand>,
 }
 
@@ -98,6 +128,15 @@ impl QueueHandle {
 
     pub fn name(&self) -> &str {
         &self.key.destination.name
+    }
+
+    pub fn key(&self) -> &QueueKey {
+        &self.key
+    }
+
+    /// True if both handles lead to the same task.
+    pub fn same_queue(&self, other: &QueueHandle) -> bool {
+        self.tx.same_channel(&other.tx)
     }
 
     /// The queue's counters, or `None` if the queue has stopped.
@@ -111,48 +150,54 @@ impl QueueHandle {
 }
 
 struct Consumer {
-    id: ConsumerId,
-    prefetch: usize,
-    ack_mode: AckMode,
-    sink: mpsc::UnboundedSender<Delivery>,
+    spec: ConsumerSpec,
     in_flight: HashMap<MessageId, QueuedMessage>,
+    /// In-flight messages acknowledged in an open transaction: they do not use credit.
+    acked_in_transaction: usize,
 }
 
 impl Consumer {
     fn has_credit(&self) -> bool {
-        self.in_flight.len() < self.prefetch
+        self.in_flight.len() - self.acked_in_transaction < self.spec.prefetch.max(1) as usize
     }
 }
 
 /// The state one queue task owns.
 struct Queue {
-    key: Arc<QueueKey>,
+    handle: QueueHandle,
     store: Arc<dyn MessageStore>,
     ready: BTreeMap<PageKey, QueuedMessage>,
     consumers: Vec<Consumer>,
     /// Index into `consumers` of the next one to offer a message to (round-robin).
     next_consumer: usize,
+    /// Messages acknowledged in a transaction by a consumer that has gone since: they wait
+    /// here for the transaction's end.
+    awaiting_transaction: HashMap<MessageId, QueuedMessage>,
     acked: u64,
 }
 
-/// Starts the task for `key`, first loading what the store holds for it.
+/// Starts the task for `key`, first loading what the store holds for it when it is stored.
 pub(crate) fn spawn(
     key: QueueKey,
+    stored: bool,
     store: Arc<dyn MessageStore>,
 ) -> Result<QueueHandle, StoreError> {
-    let key = Arc::new(key);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handle = QueueHandle { key: Arc::new(key), stored, tx };
     let mut queue = Queue {
-        key: key.clone(),
+        handle: handle.clone(),
         store,
         ready: BTreeMap::new(),
         consumers: Vec::new(),
         next_consumer: 0,
+        awaiting_transaction: HashMap::new(),
         acked: 0,
     };
-    queue.load_stored()?;
-    let (tx, rx) = mpsc::unbounded_channel();
+    if stored {
+        queue.load_stored()?;
+    }
     tokio::spawn(queue.run(rx));
-    Ok(QueueHandle { key, tx })
+    Ok(handle)
 }
 
 impl Queue {
@@ -161,7 +206,7 @@ impl Queue {
     fn load_stored(&mut self) -> Result<(), StoreError> {
         let mut after = None;
         loop {
-            let page = self.store.read_page(&self.key, after, RECOVERY_PAGE)?;
+            let page = self.store.read_page(&self.handle.key, after, RECOVERY_PAGE)?;
             let Some(last) = page.last() else { break };
             after = Some(PageKey::of(&last.message));
             let full = page.len() == RECOVERY_PAGE;
@@ -173,7 +218,7 @@ impl Queue {
             }
         }
         if !self.ready.is_empty() {
-            tracing::info!(queue = %self.key.destination, messages = self.ready.len(), "recovered");
+            tracing::info!(queue = ?self.handle.key, messages = self.ready.len(), "recovered");
         }
         Ok(())
     }
@@ -181,16 +226,16 @@ impl Queue {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<QueueCommand>) {
         while let Some(command) = rx.recv().await {
             match command {
-                QueueCommand::Enqueue(message) => {
-                    self.ready.insert(PageKey::of(&message), QueuedMessage::new(message));
+                QueueCommand::Enqueue(messages) => {
+                    for message in messages {
+                        self.ready.insert(PageKey::of(&message), QueuedMessage::new(message));
+                    }
                 }
                 QueueCommand::Subscribe(spec) => {
                     self.consumers.push(Consumer {
-                        id: spec.id,
-                        prefetch: spec.prefetch.max(1) as usize,
-                        ack_mode: spec.ack_mode,
-                        sink: spec.sink,
+                        spec,
                         in_flight: HashMap::new(),
+                        acked_in_transaction: 0,
                     });
                 }
                 QueueCommand::Unsubscribe(consumer) => self.remove_consumer(consumer),
@@ -201,6 +246,11 @@ impl Queue {
                         let _ = done.send(completion);
                     }
                 }
+                QueueCommand::AckInTransaction { consumer, ids } => {
+                    self.ack_in_transaction(consumer, &ids)
+                }
+                QueueCommand::TransactionCommitted { ids } => self.end_transaction(&ids, true),
+                QueueCommand::TransactionRolledBack { ids } => self.end_transaction(&ids, false),
                 QueueCommand::Nack { consumer, ids } => self.nack(consumer, &ids),
                 QueueCommand::Stats(reply) => {
                     let _ = reply.send(self.stats());
@@ -214,7 +264,8 @@ impl Queue {
     fn stats(&self) -> QueueStats {
         QueueStats {
             ready: self.ready.len(),
-            in_flight: self.consumers.iter().map(|c| c.in_flight.len()).sum(),
+            in_flight: self.consumers.iter().map(|c| c.in_flight.len()).sum::<usize>()
+                + self.awaiting_transaction.len(),
             consumers: self.consumers.len(),
             acked: self.acked,
         }
@@ -233,18 +284,19 @@ impl Queue {
             }
             let consumer = &mut self.consumers[index];
             let delivery = Delivery {
-                consumer: consumer.id,
+                consumer: consumer.spec.id,
+                queue: self.handle.clone(),
                 message: queued.message.clone(),
                 redelivered: queued.delivery_count > 0,
                 delivery_count: queued.delivery_count + 1,
             };
             queued.delivery_count += 1;
-            if consumer.sink.send(delivery).is_err() {
+            if consumer.spec.sink.send(delivery).is_err() {
                 // The connection is gone without unsubscribing: put the message back untouched
                 // and drop the consumer, returning what it held.
                 queued.delivery_count -= 1;
                 self.ready.insert(PageKey::of(&queued.message), queued);
-                let id = consumer.id;
+                let id = consumer.spec.id;
                 self.remove_consumer(id);
                 continue;
             }
@@ -254,6 +306,10 @@ impl Queue {
     }
 
     fn next_consumer_with_credit(&self) -> Option<usize> {
+        // While an exclusive consumer is subscribed, the first one gets everything.
+        if let Some(index) = self.consumers.iter().position(|c| c.spec.exclusive) {
+            return self.consumers[index].has_credit().then_some(index);
+        }
         let count = self.consumers.len();
         (0..count)
             .map(|offset| (self.next_consumer + offset) % count)
@@ -261,7 +317,7 @@ impl Queue {
     }
 
     fn remove_consumer(&mut self, id: ConsumerId) {
-        let Some(position) = self.consumers.iter().position(|c| c.id == id) else { return };
+        let Some(position) = self.consumers.iter().position(|c| c.spec.id == id) else { return };
         let consumer = self.consumers.remove(position);
         if self.next_consumer > position {
             self.next_consumer -= 1;
@@ -270,32 +326,41 @@ impl Queue {
             self.next_consumer = 0;
         }
         let returned = consumer.in_flight.len();
-        for (_, queued) in consumer.in_flight {
-            // Auto-ack messages were counted in flight only until written; one that was not
+        for (id, mut queued) in consumer.in_flight {
+            if queued.acked_in_transaction {
+                self.awaiting_transaction.insert(id, queued);
+                continue;
+            }
+            // Auto-ack messages count as in flight only until written; one that was not
             // written yet was never seen by the client, so it goes back unmarked.
-            let queued = if consumer.ack_mode == AckMode::Auto {
-                QueuedMessage { delivery_count: queued.delivery_count - 1, ..queued }
-            } else {
-                queued
-            };
+            if consumer.spec.ack_mode == AckMode::Auto {
+                queued.delivery_count -= 1;
+            }
             self.ready.insert(PageKey::of(&queued.message), queued);
         }
         if returned > 0 {
-            tracing::debug!(queue = %self.key.destination, returned, "consumer closed with unacknowledged messages");
+            tracing::debug!(queue = ?self.handle.key, returned, "consumer closed with unacknowledged messages");
         }
     }
 
+    fn consumer_mut(&mut self, id: ConsumerId) -> Option<&mut Consumer> {
+        self.consumers.iter_mut().find(|c| c.spec.id == id)
+    }
+
     fn ack(&mut self, consumer: ConsumerId, ids: &[MessageId]) -> Completion {
-        let Some(consumer) = self.consumers.iter_mut().find(|c| c.id == consumer) else {
+        let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
             return Completion::ready(Ok(()));
         };
         let mut unit = UnitOfWork::new();
         for id in ids {
             if let Some(queued) = consumer.in_flight.remove(id) {
+                if queued.acked_in_transaction {
+                    consumer.acked_in_transaction -= 1;
+                }
                 self.acked += 1;
-                if queued.message.is_persistent() {
+                if self.handle.stored && queued.message.is_persistent() {
                     unit.push(Operation::Ack {
-                        queue: (*self.key).clone(),
+                        queue: (*self.handle.key).clone(),
                         key: PageKey::of(&queued.message),
                         txn: None,
                     });
@@ -309,12 +374,51 @@ impl Queue {
         }
     }
 
+    fn ack_in_transaction(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
+        let Some(consumer) = self.consumer_mut(consumer) else { return };
+        for id in ids {
+            if let Some(queued) = consumer.in_flight.get_mut(id) {
+                if !queued.acked_in_transaction {
+                    queued.acked_in_transaction = true;
+                    consumer.acked_in_transaction += 1;
+                }
+            }
+        }
+    }
+
+    /// A transaction that acknowledged `ids` ended: committed (the messages are gone) or
+    /// rolled back (they are delivered again, marked redelivered).
+    fn end_transaction(&mut self, ids: &[MessageId], committed: bool) {
+        for id in ids {
+            let mut found = self.awaiting_transaction.remove(id);
+            if found.is_none() {
+                for consumer in &mut self.consumers {
+                    if consumer.in_flight.get(id).is_some_and(|q| q.acked_in_transaction) {
+                        consumer.acked_in_transaction -= 1;
+                        found = consumer.in_flight.remove(id);
+                        break;
+                    }
+                }
+            }
+            let Some(mut queued) = found else { continue };
+            if committed {
+                self.acked += 1;
+            } else {
+                queued.acked_in_transaction = false;
+                self.ready.insert(PageKey::of(&queued.message), queued);
+            }
+        }
+    }
+
     fn nack(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
-        let Some(consumer) = self.consumers.iter_mut().find(|c| c.id == consumer) else {
+        let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
             return;
         };
         for id in ids {
             if let Some(queued) = consumer.in_flight.remove(id) {
+                if queued.acked_in_transaction {
+                    consumer.acked_in_transaction -= 1;
+                }
                 self.ready.insert(PageKey::of(&queued.message), queued);
             }
         }
@@ -322,13 +426,13 @@ impl Queue {
 
     /// Drops a message from the queue for good (expired), removing its stored reference.
     fn forget(&mut self, message: &Message) {
-        if message.is_persistent() {
+        if self.handle.stored && message.is_persistent() {
             let unit = UnitOfWork::with(Operation::Ack {
-                queue: (*self.key).clone(),
+                queue: (*self.handle.key).clone(),
                 key: PageKey::of(message),
                 txn: None,
             });
-            // Nobody waits for this removal; a failure is logged by the store's own poisoning.
+            // Nobody waits for this removal; a failure poisons the store, which says so.
             drop(self.store.submit(unit));
         }
     }

@@ -2,7 +2,9 @@
 //! MESSAGE frames. One [`Connection`] task per socket owns all of the connection's state; a
 //! separate writer task owns the socket's writing half.
 
+mod consume;
 mod mapping;
+mod produce;
 mod writer;
 
 use std::collections::{HashMap, VecDeque};
@@ -14,12 +16,12 @@ use std::time::Duration;
 use bytes::BytesMut;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use protocol::stomp::{self, Codec, Command, Decoded, Frame, Version, WireError};
-use store::MessageId;
+use store::Message;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::{AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, QueueHandle};
+use crate::core::{AckMode, ConsumerId, Delivery, QueueHandle, Transaction};
 use crate::transport::ConnectionContext;
 use writer::WriteItem;
 
@@ -59,10 +61,9 @@ impl From<WireError> for Fatal {
 /// One subscription of this connection.
 struct Subscription {
     consumer: ConsumerId,
-    queue: QueueHandle,
     ack_mode: AckMode,
-    /// Messages delivered and not yet acknowledged, in delivery order: (message-id, id).
-    delivered: VecDeque<(Arc<str>, MessageId)>,
+    /// Messages delivered and not yet acknowledged, in delivery order, with their queues.
+    delivered: VecDeque<(QueueHandle, Arc<Message>)>,
 }
 
 /// Serves one STOMP connection until it closes.
@@ -85,6 +86,8 @@ where
         deliveries,
         subscriptions: HashMap::new(),
         by_consumer: HashMap::new(),
+        transactions: HashMap::new(),
+        client_id: None,
         pending: FuturesOrdered::new(),
         connected: false,
         read_timeout: None,
@@ -93,17 +96,15 @@ where
     connection.run(reader).await;
     // Let the writer finish first: the auto-acks it performs must reach the queues before
     // the consumers are released, or a message written to the client would be redelivered.
-    drop(connection.out);
+    // Swapping in a sender whose receiver is gone closes the writer's channel.
+    drop(std::mem::replace(&mut connection.out, mpsc::unbounded_channel().0));
     // A client that stops reading cannot hold the connection (and a shutdown) for ever.
     let writer_abort = writer.abort_handle();
     if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
         tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
         writer_abort.abort();
     }
-    let core = connection.context.core.clone();
-    for (_, subscription) in connection.subscriptions.drain() {
-        core.unsubscribe(&subscription.queue, subscription.consumer);
-    }
+    connection.release();
 }
 
 struct Connection {
@@ -117,6 +118,11 @@ struct Connection {
     /// Subscription id (as the client named it) to its state.
     subscriptions: HashMap<String, Subscription>,
     by_consumer: HashMap<ConsumerId, String>,
+    /// Open transactions by the name the client gave them.
+    transactions: HashMap<String, Transaction>,
+    /// The JMS client id (ActiveMQ's `client-id` CONNECT header), needed for durable
+    /// subscriptions.
+    client_id: Option<Arc<str>>,
     /// Responses waiting for the store, written in the order the requests came.
     pending: FuturesOrdered<Pending>,
     connected: bool,
@@ -238,11 +244,9 @@ impl Connection {
             Command::Unsubscribe => self.unsubscribe(&frame)?,
             Command::Ack => self.ack(&frame, true)?,
             Command::Nack => self.ack(&frame, false)?,
-            Command::Begin | Command::Commit | Command::Abort => return Err(Fatal::new(
-                Some(&frame),
-                "transactions are not supported yet",
-                "this ferromq version does not implement STOMP transactions (BEGIN, COMMIT, ABORT)",
-            )),
+            Command::Begin => self.begin(&frame)?,
+            Command::Commit => self.commit(&frame)?,
+            Command::Abort => self.abort(&frame)?,
             Command::Disconnect => {
                 if let Some(receipt) = frame.get("receipt") {
                     let receipt = Frame::new(Command::Receipt).header("receipt-id", receipt);
@@ -303,6 +307,7 @@ impl Connection {
                 self.read_timeout = Some(Duration::from_millis(client_send).mul_f64(grace));
             }
         }
+        self.client_id = frame.get("client-id").filter(|id| !id.is_empty()).map(Arc::from);
         self.write_frame(&connected);
         self.codec.set_version(version);
         self.connected = true;
@@ -310,253 +315,13 @@ impl Connection {
         Ok(())
     }
 
-    fn send(&mut self, frame: Frame) -> Result<(), Fatal> {
-        if frame.get("transaction").is_some() {
-            return Err(Fatal::new(
-                Some(&frame),
-                "transactions are not supported yet",
-                "this ferromq version does not implement STOMP transactions",
-            ));
-        }
-        let receipt = frame.get("receipt").map(str::to_owned);
-        let core = &self.context.core;
-        let id = core.next_message_id();
-        let message_id = format!(
-            "ID:{}-{}:1:1:{}",
-            self.context.id_prefix, self.connection_id, self.next_message_seq
-        );
-        self.next_message_seq += 1;
-        let error_frame = |error: &dyn std::fmt::Display| {
-            let mut e = Frame::error(&error.to_string(), "the message was not accepted");
-            if let Some(r) = &receipt {
-                e.push_header("receipt-id", r.as_str());
-            }
-            e
-        };
-        let message = match mapping::message_from_send(frame, id, message_id) {
-            Ok(message) => Arc::new(message),
-            Err(error) => return Err(Fatal(error_frame(&error))),
-        };
-        let completion = match core.send(message) {
-            Ok(completion) => completion,
-            Err(CoreError::Store(error)) => {
-                tracing::error!(%error, "store refused a message");
-                return Err(Fatal(error_frame(&format!("message not stored: {error}"))));
-            }
-            Err(error) => return Err(Fatal(error_frame(&error))),
-        };
-        if receipt.is_none() && completion.is_ready() {
-            // Core::send reports a store that refused at once as an error above.
-            return Ok(());
-        }
-        self.pending.push_back(Box::pin(async move {
-            match completion.await {
-                Ok(()) => Outcome {
-                    frame: receipt.map(|r| Frame::new(Command::Receipt).header("receipt-id", r)),
-                    close: false,
-                },
-                Err(error) => {
-                    tracing::error!(%error, "store refused a message");
-                    let mut frame = Frame::error(
-                        &format!("message not stored: {error}"),
-                        "the message was not accepted",
-                    );
-                    if let Some(r) = receipt {
-                        frame.push_header("receipt-id", r);
-                    }
-                    Outcome { frame: Some(frame), close: true }
-                }
-            }
-        }));
-        Ok(())
-    }
-
-    fn subscribe(&mut self, frame: &Frame) -> Result<(), Fatal> {
-        let destination = frame.get("destination").ok_or_else(|| {
-            Fatal::new(Some(frame), "SUBSCRIBE frame has no destination header", "")
-        })?;
-        let destination = parse_destination(destination)
-            .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
-        let id = match (frame.get("id"), self.codec.version()) {
-            (Some(id), _) => id.to_owned(),
-            // STOMP 1.0 makes the id optional; ActiveMQ then names it after the destination.
-            (None, Version::V1_0) => frame.get("destination").unwrap_or_default().to_owned(),
-            (None, _) => {
-                return Err(Fatal::new(
-                    Some(frame),
-                    "SUBSCRIBE frame has no id header",
-                    "STOMP 1.1 and later require it",
-                ))
-            }
-        };
-        if self.subscriptions.contains_key(&id) {
-            return Err(Fatal::new(
-                Some(frame),
-                "duplicate subscription id",
-                &format!("subscription {id} already exists on this connection"),
-            ));
-        }
-        let ack_mode = match frame.get("ack").unwrap_or("auto") {
-            "auto" => AckMode::Auto,
-            "client" => AckMode::Client,
-            "client-individual" => AckMode::ClientIndividual,
-            other => {
-                return Err(Fatal::new(
-                    Some(frame),
-                    "invalid ack header",
-                    &format!("`{other}`: expected auto, client or client-individual"),
-                ))
-            }
-        };
-        for (name, _) in &frame.headers {
-            if name == "selector"
-                || (name.starts_with("activemq.") && name != "activemq.prefetchSize")
-            {
-                return Err(Fatal::new(
-                    Some(frame),
-                    &format!("subscription header {name} is not supported yet"),
-                    "this ferromq version does not implement it; remove the header",
-                ));
-            }
-        }
-        let prefetch = match frame.get("activemq.prefetchSize") {
-            Some(value) => {
-                value.trim().parse::<u32>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                    Fatal::new(
-                        Some(frame),
-                        "invalid activemq.prefetchSize header",
-                        &format!("`{value}`: expected a positive integer"),
-                    )
-                })?
-            }
-            None => self.context.core.settings().default_prefetch,
-        };
-        if !destination.kind.is_queue() || destination.kind != store::DestinationKind::Queue {
-            return Err(Fatal::new(
-                Some(frame),
-                "only queues are supported yet",
-                "topics and temporary destinations come in a later ferromq version",
-            ));
-        }
-        let core = self.context.core.clone();
-        let queue = core
-            .queue(&destination.name)
-            .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
-        let consumer = core.next_consumer_id();
-        let spec =
-            ConsumerSpec { id: consumer, prefetch, ack_mode, sink: self.deliveries_tx.clone() };
-        core.subscribe(&queue, spec).map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
-        self.by_consumer.insert(consumer, id.clone());
-        self.subscriptions
-            .insert(id, Subscription { consumer, queue, ack_mode, delivered: VecDeque::new() });
-        self.receipt(frame);
-        Ok(())
-    }
-
-    fn unsubscribe(&mut self, frame: &Frame) -> Result<(), Fatal> {
-        let id = match (frame.get("id"), frame.get("destination")) {
-            (Some(id), _) => id.to_owned(),
-            (None, Some(destination)) if self.codec.version() == Version::V1_0 => {
-                destination.to_owned()
-            }
-            _ => return Err(Fatal::new(Some(frame), "UNSUBSCRIBE frame has no id header", "")),
-        };
-        let Some(subscription) = self.subscriptions.remove(&id) else {
-            return Err(Fatal::new(
-                Some(frame),
-                "no such subscription",
-                &format!("there is no subscription {id} on this connection"),
-            ));
-        };
-        self.by_consumer.remove(&subscription.consumer);
-        self.context.core.unsubscribe(&subscription.queue, subscription.consumer);
-        self.receipt(frame);
-        Ok(())
-    }
-
-    /// ACK (`positive`) or NACK.
-    fn ack(&mut self, frame: &Frame, positive: bool) -> Result<(), Fatal> {
-        let version = self.codec.version();
-        if !positive && version == Version::V1_0 {
-            return Err(Fatal::new(
-                Some(frame),
-                "NACK is not part of STOMP 1.0",
-                "negotiate STOMP 1.1 or later",
-            ));
-        }
-        if frame.get("transaction").is_some() {
-            return Err(Fatal::new(Some(frame), "transactions are not supported yet", ""));
-        }
-        let message_id = match version {
-            Version::V1_2 => frame.get("id"),
-            _ => frame.get("message-id"),
-        };
-        let Some(message_id) = message_id else {
-            let header = if version == Version::V1_2 { "id" } else { "message-id" };
-            return Err(Fatal::new(
-                Some(frame),
-                &format!("{} frame has no {header} header", frame.command.as_str()),
-                "",
-            ));
-        };
-        let subscription_hint = frame.get("subscription");
-        let found = self.subscriptions.iter_mut().find_map(|(id, subscription)| {
-            if subscription_hint.is_some_and(|hint| hint != id) {
-                return None;
-            }
-            let position = subscription.delivered.iter().position(|(m, _)| &**m == message_id)?;
-            Some((subscription, position))
-        });
-        let Some((subscription, position)) = found else {
-            return Err(Fatal::new(
-                Some(frame),
-                "unexpected acknowledgement",
-                &format!(
-                    "message {message_id} is not awaiting an acknowledgement on this connection"
-                ),
-            ));
-        };
-        let ids: Vec<MessageId> = match subscription.ack_mode {
-            AckMode::Client => {
-                subscription.delivered.drain(..=position).map(|(_, id)| id).collect()
-            }
-            _ => subscription.delivered.remove(position).map(|(_, id)| id).into_iter().collect(),
-        };
-        let core = self.context.core.clone();
-        let queue = subscription.queue.clone();
-        let consumer = subscription.consumer;
-        if !positive {
-            core.nack(&queue, consumer, ids);
-            self.receipt(frame);
-            return Ok(());
-        }
-        let receipt = frame.get("receipt").map(str::to_owned);
-        if receipt.is_none() {
-            core.ack_now(&queue, consumer, ids);
-            return Ok(());
-        }
-        self.pending.push_back(Box::pin(async move {
-            let result = core.ack(&queue, consumer, ids).await;
-            let receipt = receipt.unwrap_or_default();
-            match result {
-                Ok(()) => Outcome {
-                    frame: Some(Frame::new(Command::Receipt).header("receipt-id", receipt)),
-                    close: false,
-                },
-                Err(error) => {
-                    let mut frame =
-                        Frame::error(&format!("acknowledgement not stored: {error}"), "");
-                    frame.push_header("receipt-id", receipt);
-                    Outcome { frame: Some(frame), close: true }
-                }
-            }
-        }));
-        Ok(())
-    }
-
     /// Answers a frame's `receipt` header, in order behind anything still waiting for the store.
     fn receipt(&mut self, frame: &Frame) {
-        let Some(receipt) = frame.get("receipt") else { return };
+        self.receipt_for(frame.get("receipt").map(str::to_owned));
+    }
+
+    fn receipt_for(&mut self, receipt: Option<String>) {
+        let Some(receipt) = receipt else { return };
         let receipt = Frame::new(Command::Receipt).header("receipt-id", receipt);
         if self.pending.is_empty() {
             self.write_frame(&receipt);
@@ -564,33 +329,5 @@ impl Connection {
             self.pending
                 .push_back(Box::pin(async move { Outcome { frame: Some(receipt), close: false } }));
         }
-    }
-
-    fn deliver(&mut self, delivery: Delivery) {
-        let Some(subscription_id) = self.by_consumer.get(&delivery.consumer) else {
-            // Unsubscribed meanwhile: the queue took the message back with the consumer.
-            return;
-        };
-        let Some(subscription) = self.subscriptions.get_mut(subscription_id) else { return };
-        let message = &delivery.message;
-        let ack = match (subscription.ack_mode, self.codec.version()) {
-            (AckMode::Auto, _) | (_, Version::V1_0 | Version::V1_1) => None,
-            _ => Some(&*message.message_id),
-        };
-        let frame = mapping::message_frame(message, subscription_id, ack, delivery.redelivered);
-        let mut bytes = BytesMut::new();
-        self.codec.encode(&frame, &mut bytes);
-        let item = if subscription.ack_mode == AckMode::Auto {
-            WriteItem::AutoAck {
-                bytes: bytes.freeze(),
-                queue: subscription.queue.clone(),
-                consumer: delivery.consumer,
-                id: message.id,
-            }
-        } else {
-            subscription.delivered.push_back((message.message_id.clone(), message.id));
-            WriteItem::Frame(bytes.freeze())
-        };
-        let _ = self.out.send(item);
     }
 }

@@ -1,0 +1,132 @@
+//! A local transaction: the sends and acks of one JMS/STOMP transaction, streamed to the
+//! store as they happen (operations tagged with the transaction id) and applied in memory only
+//! when the commit is durable.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork};
+
+use super::queue::{QueueCommand, QueueHandle};
+use super::{ConsumerId, Core, CoreError};
+
+/// An open local transaction, owned by the connection that began it.
+#[derive(Debug)]
+pub struct Transaction {
+    pub(crate) id: TxnId,
+    /// Whether any record of it reached the store (an empty one needs no commit record).
+    pub(crate) has_store_records: bool,
+    /// Messages sent, with the queues each goes to at commit.
+    pub(crate) sends: Vec<(Vec<QueueHandle>, Arc<Message>)>,
+    /// Messages acknowledged, per queue.
+    pub(crate) acks: Vec<(QueueHandle, Vec<MessageId>)>,
+}
+
+impl Transaction {
+    pub(crate) fn new(id: TxnId) -> Self {
+        Transaction { id, has_store_records: false, sends: Vec::new(), acks: Vec::new() }
+    }
+
+    pub fn id(&self) -> TxnId {
+        self.id
+    }
+
+    /// Makes the sends visible and the acks final.
+    fn apply(self) {
+        let mut batches: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
+        for (route, message) in self.sends {
+            for queue in route {
+                match batches.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
+                    Some((_, messages)) => messages.push(message.clone()),
+                    None => batches.push((queue, vec![message.clone()])),
+                }
+            }
+        }
+        for (queue, messages) in batches {
+            queue.send(QueueCommand::Enqueue(messages));
+        }
+        for (queue, ids) in self.acks {
+            queue.send(QueueCommand::TransactionCommitted { ids });
+        }
+    }
+
+    /// Drops the sends and makes the acknowledged messages deliverable again.
+    fn discard(self) {
+        for (queue, ids) in self.acks {
+            queue.send(QueueCommand::TransactionRolledBack { ids });
+        }
+    }
+}
+
+impl Core {
+    /// Acknowledges `messages` (delivered to `consumer` from `queue`) inside `transaction`:
+    /// the store records the acks now, tagged with the transaction; the queue frees the
+    /// consumer's credit and keeps the messages until the transaction ends.
+    pub fn ack_in_transaction(
+        &self,
+        transaction: &mut Transaction,
+        queue: &QueueHandle,
+        consumer: ConsumerId,
+        messages: &[Arc<Message>],
+    ) -> Result<(), CoreError> {
+        if queue.stored {
+            let mut unit = UnitOfWork::new();
+            for message in messages.iter().filter(|m| m.is_persistent()) {
+                unit.push(Operation::Ack {
+                    queue: (*queue.key).clone(),
+                    key: PageKey::of(message),
+                    txn: Some(transaction.id),
+                });
+            }
+            if !unit.is_empty() {
+                transaction.has_store_records = true;
+                // Failures surface at the commit: a store that failed is poisoned.
+                drop(self.store().submit(unit));
+            }
+        }
+        let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
+        queue.send(QueueCommand::AckInTransaction { consumer, ids: ids.clone() });
+        match transaction.acks.iter_mut().find(|(q, _)| q.same_queue(queue)) {
+            Some((_, acked)) => acked.extend(ids),
+            None => transaction.acks.push((queue.clone(), ids)),
+        }
+        Ok(())
+    }
+
+    /// Commits: writes the commit record, and once it is durable makes the sends visible and
+    /// the acks final. If the store fails, the acknowledged messages are delivered again.
+    pub fn commit(
+        &self,
+        transaction: Transaction,
+    ) -> impl Future<Output = Result<(), CoreError>> + Send + 'static {
+        let completion = if transaction.has_store_records {
+            self.store().submit(UnitOfWork::with(Operation::Commit(transaction.id)))
+        } else {
+            Completion::ready(Ok(()))
+        };
+        async move {
+            match completion.await {
+                Ok(()) => {
+                    transaction.apply();
+                    Ok(())
+                }
+                Err(error) => {
+                    transaction.discard();
+                    Err(error.into())
+                }
+            }
+        }
+    }
+
+    /// Rolls back: nothing sent becomes visible; acknowledged messages are delivered again,
+    /// marked redelivered.
+    pub fn rollback(&self, transaction: Transaction) -> Completion {
+        let completion = if transaction.has_store_records {
+            self.store().submit(UnitOfWork::with(Operation::Rollback(transaction.id)))
+        } else {
+            Completion::ready(Ok(()))
+        };
+        transaction.discard();
+        completion
+    }
+}

@@ -1,0 +1,349 @@
+//! SUBSCRIBE, UNSUBSCRIBE, ACK, NACK and the MESSAGE frames of deliveries.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use protocol::stomp::{Command, Frame, Version};
+use store::{DestinationKind, Message, MessageId, SubscriptionKey};
+
+use super::writer::WriteItem;
+use super::{mapping, parse_destination, Connection, Fatal, Outcome, Subscription};
+use crate::core::{AckMode, ConsumerSpec, Delivery, QueueHandle, SubscribeRequest};
+
+/// ActiveMQ's subscription headers that ferromq honours.
+const SUPPORTED_ACTIVEMQ_HEADERS: &[&str] = &[
+    "activemq.prefetchSize",
+    "activemq.subscriptionName",
+    "activemq.exclusive",
+    "activemq.retroactive",
+    "activemq.noLocal",
+    // Every dispatch is asynchronous here; the header changes nothing.
+    "activemq.dispatchAsync",
+];
+
+fn flag(frame: &Frame, name: &str) -> Result<bool, Fatal> {
+    match frame.get(name) {
+        None => Ok(false),
+        Some(value) if value.eq_ignore_ascii_case("true") => Ok(true),
+        Some(value) if value.eq_ignore_ascii_case("false") => Ok(false),
+        Some(value) => Err(Fatal::new(
+            Some(frame),
+            &format!("invalid {name} header"),
+            &format!("`{value}`: expected true or false"),
+        )),
+    }
+}
+
+impl Connection {
+    pub(super) fn subscribe(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        let destination = frame.get("destination").ok_or_else(|| {
+            Fatal::new(Some(frame), "SUBSCRIBE frame has no destination header", "")
+        })?;
+        let destination = parse_destination(destination)
+            .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+        let id = match (frame.get("id"), self.codec.version()) {
+            (Some(id), _) => id.to_owned(),
+            // STOMP 1.0 makes the id optional; ActiveMQ then names it after the destination.
+            (None, Version::V1_0) => frame.get("destination").unwrap_or_default().to_owned(),
+            (None, _) => {
+                return Err(Fatal::new(
+                    Some(frame),
+                    "SUBSCRIBE frame has no id header",
+                    "STOMP 1.1 and later require it",
+                ))
+            }
+        };
+        if self.subscriptions.contains_key(&id) {
+            return Err(Fatal::new(
+                Some(frame),
+                "duplicate subscription id",
+                &format!("subscription {id} already exists on this connection"),
+            ));
+        }
+        let ack_mode = match frame.get("ack").unwrap_or("auto") {
+            "auto" => AckMode::Auto,
+            "client" => AckMode::Client,
+            "client-individual" => AckMode::ClientIndividual,
+            other => {
+                return Err(Fatal::new(
+                    Some(frame),
+                    "invalid ack header",
+                    &format!("`{other}`: expected auto, client or client-individual"),
+                ))
+            }
+        };
+        for (name, _) in &frame.headers {
+            let unsupported = name == "selector"
+                || (name.starts_with("activemq.")
+                    && !SUPPORTED_ACTIVEMQ_HEADERS.contains(&name.as_str()));
+            if unsupported {
+                return Err(Fatal::new(
+                    Some(frame),
+                    &format!("subscription header {name} is not supported yet"),
+                    "this ferromq version does not implement it; remove the header",
+                ));
+            }
+        }
+        let prefetch = match frame.get("activemq.prefetchSize") {
+            Some(value) => {
+                value.trim().parse::<u32>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                    Fatal::new(
+                        Some(frame),
+                        "invalid activemq.prefetchSize header",
+                        &format!("`{value}`: expected a positive integer"),
+                    )
+                })?
+            }
+            None => self.context.core.settings().default_prefetch,
+        };
+        let durable = match frame.get("activemq.subscriptionName") {
+            None => None,
+            Some(name) => Some(self.subscription_key(frame, name, destination.kind)?),
+        };
+        let core = self.context.core.clone();
+        let consumer = core.next_consumer_id();
+        let request = SubscribeRequest {
+            destination,
+            spec: ConsumerSpec {
+                id: consumer,
+                prefetch,
+                ack_mode,
+                exclusive: flag(frame, "activemq.exclusive")?,
+                sink: self.deliveries_tx.clone(),
+            },
+            durable,
+            retroactive: flag(frame, "activemq.retroactive")?,
+            no_local: flag(frame, "activemq.noLocal")?,
+            connection: self.connection_id,
+        };
+        core.subscribe(request).map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+        self.by_consumer.insert(consumer, id.clone());
+        self.subscriptions
+            .insert(id, Subscription { consumer, ack_mode, delivered: VecDeque::new() });
+        self.receipt(frame);
+        Ok(())
+    }
+
+    /// The durable subscription identity for `name`: it needs a topic and the connection's
+    /// client id.
+    fn subscription_key(
+        &self,
+        frame: &Frame,
+        name: &str,
+        kind: DestinationKind,
+    ) -> Result<SubscriptionKey, Fatal> {
+        if kind != DestinationKind::Topic {
+            return Err(Fatal::new(
+                Some(frame),
+                "durable subscriptions are for topics",
+                "activemq.subscriptionName needs a /topic/ destination",
+            ));
+        }
+        let Some(client_id) = &self.client_id else {
+            return Err(Fatal::new(
+                Some(frame),
+                "a durable subscription needs a client id",
+                "send a client-id header on CONNECT",
+            ));
+        };
+        Ok(SubscriptionKey { client_id: client_id.clone(), name: name.into() })
+    }
+
+    pub(super) fn unsubscribe(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        let durable_name = frame.get("activemq.subscriptionName");
+        let id = match (frame.get("id"), frame.get("destination")) {
+            (Some(id), _) => Some(id.to_owned()),
+            (None, Some(destination)) if self.codec.version() == Version::V1_0 => {
+                Some(destination.to_owned())
+            }
+            _ if durable_name.is_some() => None,
+            _ => return Err(Fatal::new(Some(frame), "UNSUBSCRIBE frame has no id header", "")),
+        };
+        let core = self.context.core.clone();
+        if let Some(id) = id {
+            let Some(subscription) = self.subscriptions.remove(&id) else {
+                return Err(Fatal::new(
+                    Some(frame),
+                    "no such subscription",
+                    &format!("there is no subscription {id} on this connection"),
+                ));
+            };
+            self.by_consumer.remove(&subscription.consumer);
+            core.unsubscribe(subscription.consumer);
+        }
+        if let Some(name) = durable_name {
+            // ActiveMQ's way to end a durable subscription for good.
+            let key = self.subscription_key(frame, name, DestinationKind::Topic)?;
+            let removed = core
+                .remove_durable(&key)
+                .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+            let receipt = frame.get("receipt").map(str::to_owned);
+            self.pending.push_back(Box::pin(async move {
+                let frame = match removed.await {
+                    Ok(()) => receipt.map(|r| Frame::new(Command::Receipt).header("receipt-id", r)),
+                    Err(error) => {
+                        let mut e = Frame::error(&format!("subscription not removed: {error}"), "");
+                        if let Some(r) = receipt {
+                            e.push_header("receipt-id", r);
+                        }
+                        Some(e)
+                    }
+                };
+                Outcome { frame, close: false }
+            }));
+            return Ok(());
+        }
+        self.receipt(frame);
+        Ok(())
+    }
+
+    /// ACK (`positive`) or NACK.
+    pub(super) fn ack(&mut self, frame: &Frame, positive: bool) -> Result<(), Fatal> {
+        let version = self.codec.version();
+        if !positive && version == Version::V1_0 {
+            return Err(Fatal::new(
+                Some(frame),
+                "NACK is not part of STOMP 1.0",
+                "negotiate STOMP 1.1 or later",
+            ));
+        }
+        let transaction = frame.get("transaction");
+        if let Some(name) = transaction {
+            if !self.transactions.contains_key(name) {
+                return Err(Fatal::new(
+                    Some(frame),
+                    &format!("transaction {name} has not begun"),
+                    "",
+                ));
+            }
+        }
+        let message_id = match version {
+            Version::V1_2 => frame.get("id"),
+            _ => frame.get("message-id"),
+        };
+        let Some(message_id) = message_id else {
+            let header = if version == Version::V1_2 { "id" } else { "message-id" };
+            return Err(Fatal::new(
+                Some(frame),
+                &format!("{} frame has no {header} header", frame.command.as_str()),
+                "",
+            ));
+        };
+        let subscription_hint = frame.get("subscription");
+        let found = self.subscriptions.iter_mut().find_map(|(id, subscription)| {
+            if subscription_hint.is_some_and(|hint| hint != id) {
+                return None;
+            }
+            let position = subscription
+                .delivered
+                .iter()
+                .position(|(_, message)| &*message.message_id == message_id)?;
+            Some((subscription, position))
+        });
+        let Some((subscription, position)) = found else {
+            return Err(Fatal::new(
+                Some(frame),
+                "unexpected acknowledgement",
+                &format!(
+                    "message {message_id} is not awaiting an acknowledgement on this connection"
+                ),
+            ));
+        };
+        let acked: Vec<(QueueHandle, Arc<Message>)> = match subscription.ack_mode {
+            AckMode::Client => subscription.delivered.drain(..=position).collect(),
+            _ => subscription.delivered.remove(position).into_iter().collect(),
+        };
+        let consumer = subscription.consumer;
+        let core = self.context.core.clone();
+        let per_queue = group_by_queue(acked);
+        if !positive {
+            for (queue, messages) in per_queue {
+                core.nack(&queue, consumer, messages.iter().map(|m| m.id).collect());
+            }
+            self.receipt(frame);
+            return Ok(());
+        }
+        if let Some(name) = transaction {
+            if let Some(open) = self.transactions.get_mut(name) {
+                for (queue, messages) in &per_queue {
+                    core.ack_in_transaction(open, queue, consumer, messages)
+                        .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+                }
+            }
+            self.receipt(frame);
+            return Ok(());
+        }
+        let receipt = frame.get("receipt").map(str::to_owned);
+        let Some(receipt) = receipt else {
+            for (queue, messages) in per_queue {
+                core.ack_now(&queue, consumer, messages.iter().map(|m| m.id).collect());
+            }
+            return Ok(());
+        };
+        self.pending.push_back(Box::pin(async move {
+            let mut result = Ok(());
+            for (queue, messages) in per_queue {
+                let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
+                if let Err(error) = core.ack(&queue, consumer, ids).await {
+                    result = Err(error);
+                }
+            }
+            match result {
+                Ok(()) => Outcome {
+                    frame: Some(Frame::new(Command::Receipt).header("receipt-id", receipt)),
+                    close: false,
+                },
+                Err(error) => {
+                    let mut frame =
+                        Frame::error(&format!("acknowledgement not stored: {error}"), "");
+                    frame.push_header("receipt-id", receipt);
+                    Outcome { frame: Some(frame), close: true }
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    pub(super) fn deliver(&mut self, delivery: Delivery) {
+        let Some(subscription_id) = self.by_consumer.get(&delivery.consumer) else {
+            // Unsubscribed meanwhile: the queue took the message back with the consumer.
+            return;
+        };
+        let Some(subscription) = self.subscriptions.get_mut(subscription_id) else { return };
+        let message = &delivery.message;
+        let ack = match (subscription.ack_mode, self.codec.version()) {
+            (AckMode::Auto, _) | (_, Version::V1_0 | Version::V1_1) => None,
+            _ => Some(&*message.message_id),
+        };
+        let frame = mapping::message_frame(message, subscription_id, ack, delivery.redelivered);
+        let mut bytes = BytesMut::new();
+        self.codec.encode(&frame, &mut bytes);
+        let item = if subscription.ack_mode == AckMode::Auto {
+            WriteItem::AutoAck {
+                bytes: bytes.freeze(),
+                queue: delivery.queue,
+                consumer: delivery.consumer,
+                id: message.id,
+            }
+        } else {
+            subscription.delivered.push_back((delivery.queue, delivery.message));
+            WriteItem::Frame(bytes.freeze())
+        };
+        let _ = self.out.send(item);
+    }
+}
+
+/// Groups acknowledged messages by the queue they came from, keeping their order.
+fn group_by_queue(
+    acked: Vec<(QueueHandle, Arc<Message>)>,
+) -> Vec<(QueueHandle, Vec<Arc<Message>>)> {
+    let mut groups: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
+    for (queue, message) in acked {
+        match groups.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
+            Some((_, messages)) => messages.push(message),
+            None => groups.push((queue, vec![message])),
+        }
+    }
+    groups
+}

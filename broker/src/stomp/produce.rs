@@ -1,0 +1,155 @@
+//! SEND and the transaction frames (BEGIN, COMMIT, ABORT).
+
+use std::sync::Arc;
+
+use protocol::stomp::{Command, Frame};
+
+use super::{mapping, Connection, Fatal, Outcome};
+use crate::core::CoreError;
+
+impl Connection {
+    pub(super) fn send(&mut self, frame: Frame) -> Result<(), Fatal> {
+        let receipt = frame.get("receipt").map(str::to_owned);
+        let transaction = frame.get("transaction").map(str::to_owned);
+        let error_frame = |error: &dyn std::fmt::Display| {
+            let mut e = Frame::error(&error.to_string(), "the message was not accepted");
+            if let Some(r) = &receipt {
+                e.push_header("receipt-id", r.as_str());
+            }
+            e
+        };
+        if let Some(name) = &transaction {
+            if !self.transactions.contains_key(name) {
+                return Err(Fatal(error_frame(&format!("transaction {name} has not begun"))));
+            }
+        }
+        let core = self.context.core.clone();
+        let id = core.next_message_id();
+        let message_id = format!(
+            "ID:{}-{}:1:1:{}",
+            self.context.id_prefix, self.connection_id, self.next_message_seq
+        );
+        self.next_message_seq += 1;
+        let message = match mapping::message_from_send(frame, id, message_id) {
+            Ok(message) => Arc::new(message),
+            Err(error) => return Err(Fatal(error_frame(&error))),
+        };
+        let open = transaction.as_ref().and_then(|name| self.transactions.get_mut(name));
+        let completion = match core.send(message, self.connection_id, open) {
+            Ok(completion) => completion,
+            Err(CoreError::Store(error)) => {
+                tracing::error!(%error, "store refused a message");
+                return Err(Fatal(error_frame(&format!("message not stored: {error}"))));
+            }
+            Err(error) => return Err(Fatal(error_frame(&error))),
+        };
+        if transaction.is_some() {
+            // A transactional send is confirmed by the commit; its receipt means "received".
+            self.receipt_for(receipt);
+            return Ok(());
+        }
+        if receipt.is_none() && completion.is_ready() {
+            // Core::send reports a store that refused at once as an error above.
+            return Ok(());
+        }
+        self.pending.push_back(Box::pin(async move {
+            match completion.await {
+                Ok(()) => Outcome {
+                    frame: receipt.map(|r| Frame::new(Command::Receipt).header("receipt-id", r)),
+                    close: false,
+                },
+                Err(error) => {
+                    tracing::error!(%error, "store refused a message");
+                    let mut frame = Frame::error(
+                        &format!("message not stored: {error}"),
+                        "the message was not accepted",
+                    );
+                    if let Some(r) = receipt {
+                        frame.push_header("receipt-id", r);
+                    }
+                    Outcome { frame: Some(frame), close: true }
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    fn transaction_name<'f>(frame: &'f Frame) -> Result<&'f str, Fatal> {
+        frame.get("transaction").filter(|t| !t.is_empty()).ok_or_else(|| {
+            Fatal::new(
+                Some(frame),
+                &format!("{} frame has no transaction header", frame.command.as_str()),
+                "",
+            )
+        })
+    }
+
+    pub(super) fn begin(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        let name = Self::transaction_name(frame)?;
+        if self.transactions.contains_key(name) {
+            return Err(Fatal::new(
+                Some(frame),
+                &format!("transaction {name} has already begun"),
+                "",
+            ));
+        }
+        let transaction = self.context.core.begin();
+        self.transactions.insert(name.to_owned(), transaction);
+        self.receipt(frame);
+        Ok(())
+    }
+
+    pub(super) fn commit(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        let name = Self::transaction_name(frame)?;
+        let Some(transaction) = self.transactions.remove(name) else {
+            return Err(Fatal::new(Some(frame), &format!("transaction {name} has not begun"), ""));
+        };
+        let committed = self.context.core.commit(transaction);
+        let receipt = frame.get("receipt").map(str::to_owned);
+        let name = name.to_owned();
+        self.pending.push_back(Box::pin(async move {
+            match committed.await {
+                Ok(()) => Outcome {
+                    frame: receipt.map(|r| Frame::new(Command::Receipt).header("receipt-id", r)),
+                    close: false,
+                },
+                Err(error) => {
+                    tracing::error!(%error, transaction = %name, "commit failed");
+                    let mut frame = Frame::error(
+                        &format!("transaction {name} was not committed: {error}"),
+                        "its sends were discarded and its acknowledged messages will be redelivered",
+                    );
+                    if let Some(r) = receipt {
+                        frame.push_header("receipt-id", r);
+                    }
+                    Outcome { frame: Some(frame), close: true }
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    pub(super) fn abort(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        let name = Self::transaction_name(frame)?;
+        let Some(transaction) = self.transactions.remove(name) else {
+            return Err(Fatal::new(Some(frame), &format!("transaction {name} has not begun"), ""));
+        };
+        // The rollback record need not be durable before we answer: recovery rolls back a
+        // transaction that has no commit record anyway.
+        drop(self.context.core.rollback(transaction));
+        self.receipt(frame);
+        Ok(())
+    }
+
+    /// Ends the connection's open transactions (they roll back) and releases its consumers,
+    /// whose unacknowledged messages go back to their queues.
+    pub(super) fn release(&mut self) {
+        let core = self.context.core.clone();
+        for (_, transaction) in self.transactions.drain() {
+            drop(core.rollback(transaction));
+        }
+        for (_, subscription) in self.subscriptions.drain() {
+            core.unsubscribe(subscription.consumer);
+        }
+    }
+}
