@@ -1,5 +1,7 @@
 //! The `ferromq` command.
 
+mod cli;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,6 +34,10 @@ enum Command {
         #[arg(long = "connector", value_name = "URI")]
         connectors: Vec<String>,
     },
+    /// Sends messages to a broker and reports the throughput (ActiveMQ's `producer`).
+    Producer(cli::producer::ProducerArgs),
+    /// Receives messages from a broker and reports the throughput (ActiveMQ's `consumer`).
+    Consumer(cli::consumer::ConsumerArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +52,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Start { config, data_dir, connectors } => start(config, data_dir, connectors),
+        Command::Producer(args) => cli::producer::run(args),
+        Command::Consumer(args) => cli::consumer::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

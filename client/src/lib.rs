@@ -12,7 +12,9 @@
 //! - `subscription.rs`: [`Subscription`], one SUBSCRIBE's stream of messages;
 //! - `message.rs`: [`ReceivedMessage`];
 //! - `options.rs`: [`ConnectOptions`] and [`AckMode`];
-//! - `error.rs`: [`ClientError`].
+//! - `error.rs`: [`ClientError`];
+//! - `load/`: [`load`], the load generator behind `ferromq producer`, `ferromq consumer`
+//!   and the benches.
 //!
 //! ## Design
 //!
@@ -54,6 +56,7 @@
 mod client;
 mod connection;
 mod error;
+pub mod load;
 mod message;
 mod options;
 mod subscription;

@@ -235,10 +235,11 @@ impl Connection {
             if subscription_hint.is_some_and(|hint| hint != id) {
                 return None;
             }
-            let position = subscription
-                .delivered
-                .iter()
-                .position(|(_, message)| &*message.message_id == message_id)?;
+            let position =
+                subscription.delivered.iter().position(|(_, message)| match version {
+                    Version::V1_2 => is_ack_id(message_id, id, message),
+                    _ => &*message.message_id == message_id,
+                })?;
             Some((subscription, position))
         });
         let Some((subscription, position)) = found else {
@@ -314,9 +315,10 @@ impl Connection {
         let message = &delivery.message;
         let ack = match (subscription.ack_mode, self.codec.version()) {
             (AckMode::Auto, _) | (_, Version::V1_0 | Version::V1_1) => None,
-            _ => Some(&*message.message_id),
+            _ => Some(ack_id(subscription_id, message)),
         };
-        let frame = mapping::message_frame(message, subscription_id, ack, delivery.redelivered);
+        let frame =
+            mapping::message_frame(message, subscription_id, ack.as_deref(), delivery.redelivered);
         let mut bytes = BytesMut::new();
         self.codec.encode(&frame, &mut bytes);
         let item = if subscription.ack_mode == AckMode::Auto {
@@ -332,6 +334,23 @@ impl Connection {
         };
         let _ = self.out.send(item);
     }
+}
+
+/// The STOMP 1.2 `ack` header of a delivery: unique per delivery on the connection.
+///
+/// Test-suite fix: it used to be the message-id alone, but a topic message delivered to two
+/// subscriptions of one connection has one message-id and two deliveries, and the ACK then
+/// acknowledged whichever subscription was found first (ActiveMQ gives each delivery an ack
+/// id of its own too). A message is outstanding at most once per subscription, so the
+/// subscription id and the message-id together name the delivery.
+fn ack_id(subscription: &str, message: &Message) -> String {
+    format!("{subscription}:{}", message.message_id)
+}
+
+/// True if `ack` (an ACK or NACK frame's `id`) is [`ack_id`] of `message` in `subscription`.
+fn is_ack_id(ack: &str, subscription: &str, message: &Message) -> bool {
+    ack.strip_prefix(subscription).and_then(|rest| rest.strip_prefix(':'))
+        == Some(&*message.message_id)
 }
 
 /// Groups acknowledged messages by the queue they came from, keeping their order.

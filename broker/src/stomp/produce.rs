@@ -74,7 +74,7 @@ impl Connection {
         Ok(())
     }
 
-    fn transaction_name<'f>(frame: &'f Frame) -> Result<&'f str, Fatal> {
+    fn transaction_name(frame: &Frame) -> Result<&str, Fatal> {
         frame.get("transaction").filter(|t| !t.is_empty()).ok_or_else(|| {
             Fatal::new(
                 Some(frame),

@@ -1,0 +1,447 @@
+//! `ferromq producer` and `ferromq consumer` against a real `ferromq start`, process to
+//! process over TCP: what an ActiveMQ user running `activemq producer` / `activemq consumer`
+//! sees. Plus the load generator's API (`client::load`) against an embedded broker.
+//!
+//! Every spawned process is wrapped in [`Process`] (the approach of `cli.rs`), killed when
+//! the test ends, passes or fails; its stdout and stderr go to files in the test's
+//! temporary directory.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use client::load::{
+    run_consumer, run_producer, ConsumerAckMode, ConsumerOptions, DestinationName, ProducerOptions,
+};
+
+/// How long a broker may take to start accepting connections.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a producer or consumer run may take (debug builds on two shared cores).
+const RUN_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a command that should fail at once may take.
+const REFUSE_TIMEOUT: Duration = Duration::from_secs(20);
+/// The consumers' --receiveTimeout: a lost message fails the test instead of hanging it.
+const RECEIVE_TIMEOUT_MS: &str = "60000";
+
+/// A running `ferromq` process, killed on drop unless it has exited.
+struct Process {
+    name: String,
+    child: Child,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+    exited: Option<ExitStatus>,
+}
+
+impl Process {
+    /// Starts `ferromq ARGS...` with its output in `dir/<name>.stdout` and `.stderr`.
+    fn start(dir: &Path, name: &str, args: &[&str]) -> Process {
+        let stdout_path = dir.join(format!("{name}.stdout"));
+        let stderr_path = dir.join(format!("{name}.stderr"));
+        let stdout = File::create(&stdout_path).expect("create the stdout file");
+        let stderr = File::create(&stderr_path).expect("create the stderr file");
+        let child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
+            .args(args)
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn ferromq");
+        Process { name: name.to_owned(), child, stdout_path, stderr_path, exited: None }
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Both outputs, for failure messages.
+    fn output(&self) -> String {
+        format!("--- {} stdout:\n{}--- stderr:\n{}", self.name, self.stdout(), self.stderr())
+    }
+
+    fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().expect("query the child's status");
+        }
+        self.exited
+    }
+
+    /// Waits for the process to exit, at most `timeout`; fails the test otherwise.
+    fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.try_status() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit within {timeout:?}\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for a successful exit and returns stdout.
+    fn succeed(&mut self) -> String {
+        let status = self.wait_exit(RUN_TIMEOUT);
+        assert!(status.success(), "{} exited with {status}\n{}", self.name, self.output());
+        self.stdout()
+    }
+
+    /// Waits until stdout has `count` lines containing `text`, failing early on an exit.
+    fn wait_for_lines(&mut self, text: &str, count: usize) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while self.stdout().lines().filter(|line| line.contains(text)).count() < count {
+            if let Some(status) = self.try_status() {
+                panic!(
+                    "{} exited ({status}) before printing {text:?}\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not print {count} x {text:?} within {START_TIMEOUT:?}\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `addr` accepts connections, failing early if the process exits.
+    fn wait_accepting(&mut self, addr: SocketAddr) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = self.try_status() {
+                panic!(
+                    "{} exited ({status}) instead of accepting on {addr}\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not accept on {addr} within {START_TIMEOUT:?}\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.try_status().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("ferromq-load-")
+        .tempdir()
+        .expect("create a temporary directory")
+}
+
+/// A `ferromq start` on a free port, with the URL to give the tools.
+struct RunningBroker {
+    url: String,
+    _process: Process,
+}
+
+fn start_broker(dir: &Path) -> RunningBroker {
+    let port = free_port();
+    let url = format!("stomp://127.0.0.1:{port}");
+    let data = dir.join("data");
+    let data = data.to_str().expect("UTF-8 temporary path");
+    let mut process =
+        Process::start(dir, "broker", &["start", "--connector", &url, "--data-dir", data]);
+    process.wait_accepting(SocketAddr::from(([127, 0, 0, 1], port)));
+    RunningBroker { url, _process: process }
+}
+
+/// The number in the summary line `<verb> N messages in ...`; fails unless there is
+/// exactly one such line.
+fn summary_count(stdout: &str, verb: &str) -> u64 {
+    let summaries: Vec<&str> =
+        stdout.lines().filter(|line| line.starts_with(&format!("{verb} "))).collect();
+    assert_eq!(summaries.len(), 1, "expected one `{verb} N messages` line in:\n{stdout}");
+    let line = summaries[0];
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.get(2), Some(&"messages"), "a complete run's summary: {line}");
+    words[1].parse().unwrap_or_else(|_| panic!("a count in {line:?}"))
+}
+
+/// Starts a consumer with `args` and waits until its `threads` threads have subscribed.
+fn start_consumer(dir: &Path, broker: &RunningBroker, threads: usize, args: &[&str]) -> Process {
+    let mut all =
+        vec!["consumer", "--brokerUrl", &broker.url, "--receiveTimeout", RECEIVE_TIMEOUT_MS];
+    all.extend_from_slice(args);
+    let mut consumer = Process::start(dir, "consumer", &all);
+    consumer.wait_for_lines(": subscribed to ", threads);
+    consumer
+}
+
+fn run_producer_process(dir: &Path, broker: &RunningBroker, args: &[&str]) -> String {
+    let mut all = vec!["producer", "--brokerUrl", &broker.url];
+    all.extend_from_slice(args);
+    Process::start(dir, "producer", &all).succeed()
+}
+
+#[test]
+fn producer_and_consumer_exchange_10000_messages_over_a_queue() {
+    let dir = temp_dir();
+    let broker = start_broker(dir.path());
+    let common = ["--messageCount", "10000", "--destination", "queue://load.test"];
+    let mut consumer = start_consumer(dir.path(), &broker, 1, &common);
+    let produced = run_producer_process(
+        dir.path(),
+        &broker,
+        &[&common[..], &["--messageSize", "100"]].concat(),
+    );
+    assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
+    assert!(produced.contains("producer-1: produced 10000 messages"), "{produced}");
+    // Persistent sends are synchronous by default: the summary has their latency.
+    assert!(produced.contains("send latency p50"), "{produced}");
+    let consumed = consumer.succeed();
+    assert_eq!(summary_count(&consumed, "Consumed"), 10_000, "{consumed}");
+    assert!(consumed.contains("consumer-1: consumed 10000 messages"), "{consumed}");
+}
+
+#[test]
+fn parallel_threads_share_the_work_on_both_sides() {
+    let dir = temp_dir();
+    let broker = start_broker(dir.path());
+    let common = [
+        "--messageCount",
+        "5000",
+        "--parallelThreads",
+        "2",
+        "--destination",
+        "queue://load.parallel",
+    ];
+    let mut consumer = start_consumer(dir.path(), &broker, 2, &common);
+    let produced = run_producer_process(dir.path(), &broker, &common);
+    assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
+    let consumed = consumer.succeed();
+    assert_eq!(summary_count(&consumed, "Consumed"), 10_000, "{consumed}");
+    for thread in ["consumer-1", "consumer-2"] {
+        assert!(consumed.contains(&format!("{thread}: consumed 5000 messages")), "{consumed}");
+    }
+    for thread in ["producer-1", "producer-2"] {
+        assert!(produced.contains(&format!("{thread}: produced 5000 messages")), "{produced}");
+    }
+}
+
+#[test]
+fn transacted_producer_and_consumer_commit_in_batches() {
+    let dir = temp_dir();
+    let broker = start_broker(dir.path());
+    // 10050: the last batch of each side is a partial one, committed too.
+    let common = [
+        "--messageCount",
+        "10050",
+        "--transactionBatchSize",
+        "100",
+        "--destination",
+        "queue://load.transacted",
+    ];
+    let mut consumer = start_consumer(dir.path(), &broker, 1, &common);
+    let produced = run_producer_process(dir.path(), &broker, &common);
+    assert_eq!(summary_count(&produced, "Produced"), 10_050, "{produced}");
+    assert!(produced.contains("commit latency p50"), "{produced}");
+    let consumed = consumer.succeed();
+    assert_eq!(summary_count(&consumed, "Consumed"), 10_050, "{consumed}");
+    assert!(consumed.contains("commit latency p50"), "{consumed}");
+}
+
+#[test]
+fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away() {
+    let dir = temp_dir();
+    let broker = start_broker(dir.path());
+    let durable = ["--durable", "true", "--clientId", "c1", "--destination", "topic://load.topic"];
+    // Online: the subscriber gets every message.
+    let mut consumer = start_consumer(
+        dir.path(),
+        &broker,
+        1,
+        &[&durable[..], &["--messageCount", "10000"]].concat(),
+    );
+    let produced = run_producer_process(
+        dir.path(),
+        &broker,
+        &["--messageCount", "10000", "--destination", "topic://load.topic"],
+    );
+    assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
+    let consumed = consumer.succeed();
+    assert_eq!(summary_count(&consumed, "Consumed"), 10_000, "{consumed}");
+    assert!(consumed.contains("durable subscription ferromq-consumer"), "{consumed}");
+
+    // Offline: the subscription keeps what is published meanwhile.
+    let produced = run_producer_process(
+        dir.path(),
+        &broker,
+        &["--messageCount", "500", "--destination", "topic://load.topic"],
+    );
+    assert_eq!(summary_count(&produced, "Produced"), 500, "{produced}");
+    let mut args = vec!["consumer", "--brokerUrl", &broker.url, "--receiveTimeout", "10000"];
+    args.extend_from_slice(&[&durable[..], &["--messageCount", "500"]].concat());
+    let consumed = Process::start(dir.path(), "returning", &args).succeed();
+    assert_eq!(summary_count(&consumed, "Consumed"), 500, "{consumed}");
+}
+
+/// Runs `ferromq ARGS...` expecting a quick failure; returns its stderr.
+fn refused(dir: &Path, name: &str, args: &[&str]) -> String {
+    let mut process = Process::start(dir, name, args);
+    let status = process.wait_exit(REFUSE_TIMEOUT);
+    assert!(!status.success(), "ferromq {args:?} should fail\n{}", process.output());
+    process.stderr()
+}
+
+#[test]
+fn bad_broker_urls_and_options_give_clear_errors() {
+    let dir = temp_dir();
+    let dir = dir.path();
+    for command in ["producer", "consumer"] {
+        let stderr = refused(dir, "openwire", &[command, "--brokerUrl", "tcp://localhost:61616"]);
+        assert!(
+            stderr.contains(
+                "OpenWire is not implemented in ferromq's client yet; use stomp://host:61613"
+            ),
+            "{stderr}"
+        );
+        assert!(stderr.contains("tcp://localhost:61616"), "the error names the URL: {stderr}");
+
+        let stderr = refused(dir, "nio", &[command, "--brokerUrl", "nio://localhost:61616"]);
+        assert!(stderr.contains("OpenWire is not implemented"), "{stderr}");
+
+        let failover = "failover:(tcp://a:61616,tcp://b:61616)";
+        let stderr = refused(dir, "failover", &[command, "--brokerUrl", failover]);
+        assert!(stderr.contains("failover: URLs are not implemented"), "{stderr}");
+
+        // Nothing listens there: the error names the URL and the reason.
+        let nobody = format!("stomp://127.0.0.1:{}", free_port());
+        let stderr = refused(dir, "refused", &[command, "--brokerUrl", &nobody]);
+        assert!(stderr.contains(&format!("cannot connect to {nobody}")), "{stderr}");
+        assert!(stderr.to_lowercase().contains("refused"), "{stderr}");
+
+        let stderr = refused(dir, "destination", &[command, "--destination", "queue://"]);
+        assert!(stderr.contains("invalid destination `queue://`"), "{stderr}");
+    }
+    let stderr = refused(dir, "durable", &["consumer", "--durable", "true", "--clientId", "c"]);
+    assert!(stderr.contains("needs a topic"), "{stderr}");
+    let stderr = refused(dir, "ack", &["consumer", "--ackMode", "SOMETIMES"]);
+    assert!(stderr.contains("AUTO_ACKNOWLEDGE"), "the error lists the modes: {stderr}");
+}
+
+#[test]
+fn consumer_stops_on_receive_timeout_and_fails() {
+    let dir = temp_dir();
+    let broker = start_broker(dir.path());
+    run_producer_process(
+        dir.path(),
+        &broker,
+        &["--messageCount", "3", "--destination", "queue://load.short"],
+    );
+    let mut consumer = Process::start(
+        dir.path(),
+        "consumer",
+        &[
+            "consumer",
+            "--brokerUrl",
+            &broker.url,
+            "--destination",
+            "queue://load.short",
+            "--messageCount",
+            "5",
+            "--receiveTimeout",
+            "300",
+        ],
+    );
+    let status = consumer.wait_exit(RUN_TIMEOUT);
+    assert!(!status.success(), "3 of 5 messages is a failure\n{}", consumer.output());
+    let stdout = consumer.stdout();
+    assert!(stdout.contains("Consumed 3 of 5 messages"), "{stdout}");
+    assert!(consumer.stderr().contains("--receiveTimeout 300 ms"), "{}", consumer.output());
+}
+
+/// The library behind the commands, against an embedded broker: every acknowledgement mode
+/// consumes exactly what was produced, and the reports say what they measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_api_runs_every_ack_mode() -> anyhow::Result<()> {
+    let mut config = conf::Config::default();
+    config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
+    let broker = broker::Broker::start(config).await?;
+    let addr = broker.stomp_addr().expect("a STOMP connector");
+    let url: client::load::BrokerUrl = format!("stomp://{addr}").parse()?;
+    let modes = [
+        (ConsumerAckMode::Auto, "gap between messages"),
+        (ConsumerAckMode::Client, "ack latency"),
+        (ConsumerAckMode::ClientIndividual, "ack latency"),
+    ];
+    for (mode, measured) in modes {
+        let destination = DestinationName::queue(format!("load.api.{}", mode.activemq_name()));
+        let produced = run_producer(ProducerOptions {
+            broker: url.clone(),
+            destination: destination.clone(),
+            message_count: 250,
+            parallel_threads: 2,
+            persistent: false,
+            ..ProducerOptions::default()
+        })
+        .await?;
+        assert_eq!((produced.messages, produced.per_thread.clone()), (500, vec![250, 250]));
+        // Non-persistent sends are not waited for: nothing to measure.
+        assert_eq!(produced.latency, None, "{produced}");
+        let consumed = run_consumer(ConsumerOptions {
+            broker: url.clone(),
+            destination,
+            message_count: 125,
+            parallel_threads: 4,
+            ack_mode: mode,
+            ack_batch_size: 7,
+            receive_timeout: Duration::from_secs(30),
+            ..ConsumerOptions::default()
+        })
+        .await?;
+        assert_eq!(consumed.messages, 500, "{mode:?}: {consumed}");
+        assert_eq!(consumed.per_thread, vec![125; 4], "{mode:?}: {consumed}");
+        assert!(consumed.is_complete());
+        assert_eq!(consumed.latency.map(|l| l.what), Some(measured), "{consumed}");
+        // Nothing is left behind: every counted message was acknowledged, every extra one
+        // returned to the queue and taken by another thread.
+        let rest = run_consumer(ConsumerOptions {
+            broker: url.clone(),
+            destination: DestinationName::queue(format!("load.api.{}", mode.activemq_name())),
+            message_count: 1,
+            receive_timeout: Duration::from_millis(200),
+            ..ConsumerOptions::default()
+        })
+        .await?;
+        assert_eq!(rest.messages, 0, "{mode:?}: left over: {rest}");
+    }
+    broker.shutdown().await;
+    Ok(())
+}

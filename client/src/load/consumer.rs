@@ -1,0 +1,508 @@
+//! [`ConsumerOptions`] and [`run_consumer`]: ActiveMQ's `consumer` command.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use protocol::stomp::{Command, Frame, Version};
+use tokio::task::JoinSet;
+
+use super::producer::panicked;
+use super::report::Histogram;
+use super::{
+    no_observer, thread_name, BrokerUrl, DestinationName, LoadError, LoadEvent, LoadReport,
+    Observer, Role,
+};
+use crate::{AckMode, ClientError, ReceivedMessage, StompClient, Subscription};
+
+/// How a consumer acknowledges, named after the JMS session modes of ActiveMQ's tool.
+///
+/// Every mode acknowledges only the messages a thread counts, so messages the broker
+/// pushed ahead (prefetch) to a thread that stops are redelivered to the others, as with
+/// JMS. On the wire (STOMP):
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ConsumerAckMode {
+    /// `AUTO_ACKNOWLEDGE` (the default): each message is acknowledged as it is received,
+    /// without waiting (STOMP `client-individual` and an ACK per message; the last ACK of a
+    /// thread waits for its receipt).
+    #[default]
+    Auto,
+    /// `CLIENT_ACKNOWLEDGE`: every [`ConsumerOptions::ack_batch_size`] messages one
+    /// cumulative ACK that waits for its receipt (STOMP `client`), like ActiveMQ's tool
+    /// calling `acknowledge()` every `batchSize` messages. The last partial batch is
+    /// acknowledged too.
+    Client,
+    /// `INDIVIDUAL_ACKNOWLEDGE`: each message acknowledged alone, waiting for the receipt
+    /// (STOMP `client-individual`).
+    ClientIndividual,
+}
+
+impl ConsumerAckMode {
+    /// ActiveMQ's name: `AUTO_ACKNOWLEDGE`, `CLIENT_ACKNOWLEDGE` or `INDIVIDUAL_ACKNOWLEDGE`.
+    pub fn activemq_name(self) -> &'static str {
+        match self {
+            ConsumerAckMode::Auto => "AUTO_ACKNOWLEDGE",
+            ConsumerAckMode::Client => "CLIENT_ACKNOWLEDGE",
+            ConsumerAckMode::ClientIndividual => "INDIVIDUAL_ACKNOWLEDGE",
+        }
+    }
+}
+
+/// What [`run_consumer`] receives; the defaults are ActiveMQ's `consumer` command's, except
+/// the broker URL (ferromq's client speaks STOMP, not OpenWire).
+#[derive(Debug, Clone)]
+pub struct ConsumerOptions {
+    /// The broker; default `stomp://127.0.0.1:61613`.
+    pub broker: BrokerUrl,
+    /// Where to receive from; default `queue://TEST`.
+    pub destination: DestinationName,
+    /// Messages per thread, as in ActiveMQ; default 1000.
+    pub message_count: u64,
+    /// Threads, each with its own connection and subscription; default 1.
+    pub parallel_threads: usize,
+    /// Messages per transaction; 0 (the default) receives outside transactions, acking
+    /// per [`ConsumerOptions::ack_mode`].
+    pub transaction_batch_size: u64,
+    /// How to acknowledge outside transactions; default auto.
+    pub ack_mode: ConsumerAckMode,
+    /// Messages per cumulative ACK in [`ConsumerAckMode::Client`]; default 10 (ActiveMQ's
+    /// `batchSize`). Must be at least 1.
+    pub ack_batch_size: u64,
+    /// A durable subscription on a topic, named [`ConsumerOptions::subscription_name`]
+    /// under [`ConsumerOptions::client_id`] (both required); default false.
+    pub durable: bool,
+    /// The connection's client id (STOMP `client-id`), if any. With several threads each
+    /// connection needs its own, so thread N uses `ID-N`.
+    pub client_id: Option<String>,
+    /// The durable subscription's name (`activemq.subscriptionName`); default
+    /// `ferromq-consumer`.
+    pub subscription_name: String,
+    /// A thread stops after waiting this long for a message, with fewer messages than
+    /// asked for. Zero (the default) waits forever, as ActiveMQ's tool does.
+    pub receive_timeout: Duration,
+    /// A pause after each message; default none.
+    pub sleep: Duration,
+    /// The login, if any.
+    pub user: Option<String>,
+    /// The passcode, if any.
+    pub password: Option<String>,
+}
+
+impl Default for ConsumerOptions {
+    fn default() -> ConsumerOptions {
+        ConsumerOptions {
+            broker: BrokerUrl::default(),
+            destination: DestinationName::queue("TEST"),
+            message_count: 1000,
+            parallel_threads: 1,
+            transaction_batch_size: 0,
+            ack_mode: ConsumerAckMode::Auto,
+            ack_batch_size: 10,
+            durable: false,
+            client_id: None,
+            subscription_name: "ferromq-consumer".to_owned(),
+            receive_timeout: Duration::ZERO,
+            sleep: Duration::ZERO,
+            user: None,
+            password: None,
+        }
+    }
+}
+
+impl ConsumerOptions {
+    /// The client id of thread `index` (from 0).
+    fn thread_client_id(&self, index: usize) -> Option<String> {
+        let id = self.client_id.as_ref().filter(|id| !id.is_empty())?;
+        Some(if self.parallel_threads == 1 { id.clone() } else { format!("{id}-{}", index + 1) })
+    }
+
+    fn validate(&self) -> Result<(), LoadError> {
+        let invalid = |reason: String| Err(LoadError::InvalidOptions(reason));
+        if self.parallel_threads == 0 {
+            return invalid("parallel threads must be at least 1".into());
+        }
+        if self.ack_batch_size == 0 {
+            return invalid("the acknowledgement batch size must be at least 1".into());
+        }
+        if self.durable {
+            if !self.destination.is_topic() {
+                return invalid(format!(
+                    "a durable subscription needs a topic (topic://NAME); {} is a queue",
+                    self.destination
+                ));
+            }
+            if self.client_id.as_deref().unwrap_or("").is_empty() {
+                return invalid("a durable subscription needs a client id".into());
+            }
+            if self.subscription_name.is_empty() {
+                return invalid("a durable subscription needs a subscription name".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Receives messages as [`ConsumerOptions`] says and reports how fast.
+pub async fn run_consumer(options: ConsumerOptions) -> Result<LoadReport, LoadError> {
+    run_consumer_observed(options, no_observer()).await
+}
+
+/// [`run_consumer`], telling `observer` when each thread has subscribed and when it is done.
+pub async fn run_consumer_observed(
+    options: ConsumerOptions,
+    observer: Observer,
+) -> Result<LoadReport, LoadError> {
+    options.validate()?;
+    let plan = Arc::new(Plan::new(&options));
+    let mut workers = JoinSet::new();
+    for index in 0..options.parallel_threads {
+        let thread = thread_name("consumer", index);
+        let client_id = options.thread_client_id(index);
+        let (options, plan, observer) = (options.clone(), plan.clone(), observer.clone());
+        workers.spawn(async move {
+            let client = super::connect(
+                &options.broker,
+                &options.user,
+                &options.password,
+                client_id,
+                &thread,
+            )
+            .await?;
+            let subscription = subscribe(&client, &plan, &thread).await?;
+            observer(&LoadEvent::Ready { thread: thread.clone() });
+            let outcome = consume(&thread, &client, subscription, &plan).await;
+            // Closing also releases the messages pushed to us and not counted; a durable
+            // subscription stays (closing is not unsubscribing).
+            let _ = client.disconnect().await;
+            let outcome = outcome?;
+            observer(&LoadEvent::Finished {
+                thread,
+                messages: outcome.received,
+                expected: plan.count,
+                elapsed: outcome.elapsed(),
+                idle_timeout: outcome.timed_out.then_some(plan.receive_timeout),
+            });
+            Ok::<_, LoadError>((index, outcome))
+        });
+    }
+    let mut outcomes = Vec::with_capacity(options.parallel_threads);
+    while let Some(joined) = workers.join_next().await {
+        // The first failure ends the run; dropping the set aborts the other threads.
+        outcomes.push(joined.map_err(panicked)??);
+    }
+    outcomes.sort_by_key(|(index, _)| *index);
+
+    let mut latencies = Histogram::default();
+    let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+    for (_, outcome) in &outcomes {
+        latencies.merge(&outcome.latencies);
+        if let (Some(a), Some(b)) = (outcome.first, outcome.last) {
+            first = Some(first.map_or(a, |f| f.min(a)));
+            last = Some(last.map_or(b, |l| l.max(b)));
+        }
+    }
+    let per_thread: Vec<u64> = outcomes.iter().map(|(_, outcome)| outcome.received).collect();
+    Ok(LoadReport {
+        role: Role::Consumer,
+        messages: per_thread.iter().sum(),
+        expected: plan.count * options.parallel_threads as u64,
+        elapsed: match (first, last) {
+            (Some(first), Some(last)) => last - first,
+            _ => Duration::ZERO,
+        },
+        per_thread,
+        latency: latencies.latencies(plan.latency_label),
+    })
+}
+
+/// How the threads acknowledge, decided once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Acking {
+    /// ACK per message in a transaction committed every N messages.
+    Transacted(u64),
+    /// ACK per message, not waited for.
+    Auto,
+    /// A cumulative ACK every N messages, waited for.
+    Cumulative(u64),
+    /// ACK per message, waited for.
+    Individual,
+}
+
+struct Plan {
+    destination: String,
+    destination_name: String,
+    count: u64,
+    acking: Acking,
+    durable_name: Option<String>,
+    receive_timeout: Duration,
+    sleep: Duration,
+    latency_label: &'static str,
+}
+
+impl Plan {
+    fn new(options: &ConsumerOptions) -> Plan {
+        let acking = match (options.transaction_batch_size, options.ack_mode) {
+            (batch, _) if batch > 0 => Acking::Transacted(batch),
+            (_, ConsumerAckMode::Auto) => Acking::Auto,
+            (_, ConsumerAckMode::Client) => Acking::Cumulative(options.ack_batch_size),
+            (_, ConsumerAckMode::ClientIndividual) => Acking::Individual,
+        };
+        Plan {
+            destination: options.destination.stomp_destination(),
+            destination_name: options.destination.to_string(),
+            count: options.message_count,
+            acking,
+            durable_name: options.durable.then(|| options.subscription_name.clone()),
+            receive_timeout: options.receive_timeout,
+            sleep: options.sleep,
+            latency_label: match acking {
+                Acking::Transacted(_) => "commit latency",
+                Acking::Auto => "gap between messages",
+                Acking::Cumulative(_) | Acking::Individual => "ack latency",
+            },
+        }
+    }
+
+    fn stomp_ack_mode(&self) -> AckMode {
+        match self.acking {
+            Acking::Cumulative(_) => AckMode::Client,
+            Acking::Transacted(_) | Acking::Auto | Acking::Individual => AckMode::ClientIndividual,
+        }
+    }
+}
+
+async fn subscribe(
+    client: &StompClient,
+    plan: &Plan,
+    thread: &str,
+) -> Result<Subscription, LoadError> {
+    let mut headers = Vec::new();
+    if let Some(name) = &plan.durable_name {
+        headers.push(("activemq.subscriptionName", name.as_str()));
+    }
+    client.subscribe(&plan.destination, plan.stomp_ack_mode(), &headers).await.map_err(|source| {
+        LoadError::Subscribe {
+            thread: thread.to_owned(),
+            destination: plan.destination_name.clone(),
+            source,
+        }
+    })
+}
+
+struct Outcome {
+    received: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    timed_out: bool,
+    latencies: Histogram,
+}
+
+impl Outcome {
+    fn elapsed(&self) -> Duration {
+        match (self.first, self.last) {
+            (Some(first), Some(last)) => last - first,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// One thread's receives.
+async fn consume(
+    thread: &str,
+    client: &StompClient,
+    mut subscription: Subscription,
+    plan: &Plan,
+) -> Result<Outcome, LoadError> {
+    let version = client.version();
+    let wait = if plan.receive_timeout.is_zero() { Duration::MAX } else { plan.receive_timeout };
+    let mut outcome = Outcome {
+        received: 0,
+        first: None,
+        last: None,
+        timed_out: false,
+        latencies: Histogram::default(),
+    };
+    let mut transaction: Option<String> = None;
+    let mut transactions = 0u64;
+    // Messages in the open transaction, or received since the last cumulative ACK.
+    let mut in_batch = 0u64;
+    // Client mode: the last message received and not yet acknowledged.
+    let mut unacked: Option<ReceivedMessage> = None;
+    let failed = |after: u64| {
+        move |source: ClientError| LoadError::Failed { thread: thread.to_owned(), after, source }
+    };
+    while outcome.received < plan.count {
+        if let (Acking::Transacted(_), None) = (plan.acking, &transaction) {
+            transactions += 1;
+            let id = format!("tx-{transactions}");
+            let begin = Frame::new(Command::Begin).header("transaction", id.as_str());
+            client.send_frame(begin).await.map_err(failed(outcome.received))?;
+            transaction = Some(id);
+        }
+        let message = match subscription.recv_timeout(wait).await {
+            Ok(message) => message,
+            // Our own receive timeout, not a dead connection.
+            Err(ClientError::Timeout { .. }) if !client.is_closed() => {
+                outcome.timed_out = true;
+                break;
+            }
+            Err(error) => return Err(failed(outcome.received)(error)),
+        };
+        let now = Instant::now();
+        if plan.acking == Acking::Auto {
+            if let Some(previous) = outcome.last {
+                outcome.latencies.record(now - previous);
+            }
+        }
+        outcome.first.get_or_insert(now);
+        outcome.received += 1;
+        let received = outcome.received;
+        let last = received == plan.count;
+        let fail = failed(received);
+        match plan.acking {
+            Acking::Transacted(batch) => {
+                let id = transaction.as_deref().unwrap_or_default();
+                let ack = ack_frame(version, &message, Some(id)).map_err(&fail)?;
+                client.send_frame(ack).await.map_err(&fail)?;
+                in_batch += 1;
+                if in_batch == batch || last {
+                    in_batch = 0;
+                    let asked = Instant::now();
+                    client.commit(id).await.map_err(&fail)?;
+                    outcome.latencies.record(asked.elapsed());
+                    transaction = None;
+                }
+            }
+            Acking::Auto => {
+                let ack = ack_frame(version, &message, None).map_err(&fail)?;
+                if last {
+                    client.request_receipt(ack).await.map_err(&fail)?;
+                } else {
+                    client.send_frame(ack).await.map_err(&fail)?;
+                }
+            }
+            Acking::Cumulative(batch) => {
+                in_batch += 1;
+                if in_batch == batch || last {
+                    in_batch = 0;
+                    let asked = Instant::now();
+                    client.ack(&message).await.map_err(&fail)?;
+                    outcome.latencies.record(asked.elapsed());
+                    unacked = None;
+                } else {
+                    unacked = Some(message);
+                }
+            }
+            Acking::Individual => {
+                let asked = Instant::now();
+                client.ack(&message).await.map_err(&fail)?;
+                outcome.latencies.record(asked.elapsed());
+            }
+        }
+        outcome.last = Some(Instant::now());
+        if !plan.sleep.is_zero() {
+            tokio::time::sleep(plan.sleep).await;
+        }
+    }
+    // Stopped by the receive timeout: settle what was counted.
+    let fail = failed(outcome.received);
+    if let Some(id) = transaction {
+        if outcome.received > 0 {
+            client.commit(&id).await.map_err(&fail)?;
+        } else {
+            client.abort(&id).await.map_err(&fail)?;
+        }
+    }
+    if let Some(message) = unacked {
+        client.ack(&message).await.map_err(&fail)?;
+    }
+    Ok(outcome)
+}
+
+/// An ACK for `message` without a receipt (the client's own `ack` always asks for one), in
+/// `transaction` if any.
+fn ack_frame(
+    version: Version,
+    message: &ReceivedMessage,
+    transaction: Option<&str>,
+) -> Result<Frame, ClientError> {
+    let header = |name: &str| {
+        message.header(name).ok_or_else(|| {
+            ClientError::protocol(format!("cannot ACK a MESSAGE without a {name} header"))
+        })
+    };
+    let mut frame = Frame::new(Command::Ack);
+    match version {
+        Version::V1_2 => frame.push_header("id", header("ack")?),
+        Version::V1_1 => {
+            frame.push_header("message-id", header("message-id")?);
+            frame.push_header("subscription", header("subscription")?);
+        }
+        Version::V1_0 => frame.push_header("message-id", header("message-id")?),
+    }
+    if let Some(transaction) = transaction {
+        frame.push_header("transaction", transaction);
+    }
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durable_subscriptions_need_a_topic_and_a_client_id() {
+        let durable_queue = ConsumerOptions {
+            durable: true,
+            client_id: Some("c1".into()),
+            ..ConsumerOptions::default()
+        };
+        let error = durable_queue.validate().expect_err("queue").to_string();
+        assert!(error.contains("needs a topic") && error.contains("queue://TEST"), "{error}");
+        let no_id = ConsumerOptions {
+            durable: true,
+            destination: DestinationName::topic("t"),
+            ..ConsumerOptions::default()
+        };
+        assert!(no_id.validate().expect_err("id").to_string().contains("client id"));
+        let fine = ConsumerOptions { client_id: Some("c1".into()), ..no_id };
+        fine.validate().expect("valid");
+        assert_eq!(fine.thread_client_id(0).as_deref(), Some("c1"));
+        let two = ConsumerOptions { parallel_threads: 2, ..fine };
+        assert_eq!(two.thread_client_id(1).as_deref(), Some("c1-2"));
+    }
+
+    #[test]
+    fn ack_modes_map_onto_stomp() {
+        let plan = |options: ConsumerOptions| Plan::new(&options);
+        let auto = plan(ConsumerOptions::default());
+        assert_eq!((auto.acking, auto.stomp_ack_mode()), (Acking::Auto, AckMode::ClientIndividual));
+        let client =
+            plan(ConsumerOptions { ack_mode: ConsumerAckMode::Client, ..Default::default() });
+        assert_eq!(
+            (client.acking, client.stomp_ack_mode()),
+            (Acking::Cumulative(10), AckMode::Client)
+        );
+        let transacted = plan(ConsumerOptions {
+            ack_mode: ConsumerAckMode::Client,
+            transaction_batch_size: 100,
+            ..Default::default()
+        });
+        assert_eq!(transacted.acking, Acking::Transacted(100));
+        assert_eq!(transacted.latency_label, "commit latency");
+    }
+
+    #[test]
+    fn ack_frames_follow_the_version() {
+        let message = ReceivedMessage {
+            frame: Frame::new(Command::Message)
+                .header("subscription", "sub-1")
+                .header("message-id", "ID:1")
+                .header("ack", "a-1"),
+        };
+        let v12 = ack_frame(Version::V1_2, &message, Some("tx-1")).expect("1.2");
+        assert_eq!((v12.get("id"), v12.get("transaction")), (Some("a-1"), Some("tx-1")));
+        let v11 = ack_frame(Version::V1_1, &message, None).expect("1.1");
+        assert_eq!((v11.get("message-id"), v11.get("subscription")), (Some("ID:1"), Some("sub-1")));
+        assert_eq!(v11.get("receipt"), None);
+    }
+}

@@ -1,0 +1,189 @@
+//! The load generator: producers and consumers that send or receive a number of messages
+//! over several connections and report throughput and latency.
+//!
+//! It is the one load generator of ferromq: `ferromq producer` and `ferromq consumer` (the
+//! equivalents of ActiveMQ's `activemq producer` and `activemq consumer`), and later
+//! `ferromq perf` and the end-to-end benches, all call [`run_producer`] and
+//! [`run_consumer`]. The options are ActiveMQ's tool options and their meaning; the
+//! interface names no protocol, though the only transport today is STOMP
+//! ([`BrokerUrl`] refuses the others with the reason).
+//!
+//! ## What a run does
+//!
+//! Every "thread" is a tokio task with its own connection, named like ActiveMQ's threads
+//! (`producer-1`, `consumer-2`, ...). Message counts are per thread, as in ActiveMQ: three
+//! producer threads with `message_count` 1000 send 3000 messages.
+//!
+//! **Producer.** All threads connect first; the clock starts when the last one is ready.
+//! The body is ActiveMQ's: with `message_size` 0 a text message `test message: N`, else a
+//! bytes message of `message_size` dots. Sends are synchronous (each waits for the broker's
+//! receipt, which ferromq writes once a persistent message is stored) when
+//! [`ProducerOptions::sync_send`] says so, by default for persistent sends outside
+//! transactions, like ActiveMQ's JMS client. Otherwise sends are not waited for, except the
+//! last of each thread, whose receipt confirms all of them (receipts come in order).
+//! With a transaction batch size N, each thread sends BEGIN, N SENDs in the transaction,
+//! COMMIT (waiting for its receipt), and again; a final partial batch is committed.
+//!
+//! **Consumer.** Each thread subscribes, then receives until it has its count, or until no
+//! message came for [`ConsumerOptions::receive_timeout`] (zero, the default, waits forever
+//! like ActiveMQ's tool). The clock starts at the first message of any thread. A thread
+//! acknowledges only the messages it counts, so when a queue consumer stops, the messages
+//! the broker had already pushed to it go to the other consumers. Acknowledgement follows
+//! the JMS mode (see [`ConsumerAckMode`]); with a transaction batch size N, acks are sent in
+//! a transaction committed every N messages (a final partial batch is committed too).
+//!
+//! ## Reports
+//!
+//! [`LoadReport`] has the totals, the per-thread counts and, when the run waited for
+//! something, percentiles of that wait: send latency (synchronous sends), commit latency
+//! (transactions), ack latency (client acknowledgement), or for an auto-acknowledging
+//! consumer the gap between messages. Its `Display` is the summary line the CLI prints.
+//! An [`Observer`] sees each thread become ready and finish.
+
+mod consumer;
+mod producer;
+mod report;
+mod target;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use consumer::{run_consumer, run_consumer_observed, ConsumerAckMode, ConsumerOptions};
+pub use producer::{run_producer, run_producer_observed, ProducerOptions};
+pub use report::{Latencies, LoadReport, Role};
+pub use target::{BrokerUrl, DestinationKind, DestinationName, DEFAULT_STOMP_PORT};
+
+use crate::{ClientError, ConnectOptions, StompClient};
+
+/// Why a load run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The broker URL cannot be used.
+    #[error("invalid broker URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong, and what to use instead.
+        reason: String,
+    },
+    /// The destination cannot be used.
+    #[error("invalid destination `{destination}`: {reason}")]
+    InvalidDestination {
+        /// The destination as given.
+        destination: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The options contradict each other or are out of range.
+    #[error("{0}")]
+    InvalidOptions(String),
+    /// A thread could not connect (the broker is not there, or refused the CONNECT).
+    #[error("{thread} cannot connect to {url}: {}", explain(source))]
+    Connect {
+        /// The thread, e.g. `producer-1`.
+        thread: String,
+        /// The broker URL.
+        url: String,
+        /// Why.
+        source: ClientError,
+    },
+    /// A consumer thread could not subscribe.
+    #[error("{thread} cannot subscribe to {destination}: {}", explain(source))]
+    Subscribe {
+        /// The thread, e.g. `consumer-1`.
+        thread: String,
+        /// The destination, e.g. `topic://prices`.
+        destination: String,
+        /// Why.
+        source: ClientError,
+    },
+    /// A thread failed while running.
+    #[error("{thread} failed after {after} messages: {}", explain(source))]
+    Failed {
+        /// The thread, e.g. `producer-1`.
+        thread: String,
+        /// How many messages it had sent or received before.
+        after: u64,
+        /// Why.
+        source: ClientError,
+    },
+    /// A thread ended abnormally (a bug in the load generator).
+    #[error("a load thread ended abnormally: {0}")]
+    Aborted(String),
+}
+
+/// A client error, with the body of a server's ERROR frame (often the details) added.
+fn explain(error: &ClientError) -> String {
+    match error {
+        ClientError::ServerError { body, .. } if !body.trim().is_empty() => {
+            format!("{error} ({})", body.trim())
+        }
+        _ => error.to_string(),
+    }
+}
+
+/// What a load run reports while it runs, to an [`Observer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LoadEvent {
+    /// A thread is connected (producer) or subscribed (consumer): messages sent from now
+    /// on reach a consumer.
+    Ready {
+        /// The thread, e.g. `consumer-1`.
+        thread: String,
+    },
+    /// A thread is done.
+    Finished {
+        /// The thread, e.g. `producer-1`.
+        thread: String,
+        /// The messages it sent or received.
+        messages: u64,
+        /// The messages it was asked for.
+        expected: u64,
+        /// From its start (producer) or first message (consumer) to its last.
+        elapsed: Duration,
+        /// Set when a consumer stopped because nothing came for this long.
+        idle_timeout: Option<Duration>,
+    },
+}
+
+/// Called from the run's tasks for each [`LoadEvent`].
+pub type Observer = Arc<dyn Fn(&LoadEvent) + Send + Sync>;
+
+/// An observer that ignores everything.
+fn no_observer() -> Observer {
+    Arc::new(|_| {})
+}
+
+/// `producer-1`, `consumer-2`: ActiveMQ's thread names (numbered from 1).
+fn thread_name(role: &str, index: usize) -> String {
+    format!("{role}-{}", index + 1)
+}
+
+/// Opens one thread's connection.
+async fn connect(
+    broker: &BrokerUrl,
+    user: &Option<String>,
+    password: &Option<String>,
+    client_id: Option<String>,
+    thread: &str,
+) -> Result<StompClient, LoadError> {
+    let options = ConnectOptions {
+        login: user.clone(),
+        passcode: password.clone(),
+        client_id,
+        ..ConnectOptions::default()
+    };
+    StompClient::connect((broker.host(), broker.port()), options).await.map_err(|source| {
+        LoadError::Connect { thread: thread.to_owned(), url: broker.to_string(), source }
+    })
+}
+
+/// Milliseconds since the Unix epoch (for `expires`).
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

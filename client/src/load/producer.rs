@@ -1,0 +1,311 @@
+//! [`ProducerOptions`] and [`run_producer`]: ActiveMQ's `producer` command.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use protocol::stomp::{Command, Frame};
+use tokio::task::JoinSet;
+
+use super::report::Histogram;
+use super::{
+    no_observer, now_millis, thread_name, BrokerUrl, DestinationName, LoadError, LoadEvent,
+    LoadReport, Observer, Role,
+};
+use crate::{ClientError, StompClient};
+
+/// What [`run_producer`] sends; the defaults are ActiveMQ's `producer` command's, except
+/// the broker URL (ferromq's client speaks STOMP, not OpenWire).
+#[derive(Debug, Clone)]
+pub struct ProducerOptions {
+    /// The broker; default `stomp://127.0.0.1:61613`.
+    pub broker: BrokerUrl,
+    /// Where to send; default `queue://TEST`.
+    pub destination: DestinationName,
+    /// Messages per thread; default 1000.
+    pub message_count: u64,
+    /// 0 (the default): a text body `test message: N`; otherwise a bytes body of this many
+    /// `.` characters (ActiveMQ's tool does the same).
+    pub message_size: usize,
+    /// A fixed text body (ActiveMQ's `--message`), used when `message_size` is 0.
+    pub message: Option<String>,
+    /// Persistent messages (`persistent:true`); default true.
+    pub persistent: bool,
+    /// Threads, each with its own connection; default 1.
+    pub parallel_threads: usize,
+    /// Messages per transaction; 0 (the default) sends outside transactions.
+    pub transaction_batch_size: u64,
+    /// Time to live: each message `expires` this long after it is sent; zero (the
+    /// default) for never.
+    pub msg_ttl: Duration,
+    /// The `JMSXGroupID` of every message, if any.
+    pub msg_group_id: Option<String>,
+    /// A pause after each send; default none.
+    pub sleep: Duration,
+    /// Wait for the broker's receipt after each send. `None` (the default) follows the JMS
+    /// client: synchronous for persistent messages outside transactions.
+    pub sync_send: Option<bool>,
+    /// The login, if any.
+    pub user: Option<String>,
+    /// The passcode, if any.
+    pub password: Option<String>,
+}
+
+impl Default for ProducerOptions {
+    fn default() -> ProducerOptions {
+        ProducerOptions {
+            broker: BrokerUrl::default(),
+            destination: DestinationName::queue("TEST"),
+            message_count: 1000,
+            message_size: 0,
+            message: None,
+            persistent: true,
+            parallel_threads: 1,
+            transaction_batch_size: 0,
+            msg_ttl: Duration::ZERO,
+            msg_group_id: None,
+            sleep: Duration::ZERO,
+            sync_send: None,
+            user: None,
+            password: None,
+        }
+    }
+}
+
+impl ProducerOptions {
+    /// Whether each send waits for its receipt: [`ProducerOptions::sync_send`], or by
+    /// default persistent and not transacted.
+    pub fn effective_sync_send(&self) -> bool {
+        self.sync_send.unwrap_or(self.persistent && self.transaction_batch_size == 0)
+    }
+}
+
+/// Sends messages as [`ProducerOptions`] says and reports how fast.
+pub async fn run_producer(options: ProducerOptions) -> Result<LoadReport, LoadError> {
+    run_producer_observed(options, no_observer()).await
+}
+
+/// [`run_producer`], telling `observer` when each thread is ready and done.
+pub async fn run_producer_observed(
+    options: ProducerOptions,
+    observer: Observer,
+) -> Result<LoadReport, LoadError> {
+    if options.parallel_threads == 0 {
+        return Err(LoadError::InvalidOptions("parallel threads must be at least 1".into()));
+    }
+    let plan = Arc::new(Plan::new(&options));
+
+    // Connect every thread before the clock starts.
+    let mut connecting = JoinSet::new();
+    for index in 0..options.parallel_threads {
+        let thread = thread_name("producer", index);
+        let (broker, user, password) =
+            (options.broker.clone(), options.user.clone(), options.password.clone());
+        connecting.spawn(async move {
+            let client = super::connect(&broker, &user, &password, None, &thread).await?;
+            Ok::<_, LoadError>((index, thread, client))
+        });
+    }
+    let mut clients = Vec::with_capacity(options.parallel_threads);
+    while let Some(joined) = connecting.join_next().await {
+        clients.push(joined.map_err(panicked)??);
+    }
+    clients.sort_by_key(|(index, _, _)| *index);
+
+    let start = Instant::now();
+    let mut workers = JoinSet::new();
+    for (index, thread, client) in clients {
+        observer(&LoadEvent::Ready { thread: thread.clone() });
+        let (plan, observer) = (plan.clone(), observer.clone());
+        workers.spawn(async move {
+            let outcome = produce(&thread, &client, &plan, start).await;
+            // The messages are confirmed (or the run failed): the goodbye's outcome adds
+            // nothing.
+            let _ = client.disconnect().await;
+            let outcome = outcome?;
+            observer(&LoadEvent::Finished {
+                thread,
+                messages: outcome.sent,
+                expected: plan.count,
+                elapsed: outcome.finished - start,
+                idle_timeout: None,
+            });
+            Ok::<_, LoadError>((index, outcome))
+        });
+    }
+    let mut outcomes = Vec::with_capacity(options.parallel_threads);
+    while let Some(joined) = workers.join_next().await {
+        // The first failure ends the run; dropping the set aborts the other threads.
+        outcomes.push(joined.map_err(panicked)??);
+    }
+    outcomes.sort_by_key(|(index, _)| *index);
+
+    let mut latencies = Histogram::default();
+    let mut end = start;
+    for (_, outcome) in &outcomes {
+        latencies.merge(&outcome.latencies);
+        end = end.max(outcome.finished);
+    }
+    let per_thread: Vec<u64> = outcomes.iter().map(|(_, outcome)| outcome.sent).collect();
+    Ok(LoadReport {
+        role: Role::Producer,
+        messages: per_thread.iter().sum(),
+        expected: plan.count * options.parallel_threads as u64,
+        elapsed: end - start,
+        per_thread,
+        latency: plan.latency_label.and_then(|what| latencies.latencies(what)),
+    })
+}
+
+/// A worker task that panicked (a bug): reported as a failure rather than propagated.
+pub(super) fn panicked(error: tokio::task::JoinError) -> LoadError {
+    LoadError::Aborted(error.to_string())
+}
+
+/// The options, prepared once for every thread.
+struct Plan {
+    destination: String,
+    count: u64,
+    body: Body,
+    persistent: bool,
+    transaction_batch: u64,
+    ttl: Duration,
+    group_id: Option<String>,
+    sleep: Duration,
+    sync: bool,
+    latency_label: Option<&'static str>,
+}
+
+enum Body {
+    /// A bytes message, the same for every send.
+    Bytes(Bytes),
+    /// A text message, the same for every send.
+    Text(Bytes),
+    /// `test message: N`.
+    Numbered,
+}
+
+impl Plan {
+    fn new(options: &ProducerOptions) -> Plan {
+        let body = if options.message_size > 0 {
+            Body::Bytes(Bytes::from(vec![b'.'; options.message_size]))
+        } else if let Some(text) = &options.message {
+            Body::Text(Bytes::from(text.clone().into_bytes()))
+        } else {
+            Body::Numbered
+        };
+        let sync = options.effective_sync_send();
+        let latency_label = if sync {
+            Some("send latency")
+        } else if options.transaction_batch_size > 0 {
+            Some("commit latency")
+        } else {
+            None
+        };
+        Plan {
+            destination: options.destination.stomp_destination(),
+            count: options.message_count,
+            body,
+            persistent: options.persistent,
+            transaction_batch: options.transaction_batch_size,
+            ttl: options.msg_ttl,
+            group_id: options.msg_group_id.clone().filter(|id| !id.is_empty()),
+            sleep: options.sleep,
+            sync,
+            latency_label,
+        }
+    }
+
+    /// SEND number `index` (from 0), in `transaction` if any.
+    fn frame(&self, index: u64, transaction: Option<&str>) -> Frame {
+        let mut frame = Frame::new(Command::Send)
+            .header("destination", self.destination.as_str())
+            .header("persistent", if self.persistent { "true" } else { "false" });
+        if !self.ttl.is_zero() {
+            let ttl = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+            frame.push_header("expires", now_millis().saturating_add(ttl).to_string());
+        }
+        if let Some(group) = &self.group_id {
+            frame.push_header("JMSXGroupID", group.as_str());
+        }
+        if let Some(transaction) = transaction {
+            frame.push_header("transaction", transaction);
+        }
+        // The encoder always writes content-length, which makes a STOMP message a bytes
+        // message unless amq-msg-type says text (ActiveMQ's convention).
+        match &self.body {
+            Body::Bytes(bytes) => frame.with_body(bytes.clone()),
+            Body::Text(text) => frame.header("amq-msg-type", "text").with_body(text.clone()),
+            Body::Numbered => frame
+                .header("amq-msg-type", "text")
+                .with_body(format!("test message: {index}").into_bytes()),
+        }
+    }
+}
+
+struct Outcome {
+    sent: u64,
+    finished: Instant,
+    latencies: Histogram,
+}
+
+/// One thread's sends.
+async fn produce(
+    thread: &str,
+    client: &StompClient,
+    plan: &Plan,
+    start: Instant,
+) -> Result<Outcome, LoadError> {
+    let mut sent = 0;
+    let mut latencies = Histogram::default();
+    let mut transaction: Option<String> = None;
+    let mut transactions = 0u64;
+    let mut in_transaction = 0u64;
+    let failed = |sent: u64| {
+        move |source: ClientError| LoadError::Failed {
+            thread: thread.to_owned(),
+            after: sent,
+            source,
+        }
+    };
+    for index in 0..plan.count {
+        if plan.transaction_batch > 0 && transaction.is_none() {
+            transactions += 1;
+            let id = format!("tx-{transactions}");
+            // Not waited for: an ERROR fails the next request.
+            let begin = Frame::new(Command::Begin).header("transaction", id.as_str());
+            client.send_frame(begin).await.map_err(failed(sent))?;
+            transaction = Some(id);
+        }
+        let frame = plan.frame(index, transaction.as_deref());
+        let last = index + 1 == plan.count;
+        if plan.sync {
+            let asked = Instant::now();
+            client.request_receipt(frame).await.map_err(failed(sent))?;
+            latencies.record(asked.elapsed());
+        } else if last && transaction.is_none() {
+            // Receipts come in order: this one confirms every send before it.
+            client.request_receipt(frame).await.map_err(failed(sent))?;
+        } else {
+            client.send_frame(frame).await.map_err(failed(sent))?;
+        }
+        sent += 1;
+        if let Some(id) = &transaction {
+            in_transaction += 1;
+            if in_transaction == plan.transaction_batch || last {
+                in_transaction = 0;
+                let asked = Instant::now();
+                client.commit(id).await.map_err(failed(sent))?;
+                if !plan.sync {
+                    latencies.record(asked.elapsed());
+                }
+                transaction = None;
+            }
+        }
+        if !plan.sleep.is_zero() {
+            tokio::time::sleep(plan.sleep).await;
+        }
+    }
+    let finished = if plan.count == 0 { start } else { Instant::now() };
+    Ok(Outcome { sent, finished, latencies })
+}

@@ -1,0 +1,386 @@
+//! What a load run talks to: [`BrokerUrl`] (ActiveMQ's `--brokerUrl` syntax) and
+//! [`DestinationName`] (ActiveMQ's `queue://NAME` / `topic://NAME` tool syntax).
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::LoadError;
+
+/// The STOMP port ActiveMQ and ferromq listen on by default, used when a URL has none.
+pub const DEFAULT_STOMP_PORT: u16 = 61613;
+
+/// The advice every refused URL ends with.
+const USE_STOMP: &str = "use stomp://host:61613";
+
+/// A broker to connect to, parsed from an ActiveMQ-style URL such as
+/// `stomp://127.0.0.1:61613`.
+///
+/// The client speaks STOMP only today, so `stomp://` and `stomp+nio://` (the same protocol
+/// on the wire; the `+nio` names a server-side transport) are accepted. Everything else an
+/// ActiveMQ user may type is refused with the reason: `tcp://` and `nio://` (OpenWire),
+/// `failover:(...)`, TLS, AMQP, MQTT, `vm://`. URL options (`?name=value`) are refused
+/// too, since the client implements none of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerUrl {
+    text: String,
+    host: String,
+    port: u16,
+}
+
+impl BrokerUrl {
+    /// The host (a name or an IP address, IPv6 without brackets).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL as it was given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Default for BrokerUrl {
+    /// `stomp://127.0.0.1:61613`: a broker on this machine with the default STOMP port.
+    fn default() -> BrokerUrl {
+        BrokerUrl {
+            text: format!("stomp://127.0.0.1:{DEFAULT_STOMP_PORT}"),
+            host: "127.0.0.1".to_owned(),
+            port: DEFAULT_STOMP_PORT,
+        }
+    }
+}
+
+impl fmt::Display for BrokerUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl FromStr for BrokerUrl {
+    type Err = LoadError;
+
+    fn from_str(text: &str) -> Result<BrokerUrl, LoadError> {
+        let refuse = |reason: String| LoadError::InvalidUrl { url: text.to_owned(), reason };
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(refuse(format!("the URL is empty; {USE_STOMP}")));
+        }
+        let lower = trimmed.to_ascii_lowercase();
+        for composite in ["failover:", "discovery:", "fanout:", "static:", "multicast:"] {
+            if lower.starts_with(composite) {
+                let scheme = composite.trim_end_matches(':');
+                return Err(refuse(format!(
+                    "{scheme}: URLs are not implemented in ferromq's client yet; give one \
+                     broker URL such as stomp://host:61613"
+                )));
+            }
+        }
+        let Some((scheme, rest)) = trimmed.split_once("://") else {
+            return Err(refuse(format!(
+                "expected SCHEME://HOST:PORT, for example stomp://127.0.0.1:{DEFAULT_STOMP_PORT}"
+            )));
+        };
+        check_scheme(&scheme.to_ascii_lowercase()).map_err(refuse)?;
+        let (authority, query) = match rest.split_once('?') {
+            Some((authority, query)) => (authority, Some(query)),
+            None => (rest, None),
+        };
+        if let Some(query) = query.filter(|q| !q.is_empty()) {
+            return Err(refuse(format!(
+                "URL options are not implemented in ferromq's client yet (got `?{query}`); \
+                 remove them"
+            )));
+        }
+        let authority = authority.strip_suffix('/').unwrap_or(authority);
+        if authority.contains('/') {
+            return Err(refuse("a broker URL has no path; expected SCHEME://HOST:PORT".into()));
+        }
+        if authority.contains('@') {
+            return Err(refuse(
+                "credentials do not go in the URL; use --user and --password".into(),
+            ));
+        }
+        let (host, port) = split_host_port(authority).map_err(refuse)?;
+        Ok(BrokerUrl { text: trimmed.to_owned(), host, port })
+    }
+}
+
+/// Accepts the STOMP schemes; explains every other one.
+fn check_scheme(scheme: &str) -> Result<(), String> {
+    match scheme {
+        "stomp" | "stomp+nio" => Ok(()),
+        "tcp" | "nio" | "ssl" | "nio+ssl" | "auto" | "auto+nio" | "auto+ssl" | "auto+nio+ssl" => {
+            Err(format!(
+                "{scheme}:// is OpenWire; OpenWire is not implemented in ferromq's client yet; \
+                 {USE_STOMP}"
+            ))
+        }
+        "stomp+ssl" | "stomp+nio+ssl" => {
+            Err(format!("STOMP over TLS is not implemented in ferromq's client yet; {USE_STOMP}"))
+        }
+        "amqp" | "amqp+ssl" | "amqp+nio" | "amqp+nio+ssl" | "amqps" => {
+            Err(format!("AMQP is not implemented in ferromq's client yet; {USE_STOMP}"))
+        }
+        "mqtt" | "mqtt+ssl" | "mqtt+nio" | "mqtt+nio+ssl" => {
+            Err(format!("MQTT is not implemented in ferromq's client yet; {USE_STOMP}"))
+        }
+        "ws" | "wss" => {
+            Err(format!("WebSockets are not implemented in ferromq's client yet; {USE_STOMP}"))
+        }
+        "vm" => Err(format!(
+            "vm:// names a broker inside the same process; this needs a network URL, {USE_STOMP}"
+        )),
+        other => {
+            Err(format!("unknown scheme `{other}`; ferromq's client speaks STOMP: {USE_STOMP}"))
+        }
+    }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`; the port defaults to 61613.
+fn split_host_port(authority: &str) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
+        let Some((host, after)) = bracketed.split_once(']') else {
+            return Err("unclosed `[` in the host".into());
+        };
+        let port = match after {
+            "" => None,
+            _ => Some(after.strip_prefix(':').ok_or_else(|| {
+                format!("unexpected `{after}` after the IPv6 address; expected :PORT")
+            })?),
+        };
+        (host, port)
+    } else {
+        match authority.split_once(':') {
+            Some((_, port)) if port.contains(':') => {
+                return Err("an IPv6 address goes in brackets: stomp://[::1]:61613".into())
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("the host is missing; expected SCHEME://HOST:PORT".into());
+    }
+    let port = match port {
+        None => DEFAULT_STOMP_PORT,
+        Some(port) => match port.parse::<u16>() {
+            Ok(0) | Err(_) => return Err(format!("invalid port `{port}`: expected 1 to 65535")),
+            Ok(port) => port,
+        },
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// Whether a destination is a queue or a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DestinationKind {
+    /// Point to point: each message goes to one consumer.
+    Queue,
+    /// Publish and subscribe: each message goes to every subscriber.
+    Topic,
+}
+
+/// A destination named as ActiveMQ's tools name it: `queue://NAME`, `topic://NAME`, or a
+/// bare `NAME`, which means a queue (as in ActiveMQ). The STOMP forms `/queue/NAME` and
+/// `/topic/NAME` are accepted too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DestinationName {
+    kind: DestinationKind,
+    name: String,
+}
+
+impl DestinationName {
+    /// A queue called `name`.
+    pub fn queue(name: impl Into<String>) -> DestinationName {
+        DestinationName { kind: DestinationKind::Queue, name: name.into() }
+    }
+
+    /// A topic called `name`.
+    pub fn topic(name: impl Into<String>) -> DestinationName {
+        DestinationName { kind: DestinationKind::Topic, name: name.into() }
+    }
+
+    /// Queue or topic.
+    pub fn kind(&self) -> DestinationKind {
+        self.kind
+    }
+
+    /// The name without a prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether it is a topic.
+    pub fn is_topic(&self) -> bool {
+        self.kind == DestinationKind::Topic
+    }
+
+    /// The STOMP `destination` header: `/queue/NAME` or `/topic/NAME`.
+    pub fn stomp_destination(&self) -> String {
+        match self.kind {
+            DestinationKind::Queue => format!("/queue/{}", self.name),
+            DestinationKind::Topic => format!("/topic/{}", self.name),
+        }
+    }
+}
+
+impl fmt::Display for DestinationName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            DestinationKind::Queue => write!(f, "queue://{}", self.name),
+            DestinationKind::Topic => write!(f, "topic://{}", self.name),
+        }
+    }
+}
+
+impl FromStr for DestinationName {
+    type Err = LoadError;
+
+    fn from_str(text: &str) -> Result<DestinationName, LoadError> {
+        let refuse = |reason: &str| LoadError::InvalidDestination {
+            destination: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let trimmed = text.trim();
+        let lower = trimmed.to_ascii_lowercase();
+        for temporary in ["temp-queue://", "temp-topic://", "/temp-queue/", "/temp-topic/"] {
+            if lower.starts_with(temporary) {
+                return Err(refuse(
+                    "a temporary destination cannot be named on the command line; use \
+                     queue://NAME or topic://NAME",
+                ));
+            }
+        }
+        let prefixes = [
+            ("queue://", DestinationKind::Queue),
+            ("topic://", DestinationKind::Topic),
+            ("/queue/", DestinationKind::Queue),
+            ("/topic/", DestinationKind::Topic),
+        ];
+        let (kind, name) = prefixes
+            .iter()
+            .find(|(prefix, _)| lower.starts_with(prefix))
+            .map(|(prefix, kind)| (*kind, &trimmed[prefix.len()..]))
+            .unwrap_or((DestinationKind::Queue, trimmed));
+        if name.is_empty() {
+            return Err(refuse("the name is empty; expected queue://NAME or topic://NAME"));
+        }
+        if name.contains("://") || name.starts_with('/') {
+            return Err(refuse("expected queue://NAME, topic://NAME or a bare queue name"));
+        }
+        if name.chars().any(char::is_whitespace) {
+            return Err(refuse("a destination name cannot contain white space"));
+        }
+        Ok(DestinationName { kind, name: name.to_owned() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> BrokerUrl {
+        text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn url_error(text: &str) -> String {
+        match text.parse::<BrokerUrl>() {
+            Ok(url) => panic!("{text} should be refused, parsed as {url:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn stomp_urls_parse() {
+        let parsed = url("stomp://127.0.0.1:61613");
+        assert_eq!((parsed.host(), parsed.port()), ("127.0.0.1", 61613));
+        assert_eq!(parsed.to_string(), "stomp://127.0.0.1:61613");
+        let nio = url("stomp+nio://broker.example:1234");
+        assert_eq!((nio.host(), nio.port()), ("broker.example", 1234));
+        let upper = url("STOMP://localhost:5/");
+        assert_eq!((upper.host(), upper.port()), ("localhost", 5));
+        let no_port = url("stomp://localhost");
+        assert_eq!(no_port.port(), DEFAULT_STOMP_PORT);
+        let v6 = url("stomp://[::1]:61614");
+        assert_eq!((v6.host(), v6.port()), ("::1", 61614));
+        assert_eq!(url("stomp://[::1]").port(), DEFAULT_STOMP_PORT);
+        assert_eq!(url("  stomp://h:1  ").as_str(), "stomp://h:1");
+        assert_eq!(BrokerUrl::default(), url("stomp://127.0.0.1:61613"));
+    }
+
+    #[test]
+    fn openwire_urls_are_refused_with_advice() {
+        for text in ["tcp://localhost:61616", "nio://localhost:61616", "ssl://h:61617"] {
+            let error = url_error(text);
+            assert!(
+                error.contains("OpenWire is not implemented in ferromq's client yet"),
+                "{error}"
+            );
+            assert!(error.contains("use stomp://host:61613"), "{error}");
+            assert!(error.contains(text), "the error should quote the URL: {error}");
+        }
+    }
+
+    #[test]
+    fn failover_and_other_protocols_are_refused() {
+        let error = url_error("failover:(tcp://a:61616,tcp://b:61616)?randomize=false");
+        assert!(error.contains("failover: URLs are not implemented"), "{error}");
+        assert!(url_error("stomp+ssl://h:61612").contains("TLS"));
+        assert!(url_error("amqp://h:5672").contains("AMQP is not implemented"));
+        assert!(url_error("mqtt://h:1883").contains("MQTT is not implemented"));
+        assert!(url_error("vm://localhost").contains("same process"));
+        assert!(url_error("http://h:80").contains("unknown scheme `http`"));
+    }
+
+    #[test]
+    fn malformed_urls_are_refused() {
+        assert!(url_error("").contains("empty"));
+        assert!(url_error("localhost:61613").contains("SCHEME://HOST:PORT"));
+        assert!(url_error("stomp://:61613").contains("host is missing"));
+        assert!(url_error("stomp://h:0").contains("invalid port `0`"));
+        assert!(url_error("stomp://h:99999").contains("invalid port"));
+        assert!(url_error("stomp://h:x").contains("invalid port `x`"));
+        assert!(url_error("stomp://::1:61613").contains("brackets"));
+        assert!(url_error("stomp://[::1").contains("unclosed"));
+        assert!(url_error("stomp://h:1/path").contains("no path"));
+        assert!(url_error("stomp://u:p@h:1").contains("--user"));
+        assert!(url_error("stomp://h:1?trace=true").contains("`?trace=true`"));
+    }
+
+    fn destination(text: &str) -> DestinationName {
+        text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn destinations_follow_activemq_tool_syntax() {
+        let queue = destination("queue://load.test");
+        assert_eq!(queue, DestinationName::queue("load.test"));
+        assert_eq!(queue.stomp_destination(), "/queue/load.test");
+        assert_eq!(queue.to_string(), "queue://load.test");
+        let topic = destination("topic://prices.>");
+        assert_eq!(topic, DestinationName::topic("prices.>"));
+        assert_eq!(topic.stomp_destination(), "/topic/prices.>");
+        assert!(topic.is_topic());
+        // A bare name is a queue, as in ActiveMQ's tools.
+        assert_eq!(destination("TEST"), DestinationName::queue("TEST"));
+        assert_eq!(destination("QUEUE://A"), DestinationName::queue("A"));
+        // The STOMP spelling is understood too.
+        assert_eq!(destination("/topic/t"), DestinationName::topic("t"));
+        assert_eq!(destination("/queue/q"), DestinationName::queue("q"));
+    }
+
+    #[test]
+    fn bad_destinations_are_refused() {
+        for text in ["queue://", "topic://", "", "temp-queue://x", "/temp-topic/y", "/other/z"] {
+            let error = text.parse::<DestinationName>().expect_err(text).to_string();
+            assert!(error.starts_with("invalid destination"), "{text}: {error}");
+        }
+        let error = "a b".parse::<DestinationName>().expect_err("space").to_string();
+        assert!(error.contains("white space"), "{error}");
+    }
+}
