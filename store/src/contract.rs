@@ -260,6 +260,10 @@ pub struct Recovered {
 #[derive(Debug, Clone)]
 pub struct StoredMessage {
     pub message: Arc<Message>,
+    /// The message may have been dispatched before the broker stopped without a clean
+    /// shutdown: deliver it marked redelivered (JMS allows false positives, never false
+    /// negatives). Always false after a clean close.
+    pub redelivered: bool,
 }
 
 /// The persistence contract. Object-safe: the broker holds an `Arc<dyn MessageStore>` chosen

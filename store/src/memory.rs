@@ -397,7 +397,9 @@ impl MessageStore for MemoryStore {
             .range((start, Bound::Unbounded))
             .take(limit)
             .map(|key| match state.bodies.get(&key.id) {
-                Some(body) => Ok(StoredMessage { message: Arc::clone(&body.message) }),
+                Some(body) => {
+                    Ok(StoredMessage { message: Arc::clone(&body.message), redelivered: false })
+                }
                 None => Err(StoreError::Corrupt {
                     location: format!("memory queue {queue:?}"),
                     reason: format!("reference to message {} without a body", key.id),

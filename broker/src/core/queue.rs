@@ -211,7 +211,10 @@ impl Queue {
             after = Some(PageKey::of(&last.message));
             let full = page.len() == RECOVERY_PAGE;
             for stored in page {
-                self.ready.insert(PageKey::of(&stored.message), QueuedMessage::new(stored.message));
+                let mut queued = QueuedMessage::new(stored.message);
+                // Possibly seen by a consumer before an unclean stop: goes out redelivered.
+                queued.delivery_count = u32::from(stored.redelivered);
+                self.ready.insert(PageKey::of(&queued.message), queued);
             }
             if !full {
                 break;
