@@ -81,6 +81,11 @@ impl BrokerBuilder {
             Some(store) => store,
             None => match config.store.kind {
                 StoreKind::Memory => Arc::new(MemoryStore::new()),
+                StoreKind::Journal => {
+                    return Err(BrokerError::Store(store::StoreError::Invalid {
+                        reason: "the journal store is not wired into this build yet".to_owned(),
+                    }))
+                }
             },
         };
         let settings = CoreSettings {

@@ -480,7 +480,21 @@ mod tests {
     #[test]
     fn section_keys_come_from_the_structs() {
         assert_eq!(root_keys(), ["broker", "transport", "store", "destinations", "virtual_topics"]);
-        assert_eq!(section_keys("store"), Some(&["kind", "sync", "sync_interval_ms"][..]));
+        assert_eq!(
+            section_keys("store"),
+            Some(
+                &[
+                    "kind",
+                    "sync",
+                    "sync_interval_ms",
+                    "max_size",
+                    "segment_size",
+                    "checkpoint_bytes",
+                    "compaction_threshold",
+                    "refuse_on_corruption"
+                ][..]
+            )
+        );
         assert_eq!(section_keys("cluster"), None);
         assert_eq!(section_keys("virtual_topics"), None);
         assert_eq!(

@@ -113,7 +113,7 @@ impl TransportConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// Which store. Default [`StoreKind::Memory`], the only one implemented so far.
+    /// Which store. Default [`StoreKind::Journal`].
     pub kind: StoreKind,
     /// When writes reach the disk. Default [`SyncMode::Always`].
     pub sync: SyncMode,
@@ -121,21 +121,41 @@ pub struct StoreConfig {
     /// Key `sync_interval_ms`, default 1000.
     #[serde(rename = "sync_interval_ms", with = "number::millis")]
     pub sync_interval: Duration,
+    /// The most bytes the store may use (ActiveMQ's storeUsage); past it new persistent
+    /// messages are refused while acks still work. 0 means no limit. Default 64 GiB.
+    pub max_size: u64,
+    /// Journal: the size of each data file, in bytes. Default 32 MiB.
+    pub segment_size: u64,
+    /// Journal: bytes written between index checkpoints. Default 8 MiB.
+    pub checkpoint_bytes: u64,
+    /// Journal: a data file whose live fraction falls below this is compacted. Default 0.5.
+    pub compaction_threshold: f64,
+    /// Journal: refuse to start when a record in the middle of a data file is corrupt,
+    /// instead of starting with everything before it. Default false.
+    pub refuse_on_corruption: bool,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
+            // Becomes Journal once the broker is wired to store-journal (issue 4, in progress).
             kind: StoreKind::Memory,
             sync: SyncMode::Always,
             sync_interval: Duration::from_millis(1000),
+            max_size: 64 << 30,
+            segment_size: 32 << 20,
+            checkpoint_bytes: 8 << 20,
+            compaction_threshold: 0.5,
+            refuse_on_corruption: false,
         }
     }
 }
 
-/// The store implementation; TOML `kind = "memory"`.
+/// The store implementation; TOML `kind = "journal"` or `"memory"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StoreKind {
+    /// The journal store under `<data_dir>/journal`: append-only data files, group commit.
+    Journal,
     /// Messages live in memory and are lost when the broker stops.
     #[default]
     Memory,
@@ -143,13 +163,15 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// Stores that exist today, by their TOML name.
-    const AVAILABLE: &'static [(&'static str, StoreKind)] = &[("memory", StoreKind::Memory)];
+    const AVAILABLE: &'static [(&'static str, StoreKind)] =
+        &[("journal", StoreKind::Journal), ("memory", StoreKind::Memory)];
     /// Stores ferromq plans (see DESIGN.md); refused with a reason that says so, not as unknown.
-    const PLANNED: &'static [&'static str] = &["journal", "lsm", "jdbc"];
+    const PLANNED: &'static [&'static str] = &["lsm", "jdbc"];
 
     /// The name used in the configuration file.
     pub fn as_str(self) -> &'static str {
         match self {
+            StoreKind::Journal => "journal",
             StoreKind::Memory => "memory",
         }
     }

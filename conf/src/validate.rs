@@ -140,11 +140,45 @@ impl Config {
 
         self.check_transport()?;
 
-        duration("store.sync_interval_ms", self.store.sync_interval, false)?;
+        self.check_store()?;
 
         at_least_one("destinations.queue_prefetch", u64::from(self.destinations.queue_prefetch))?;
 
         self.check_virtual_topics()?;
+        Ok(())
+    }
+
+    fn check_store(&self) -> Result<(), Invalid> {
+        let store = &self.store;
+        duration("store.sync_interval_ms", store.sync_interval, false)?;
+        const MIN_SEGMENT: u64 = 1 << 20;
+        const MAX_SEGMENT: u64 = 1 << 30;
+        if !(MIN_SEGMENT..=MAX_SEGMENT).contains(&store.segment_size) {
+            return Err(Invalid::new(
+                "store.segment_size",
+                format!(
+                    "{} bytes is outside {MIN_SEGMENT} (1 MiB) to {MAX_SEGMENT} (1 GiB)",
+                    store.segment_size
+                ),
+            ));
+        }
+        at_least_one("store.checkpoint_bytes", store.checkpoint_bytes)?;
+        if !(store.compaction_threshold > 0.0 && store.compaction_threshold < 1.0) {
+            return Err(Invalid::new(
+                "store.compaction_threshold",
+                format!("{} is not between 0 and 1 (exclusive)", store.compaction_threshold),
+            ));
+        }
+        if store.max_size != 0 && store.max_size < 4 * store.segment_size {
+            return Err(Invalid::new(
+                "store.max_size",
+                format!(
+                    "{} bytes is less than four data files ({} bytes); use 0 for no limit",
+                    store.max_size,
+                    4 * store.segment_size
+                ),
+            ));
+        }
         Ok(())
     }
 

@@ -41,6 +41,11 @@ fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
     assert_eq!(config.transport.max_header_length, 10_240);
     assert_eq!(config.transport.heart_beat_grace, 1.5);
     assert_eq!(config.store.kind, StoreKind::Memory);
+    assert_eq!(config.store.max_size, 64 << 30);
+    assert_eq!(config.store.segment_size, 32 << 20);
+    assert_eq!(config.store.checkpoint_bytes, 8 << 20);
+    assert_eq!(config.store.compaction_threshold, 0.5);
+    assert!(!config.store.refuse_on_corruption);
     assert_eq!(config.store.sync, SyncMode::Always);
     assert_eq!(config.store.sync_interval, Duration::from_millis(1000));
     assert_eq!(config.destinations.queue_prefetch, 1000);
@@ -198,7 +203,8 @@ fn an_unknown_key_is_refused_with_the_known_ones() {
     assert_eq!(
         error_of("[store]\nsync_interval = 5\n"),
         "ferromq.toml:2: `store.sync_interval`: unknown key `sync_interval` in [store] (known keys: \
-         kind, sync, sync_interval_ms)"
+         kind, sync, sync_interval_ms, max_size, segment_size, checkpoint_bytes, \
+         compaction_threshold, refuse_on_corruption)"
     );
 }
 
@@ -217,7 +223,8 @@ fn an_unknown_key_is_found_in_dotted_and_inline_form() {
     assert_eq!(
         error_of("\nstore = { kind = \"memory\", fsync = true }\n"),
         "ferromq.toml:2: `store.fsync`: unknown key `fsync` in [store] (known keys: kind, sync, \
-         sync_interval_ms)"
+         sync_interval_ms, max_size, segment_size, checkpoint_bytes, compaction_threshold, \
+         refuse_on_corruption)"
     );
 }
 
@@ -301,18 +308,30 @@ fn durations_must_be_whole_non_negative_milliseconds_up_to_a_day() {
 }
 
 #[test]
-fn a_future_store_kind_is_refused_as_not_implemented() {
+fn journal_settings_are_checked() {
     assert_eq!(
-        error_of("[store]\nkind = \"journal\"\n"),
-        "ferromq.toml:2: `store.kind`: store kind `journal` is not implemented yet (available: memory)"
+        error_of("[store]\nsegment_size = 1000\n"),
+        "ferromq.toml:2: `store.segment_size`: 1000 bytes is outside 1048576 (1 MiB) to 1073741824 (1 GiB)"
     );
     assert_eq!(
+        error_of("[store]\ncompaction_threshold = 1.5\n"),
+        "ferromq.toml:2: `store.compaction_threshold`: 1.5 is not between 0 and 1 (exclusive)"
+    );
+    assert_eq!(
+        error_of("\n[store]\nmax_size = 1048576\n"),
+        "ferromq.toml:3: `store.max_size`: 1048576 bytes is less than four data files (134217728 bytes); use 0 for no limit"
+    );
+}
+
+#[test]
+fn a_future_store_kind_is_refused_as_not_implemented() {
+    assert_eq!(
         error_of("[store]\nkind = \"lsm\"\n"),
-        "ferromq.toml:2: `store.kind`: store kind `lsm` is not implemented yet (available: memory)"
+        "ferromq.toml:2: `store.kind`: store kind `lsm` is not implemented yet (available: journal, memory)"
     );
     assert_eq!(
         error_of("[store]\nkind = \"kahadb\"\n"),
-        "ferromq.toml:2: `store.kind`: unknown store kind `kahadb` (available: memory)"
+        "ferromq.toml:2: `store.kind`: unknown store kind `kahadb` (available: journal, memory)"
     );
 }
 
