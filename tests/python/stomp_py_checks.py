@@ -147,7 +147,7 @@ class Collector(stomp.ConnectionListener):
 class Client:
     """A stomp.py connection with its collector."""
 
-    def __init__(self, args, name, version="1.2", auto_decode=True, auto_content_length=True):
+    def __init__(self, args, name, version="1.2", auto_decode=True, auto_content_length=True, client_id=None):
         self.version = version
         self.listener = Collector(name)
         self.connection = VERSIONS[version](
@@ -158,7 +158,9 @@ class Client:
             auto_content_length=auto_content_length,
         )
         self.connection.set_listener("collector", self.listener)
-        self.connection.connect(wait=True)
+        # ActiveMQ's JMS client id, which durable subscriptions need.
+        headers = {"client-id": client_id} if client_id else {}
+        self.connection.connect(wait=True, headers=headers)
 
     def __enter__(self):
         return self
@@ -195,9 +197,56 @@ class Client:
     def messages(self):
         return self.listener.messages
 
+    def request(self, method, *args, **headers):
+        """Calls connection.METHOD(*args, receipt=..., **headers) and waits for the RECEIPT."""
+        receipt = "%s-%s" % (method, uuid.uuid4())
+        getattr(self.connection, method)(*args, receipt=receipt, **headers)
+        self.listener.wait_receipt(receipt)
+
+    def ack(self, frame, transaction=None):
+        """ACK (STOMP 1.2) with a receipt, waiting for it."""
+        receipt = "ack-%s" % uuid.uuid4()
+        self.connection.ack(frame.headers["ack"], transaction=transaction, receipt=receipt)
+        self.listener.wait_receipt(receipt)
+
+    def messages_of(self, sub_id):
+        with self.listener.condition:
+            return [m for m in self.listener.messages if m.headers.get("subscription") == sub_id]
+
+    def wait_messages_of(self, sub_id, count):
+        self.listener.wait_until(lambda: len(self.messages_of(sub_id)) >= count, "%d messages on %s" % (count, sub_id))
+        return self.messages_of(sub_id)[:count]
+
+    def wait_error(self, what):
+        """Waits for an ERROR frame (and does not treat it as a failure); returns it."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        with self.listener.condition:
+            while not self.listener.errors:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise CheckFailed("%s: no ERROR frame for %s" % (self.listener.name, what))
+                self.listener.condition.wait(min(remaining, 0.1))
+            return self.listener.errors[0]
+
 
 def queue_name(check):
     return "/queue/stomp_py.%s.%s" % (check, uuid.uuid4().hex[:12])
+
+
+def topic_name(check):
+    return "/topic/stomp_py.%s.%s" % (check, uuid.uuid4().hex[:12])
+
+
+def expect_silence(client, sub_id, count):
+    """Waits QUIET_SECONDS and fails if subscription `sub_id` got more than `count` messages."""
+    time.sleep(QUIET_SECONDS)
+    client.listener._raise_on_error()
+    got = client.messages_of(sub_id)
+    if len(got) > count:
+        raise CheckFailed(
+            "%s: expected exactly %d messages on %s, got %d; the extra ones: %s"
+            % (client.listener.name, count, sub_id, len(got), shorten([m.body for m in got[count:]]))
+        )
 
 
 def bodies(frames):
@@ -453,6 +502,221 @@ def check_nack(args):
         client.listener.expect_no_more_messages(0)
 
 
+def check_topic_fanout(args):
+    """Every topic subscriber gets every message, in order; a late subscriber gets only what
+    is published after it subscribed."""
+    topic = topic_name("topic_fanout")
+    subscribers = [Client(args, "topic_fanout subscriber %d" % i) for i in range(3)]
+    try:
+        for index, subscriber in enumerate(subscribers):
+            ack = ("auto", "client-individual", "client")[index]
+            subscriber.subscribe(topic, "fanout-%d" % index, ack=ack)
+        expected = ["fanout %d" % i for i in range(20)]
+        with Client(args, "topic_fanout producer") as producer:
+            for i, body in enumerate(expected):
+                headers = {"persistent": "true"} if i % 2 == 0 else {}
+                producer.send(topic, body, receipt="fanout-send-%d" % i, **headers)
+            producer.listener.wait_receipt("fanout-send-%d" % (len(expected) - 1))
+            for index, subscriber in enumerate(subscribers):
+                received = subscriber.listener.wait_messages(len(expected))
+                subscriber.listener.expect_no_more_messages(len(expected))
+                expect_equal(bodies(received), expected, "subscriber %d message order" % index)
+                for frame in received:
+                    expect_equal(frame.headers.get("destination"), topic, "destination header")
+            with Client(args, "topic_fanout late subscriber") as late:
+                late.subscribe(topic, "fanout-late")
+                late.listener.expect_no_more_messages(0)
+                producer.send(topic, "late", receipt="fanout-late-send")
+                producer.listener.wait_receipt("fanout-late-send")
+                (frame,) = late.listener.wait_messages(1)
+                expect_equal(frame.body, "late", "late subscriber's message")
+                late.listener.expect_no_more_messages(1)
+    finally:
+        for subscriber in subscribers:
+            subscriber.__exit__(None, None, None)
+
+
+def check_durable_offline(args):
+    """A durable subscriber (client-id + activemq.subscriptionName) gets, on reconnecting,
+    what was published while it was offline; UNSUBSCRIBE with activemq.subscriptionName
+    removes the subscription and what it held."""
+    topic = topic_name("durable_offline")
+    client_id = "stomp-py-%s" % uuid.uuid4().hex[:12]
+    durable = {"activemq.subscriptionName": "offline"}
+    with Client(args, "durable_offline first", client_id=client_id) as subscriber:
+        subscriber.subscribe(topic, "durable-1", ack="client-individual", **durable)
+    expected = ["p0", "n0", "p1", "n1"]
+    with Client(args, "durable_offline producer") as producer:
+        for body in expected:
+            headers = {"persistent": "true"} if body.startswith("p") else {}
+            producer.request("send", topic, body, **headers)
+    with Client(args, "durable_offline second", client_id=client_id) as subscriber:
+        subscriber.subscribe(topic, "durable-2", ack="client-individual", **durable)
+        received = subscriber.listener.wait_messages(len(expected))
+        subscriber.listener.expect_no_more_messages(len(expected))
+        expect_equal(bodies(received), expected, "messages kept while offline")
+        for frame in received:
+            expect_equal(frame.headers.get("redelivered"), "false", "redelivered header of %r" % frame.body)
+        subscriber.ack(received[0])
+        subscriber.ack(received[2])
+    with Client(args, "durable_offline producer 2") as producer:
+        producer.request("send", topic, "while away again", persistent="true")
+    with Client(args, "durable_offline third", client_id=client_id) as subscriber:
+        subscriber.subscribe(topic, "durable-3", ack="client-individual", **durable)
+        received = subscriber.listener.wait_messages(3)
+        subscriber.listener.expect_no_more_messages(3)
+        expect_equal(bodies(received), ["n0", "n1", "while away again"], "unacknowledged and new messages")
+        expect_equal([f.headers.get("redelivered") for f in received], ["true", "true", "false"], "redelivered headers")
+        # End the subscription for good, the ActiveMQ way.
+        subscriber.request("unsubscribe", "durable-3", headers=dict(durable))
+    with Client(args, "durable_offline producer 3") as producer:
+        producer.request("send", topic, "nobody hears this", persistent="true")
+    with Client(args, "durable_offline fourth", client_id=client_id) as subscriber:
+        subscriber.subscribe(topic, "durable-4", ack="client-individual", **durable)
+        subscriber.listener.expect_no_more_messages(0)
+        subscriber.request("unsubscribe", "durable-4", headers=dict(durable))
+
+
+def check_wildcards(args):
+    """Topic wildcards (* one level, > the rest) match what they should and nothing else; a
+    queue wildcard consumer receives from every matching queue, new ones included, and its
+    acks reach each queue; a SEND to a wildcard name is an ERROR."""
+    base = "stomp_py.wildcards.%s" % uuid.uuid4().hex[:12]
+    with Client(args, "wildcards consumer") as consumer:
+        consumer.subscribe("/topic/%s.PRICE.*.IBM" % base, "star")
+        consumer.subscribe("/topic/%s.PRICE.>" % base, "rest")
+        with Client(args, "wildcards producer") as producer:
+            for suffix in ("PRICE.STOCK.IBM", "PRICE.IBM", "PRICE.STOCK.NYSE.IBM", "PRICE", "PRICES.IBM"):
+                producer.request("send", "/topic/%s.%s" % (base, suffix), suffix)
+        star = consumer.wait_messages_of("star", 1)
+        rest = consumer.wait_messages_of("rest", 3)
+        expect_silence(consumer, "star", 1)
+        expect_silence(consumer, "rest", 3)
+        expect_equal(bodies(star), ["PRICE.STOCK.IBM"], "PRICE.*.IBM matches")
+        expect_equal(bodies(rest), ["PRICE.STOCK.IBM", "PRICE.IBM", "PRICE.STOCK.NYSE.IBM"], "PRICE.> matches")
+
+    orders = "/queue/%s.ORDERS" % base
+    with Client(args, "wildcards queue producer") as producer:
+        producer.request("send", orders + ".EU", "eu", persistent="true")
+        with Client(args, "wildcards queue consumer") as consumer:
+            consumer.subscribe(orders + ".>", "orders", ack="client-individual")
+            (eu,) = consumer.wait_messages_of("orders", 1)
+            # A queue created after the subscription.
+            producer.request("send", orders + ".US", "us", persistent="true")
+            producer.request("send", orders, "not matching", persistent="true")
+            received = consumer.wait_messages_of("orders", 2)
+            expect_silence(consumer, "orders", 2)
+            expect_equal(bodies(received), ["eu", "us"], "ORDERS.> messages")
+            expect_equal(received[1].headers.get("destination"), orders + ".US", "destination header")
+            for frame in received:
+                consumer.ack(frame)
+        with Client(args, "wildcards queue check") as check:
+            check.subscribe(orders + ".EU", "eu-check")
+            check.subscribe(orders + ".US", "us-check")
+            check.subscribe(orders, "plain-check")
+            check.wait_messages_of("plain-check", 1)
+            expect_silence(check, "eu-check", 0)
+            expect_silence(check, "us-check", 0)
+
+    producer = Client(args, "wildcards bad producer")
+    try:
+        producer.connection.send(destination=orders + ".*", body="refused", headers={"receipt": "bad-send"})
+        error = producer.wait_error("a SEND to a wildcard queue")
+        expect("wildcard" in (error.headers.get("message") or ""), "ERROR message: %r" % error.headers)
+        expect_equal(error.headers.get("receipt-id"), "bad-send", "receipt-id of the ERROR")
+    finally:
+        try:
+            if producer.connection.is_connected():
+                producer.connection.disconnect()
+        except Exception:
+            pass
+
+
+def check_virtual_topic_groups(args):
+    """Virtual topic VirtualTopic.X: two consumers of Consumer.A.VirtualTopic.X share its
+    messages (each once within the group), the Consumer.B queue and a plain topic subscriber
+    each get every message."""
+    name = "VirtualTopic.stomp_py.%s" % uuid.uuid4().hex[:12]
+    group_a = "/queue/Consumer.A.%s" % name
+    group_b = "/queue/Consumer.B.%s" % name
+    clients = {key: Client(args, "virtual_topic_groups %s" % key) for key in ("a1", "a2", "b", "t")}
+    try:
+        clients["a1"].subscribe(group_a, "a1", ack="client-individual")
+        clients["a2"].subscribe(group_a, "a2", ack="client-individual")
+        clients["b"].subscribe(group_b, "b", ack="client-individual")
+        clients["t"].subscribe("/topic/%s" % name, "t")
+        expected = ["order %d" % i for i in range(10)]
+        with Client(args, "virtual_topic_groups producer") as producer:
+            for body in expected:
+                producer.request("send", "/topic/%s" % name, body, persistent="true")
+        for key in ("b", "t"):
+            received = clients[key].listener.wait_messages(len(expected))
+            clients[key].listener.expect_no_more_messages(len(expected))
+            expect_equal(bodies(received), expected, "consumer %s" % key)
+        clients["a1"].listener.wait_until(
+            lambda: len(clients["a1"].messages) + len(clients["a2"].messages) >= len(expected), "group A's messages"
+        )
+        time.sleep(QUIET_SECONDS)
+        shares = {key: bodies(clients[key].messages) for key in ("a1", "a2")}
+        expect(shares["a1"] and shares["a2"], "group A's members did not both get messages: %r" % shares)
+        expect_equal(sorted(shares["a1"] + shares["a2"], key=lambda b: int(b.split()[1])), expected, "group A's messages together")
+        for key in ("a1", "a2"):
+            for frame in list(clients[key].messages):
+                clients[key].ack(frame)
+        for frame in list(clients["b"].messages):
+            clients["b"].ack(frame)
+    finally:
+        for client in clients.values():
+            client.__exit__(None, None, None)
+
+
+def check_transactions(args):
+    """BEGIN/COMMIT/ABORT: transacted sends appear at COMMIT and vanish at ABORT; acks in an
+    aborted transaction are redelivered (redelivered:true), acks in a committed one are final."""
+    queue = queue_name("transactions")
+    with Client(args, "transactions consumer") as consumer, Client(args, "transactions producer") as producer:
+        consumer.subscribe(queue, "tx-sub", ack="client-individual")
+        tx = "send-commit-%s" % uuid.uuid4().hex[:8]
+        producer.request("begin", tx)
+        for i in range(3):
+            producer.request("send", queue, "committed %d" % i, transaction=tx, persistent="true")
+        consumer.listener.expect_no_more_messages(0)
+        producer.request("commit", tx)
+        received = consumer.listener.wait_messages(3)
+        expect_equal(bodies(received), ["committed %d" % i for i in range(3)], "committed sends")
+
+        tx = "send-abort-%s" % uuid.uuid4().hex[:8]
+        producer.request("begin", tx)
+        producer.request("send", queue, "aborted", transaction=tx, persistent="true")
+        producer.request("abort", tx)
+        producer.request("send", queue, "plain", persistent="true")
+        received = consumer.listener.wait_messages(4)
+        consumer.listener.expect_no_more_messages(4)
+        expect_equal(bodies(received)[3], "plain", "the send after the aborted transaction")
+
+        tx = "ack-abort-%s" % uuid.uuid4().hex[:8]
+        consumer.request("begin", tx)
+        for frame in received:
+            consumer.ack(frame, transaction=tx)
+        consumer.listener.expect_no_more_messages(4)
+        consumer.request("abort", tx)
+        again = consumer.listener.wait_messages(8)[4:]
+        consumer.listener.expect_no_more_messages(8)
+        expect_equal(bodies(again), bodies(received), "messages redelivered after the aborted acks")
+        for frame in again:
+            expect_equal(frame.headers.get("redelivered"), "true", "redelivered header of %r" % frame.body)
+
+        tx = "ack-commit-%s" % uuid.uuid4().hex[:8]
+        consumer.request("begin", tx)
+        for frame in again:
+            consumer.ack(frame, transaction=tx)
+        consumer.request("commit", tx)
+        consumer.listener.expect_no_more_messages(8)
+    with Client(args, "transactions afterwards") as client:
+        client.subscribe(queue, "tx-after", ack="client-individual")
+        client.listener.expect_no_more_messages(0)
+
+
 CHECKS = {
     "ordering": check_ordering,
     "custom_headers": check_custom_headers,
@@ -462,6 +726,11 @@ CHECKS = {
     "large_body": check_large_body,
     "receipts": check_receipts,
     "nack": check_nack,
+    "topic_fanout": check_topic_fanout,
+    "durable_offline": check_durable_offline,
+    "wildcards": check_wildcards,
+    "virtual_topic_groups": check_virtual_topic_groups,
+    "transactions": check_transactions,
 }
 
 

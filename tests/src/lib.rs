@@ -13,8 +13,11 @@
 //!   what comes back, for protocol and bad-input tests;
 //! - `src/controlled_store.rs`: [`ControlledStore`], a [`store::MemoryStore`] wrapper that
 //!   holds back or fails the completions of message and ack units on demand;
+//! - `src/recording_store.rs`: [`RecordingStore`], a [`store::MemoryStore`] wrapper that
+//!   records every operation the broker submits, for assertions on what was stored and how;
 //! - `tests/integration/`: one test binary, one module per area (`queues`, `receipts`,
-//!   `stomp_protocol`, `bad_input`, `connectors`, `model`);
+//!   `stomp_protocol`, `bad_input`, `connectors`, `model`, `topics`, `durable`, `wildcards`,
+//!   `virtual_topics`, `transactions`, `extensions`);
 //! - `python/`: checks with a real third-party client (stomp.py), run separately.
 //!
 //! ## Timing
@@ -36,6 +39,7 @@
 
 mod controlled_store;
 mod raw;
+mod recording_store;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,10 +48,11 @@ use anyhow::Context as _;
 use broker::BrokerHandle;
 use client::{ConnectOptions, ReceivedMessage, StompClient, Subscription};
 use conf::Config;
-use store::{Destination, MessageStore, QueueKey};
+use store::{Destination, MessageStore, QueueKey, SubscriptionKey};
 
 pub use controlled_store::{ControlledStore, Policy};
 pub use raw::{RawConnection, RawEvent};
+pub use recording_store::{RecordedAdd, RecordingStore};
 
 /// How long the suite waits for something that should happen.
 pub const ARRIVES: Duration = Duration::from_secs(5);
@@ -170,4 +175,73 @@ pub async fn send_persistent(
             .with_context(|| format!("sending {prefix}{index} to {destination}"))?;
     }
     Ok(())
+}
+
+/// Connects a client with JMS client id `client_id` (ActiveMQ's `client-id` CONNECT header),
+/// as durable subscribers do.
+pub async fn connect_as(broker: &BrokerHandle, client_id: &str) -> anyhow::Result<StompClient> {
+    connect_with(
+        broker,
+        ConnectOptions { client_id: Some(client_id.to_owned()), ..ConnectOptions::default() },
+    )
+    .await
+}
+
+/// The header that makes a topic subscription durable under a name.
+pub const SUBSCRIPTION_NAME: &str = "activemq.subscriptionName";
+
+/// The stored queue of durable subscription `name` of client `client_id` on topic `topic`.
+pub fn durable_key(topic: &str, client_id: &str, name: &str) -> QueueKey {
+    QueueKey::durable(
+        Destination::topic(topic),
+        SubscriptionKey { client_id: client_id.into(), name: name.into() },
+    )
+}
+
+/// How many message references the broker's store holds for `key`.
+pub fn stored_count_of(broker: &BrokerHandle, key: &QueueKey) -> anyhow::Result<u64> {
+    broker.store().count(key).with_context(|| format!("counting stored queue {key:?}"))
+}
+
+/// Waits (at most [`ARRIVES`]) until `condition` holds, checking every few milliseconds;
+/// fails naming `what` otherwise.
+pub async fn wait_until<F, Fut>(what: &str, mut condition: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + ARRIVES;
+    loop {
+        if condition().await {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("timed out after {ARRIVES:?} waiting until {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until durable subscription `name` of `client_id` has no consumer attached (after a
+/// connection that held it dropped without DISCONNECT, the broker notices in its own time).
+pub async fn wait_durable_inactive(
+    broker: &BrokerHandle,
+    client_id: &str,
+    name: &str,
+) -> anyhow::Result<()> {
+    wait_until(&format!("durable subscription {client_id}/{name} has no consumer"), || async {
+        broker.durable_subscription_stats(client_id, name).await.is_some_and(|s| s.consumers == 0)
+    })
+    .await
+}
+
+/// The `message` header of the ERROR a failed request got, or a failure if it did not fail
+/// with an ERROR from the server.
+pub fn server_error<T: std::fmt::Debug>(
+    result: Result<T, client::ClientError>,
+) -> anyhow::Result<String> {
+    match result {
+        Err(client::ClientError::ServerError { message, .. }) => Ok(message),
+        other => anyhow::bail!("expected an ERROR frame from the broker, got {other:?}"),
+    }
 }

@@ -220,11 +220,12 @@ impl Core {
         let route = match destination.kind {
             DestinationKind::Queue => vec![self.declare_queue(&mut registry, &destination.name)?],
             DestinationKind::Topic => {
-                registry
-                    .recent
-                    .entry(destination.name.clone())
-                    .or_default()
-                    .push(message.clone(), self.settings.retroactive_buffer);
+                // A transacted message becomes recent when it is published, at the commit
+                // (an aborted one must not be replayed to retroactive
+                // subscribers).
+                if transaction.is_none() {
+                    registry.remember_recent(&message, self.settings.retroactive_buffer);
+                }
                 registry.topic_route(&destination.name, connection, &self.settings.virtual_topics)
             }
             DestinationKind::TempQueue | DestinationKind::TempTopic => {
@@ -262,7 +263,7 @@ impl Core {
         match transaction {
             Some(transaction) => {
                 transaction.has_store_records |= stores_something;
-                transaction.sends.push((route, message));
+                transaction.sends.push((route, message, connection));
             }
             None => {
                 for queue in &route {
@@ -325,7 +326,7 @@ impl Core {
                         key.clone(),
                         &destination,
                         consumer,
-                        no_local,
+                        no_local.then_some(connection),
                     )?,
                     None => {
                         let key = QueueKey {
@@ -369,13 +370,19 @@ impl Core {
 
     /// The queue of durable subscription `key`, created (and stored) if new or if its topic
     /// changed, and marked active for `consumer`. Returns whether it was created.
+    ///
+    /// `no_local` is the subscribing connection if it asked not to receive its own messages.
+    /// The flag is applied, not only stored: a durable noLocal
+    /// subscriber got its own connection's messages; now the subscription skips the messages
+    /// of the connection attached last with noLocal (ActiveMQ compares the producer's
+    /// connection with the durable consumer's).
     fn durable_queue(
         &self,
         registry: &mut Registry,
         key: SubscriptionKey,
         topic: &Destination,
         consumer: ConsumerId,
-        no_local: bool,
+        no_local: Option<u64>,
     ) -> Result<(QueueHandle, bool), CoreError> {
         let in_use = || CoreError::DurableInUse {
             client_id: key.client_id.to_string(),
@@ -387,6 +394,11 @@ impl Core {
             }
             if queue.key.destination == *topic {
                 let queue = queue.clone();
+                for subscription in &mut registry.topic_subscriptions {
+                    if subscription.queue.same_queue(&queue) {
+                        subscription.no_local_connection = no_local;
+                    }
+                }
                 registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
                 registry
                     .consumers
@@ -397,15 +409,19 @@ impl Core {
             // in JMS.
             drop(self.drop_durable(registry, &key));
         }
-        let info =
-            SubscriptionInfo { key: key.clone(), topic: topic.clone(), selector: None, no_local };
+        let info = SubscriptionInfo {
+            key: key.clone(),
+            topic: topic.clone(),
+            selector: None,
+            no_local: no_local.is_some(),
+        };
         let queue = queue::spawn(info.queue(), true, self.store.clone())?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.
         drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
         registry.topic_subscriptions.push(TopicSubscription {
             filter: DestinationFilter::new(&topic.name),
             queue: queue.clone(),
-            no_local_connection: None,
+            no_local_connection: no_local,
         });
         registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
         registry.consumers.insert(consumer, Attachment::Durable { key, queue: queue.clone() });

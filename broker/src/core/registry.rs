@@ -90,6 +90,14 @@ impl Registry {
         Ok((handle, true))
     }
 
+    /// Keeps `message` (just published to its topic) for retroactive subscribers.
+    pub fn remember_recent(&mut self, message: &Arc<Message>, limit: usize) {
+        self.recent
+            .entry(message.destination.name.clone())
+            .or_default()
+            .push(message.clone(), limit);
+    }
+
     /// Every queue a message sent to topic `topic` lands in: matching subscriptions (minus
     /// no-local ones of the sending connection) and virtual topic consumer queues.
     pub fn topic_route(

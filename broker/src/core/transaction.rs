@@ -5,7 +5,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork};
+use store::{
+    Completion, DestinationKind, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork,
+};
 
 use super::queue::{QueueCommand, QueueHandle};
 use super::{ConsumerId, Core, CoreError};
@@ -16,8 +18,8 @@ pub struct Transaction {
     pub(crate) id: TxnId,
     /// Whether any record of it reached the store (an empty one needs no commit record).
     pub(crate) has_store_records: bool,
-    /// Messages sent, with the queues each goes to at commit.
-    pub(crate) sends: Vec<(Vec<QueueHandle>, Arc<Message>)>,
+    /// Messages sent, with the queues each goes to at commit and the sending connection.
+    pub(crate) sends: Vec<(Vec<QueueHandle>, Arc<Message>, u64)>,
     /// Messages acknowledged, per queue.
     pub(crate) acks: Vec<(QueueHandle, Vec<MessageId>)>,
 }
@@ -34,7 +36,7 @@ impl Transaction {
     /// Makes the sends visible and the acks final.
     fn apply(self) {
         let mut batches: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
-        for (route, message) in self.sends {
+        for (route, message, _) in self.sends {
             for queue in route {
                 match batches.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
                     Some((_, messages)) => messages.push(message.clone()),
@@ -97,8 +99,9 @@ impl Core {
     /// the acks final. If the store fails, the acknowledged messages are delivered again.
     pub fn commit(
         &self,
-        transaction: Transaction,
+        mut transaction: Transaction,
     ) -> impl Future<Output = Result<(), CoreError>> + Send + 'static {
+        self.route_at_commit(&mut transaction);
         let completion = if transaction.has_store_records {
             self.store().submit(UnitOfWork::with(Operation::Commit(transaction.id)))
         } else {
@@ -115,6 +118,29 @@ impl Core {
                     Err(error.into())
                 }
             }
+        }
+    }
+
+    /// A transacted topic message is published when its transaction commits,
+    /// as in ActiveMQ, so the non-durable subscribers it reaches are those subscribed at the
+    /// commit (routing at the SEND missed one that subscribed in between), and it becomes
+    /// recent for retroactive subscribers only then (an aborted one used to be replayed).
+    /// Stored routes (durable subscriptions, virtual topic consumer queues) stay those of the
+    /// SEND, which its store record already names.
+    fn route_at_commit(&self, transaction: &mut Transaction) {
+        let mut registry = self.registry.lock();
+        for (route, message, connection) in &mut transaction.sends {
+            if message.destination.kind != DestinationKind::Topic {
+                continue;
+            }
+            registry.remember_recent(message, self.settings().retroactive_buffer);
+            let now = registry.topic_route(
+                &message.destination.name,
+                *connection,
+                &self.settings().virtual_topics,
+            );
+            route.retain(|queue| queue.stored);
+            route.extend(now.into_iter().filter(|queue| !queue.stored));
         }
     }
 

@@ -338,7 +338,7 @@ impl Connection {
 
 /// The STOMP 1.2 `ack` header of a delivery: unique per delivery on the connection.
 ///
-/// Test-suite fix: it used to be the message-id alone, but a topic message delivered to two
+/// The message-id alone is not enough: a topic message delivered to two
 /// subscriptions of one connection has one message-id and two deliveries, and the ACK then
 /// acknowledged whichever subscription was found first (ActiveMQ gives each delivery an ack
 /// id of its own too). A message is outstanding at most once per subscription, so the

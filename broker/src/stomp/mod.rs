@@ -18,7 +18,7 @@ use futures_util::stream::{FuturesOrdered, StreamExt};
 use protocol::stomp::{self, Codec, Command, Decoded, Frame, Version, WireError};
 use store::Message;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::core::{AckMode, ConsumerId, Delivery, QueueHandle, Transaction};
@@ -92,14 +92,35 @@ where
         connected: false,
         read_timeout: None,
         next_message_seq: 1,
+        disconnect_receipt: None,
     };
     connection.run(reader).await;
+    let writer_abort = writer.abort_handle();
+    if let Some(receipt) = connection.disconnect_receipt.take() {
+        // ActiveMQ answers DISCONNECT only once the connection is gone from
+        // the broker: its consumers closed (unacknowledged messages back in their queues,
+        // durable subscriptions free for the next connection) and its transactions rolled
+        // back. Writing the receipt first let a client that reconnected at once find its
+        // durable subscription still in use, and let messages published after the receipt go
+        // to the closed consumer. So: the writer first writes (and auto-acks) everything that
+        // came before, then the connection is released, then the receipt goes out.
+        let (done, flushed) = oneshot::channel();
+        let _ = connection.out.send(WriteItem::Barrier(done));
+        if matches!(tokio::time::timeout(WRITER_DRAIN_LIMIT, flushed).await, Ok(Ok(()))) {
+            connection.release();
+            connection.write_frame(&receipt);
+        } else {
+            // The client stopped reading: cut it without the receipt, as below.
+            tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
+            writer_abort.abort();
+        }
+    }
+    let _ = connection.out.send(WriteItem::Close);
     // Let the writer finish first: the auto-acks it performs must reach the queues before
     // the consumers are released, or a message written to the client would be redelivered.
     // Swapping in a sender whose receiver is gone closes the writer's channel.
     drop(std::mem::replace(&mut connection.out, mpsc::unbounded_channel().0));
     // A client that stops reading cannot hold the connection (and a shutdown) for ever.
-    let writer_abort = writer.abort_handle();
     if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
         tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
         writer_abort.abort();
@@ -129,6 +150,8 @@ struct Connection {
     /// The longest the client may stay silent, once heart-beats are negotiated.
     read_timeout: Option<Duration>,
     next_message_seq: u64,
+    /// The RECEIPT a DISCONNECT asked for, written once the connection is released.
+    disconnect_receipt: Option<Frame>,
 }
 
 impl Connection {
@@ -198,7 +221,6 @@ impl Connection {
                 }
             }
         }
-        let _ = self.out.send(WriteItem::Close);
     }
 
     /// Writes out every response still waiting for the store.
@@ -248,12 +270,10 @@ impl Connection {
             Command::Commit => self.commit(&frame)?,
             Command::Abort => self.abort(&frame)?,
             Command::Disconnect => {
-                if let Some(receipt) = frame.get("receipt") {
-                    let receipt = Frame::new(Command::Receipt).header("receipt-id", receipt);
-                    self.pending.push_back(Box::pin(async move {
-                        Outcome { frame: Some(receipt), close: true }
-                    }));
-                }
+                // Answered by `serve` after the connection is released.
+                self.disconnect_receipt = frame
+                    .get("receipt")
+                    .map(|receipt| Frame::new(Command::Receipt).header("receipt-id", receipt));
                 return Ok(false);
             }
             Command::Connect | Command::Stomp => {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use store::MessageId;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::core::{ConsumerId, Core, QueueHandle};
 
@@ -23,6 +23,9 @@ pub(crate) enum WriteItem {
     HeartBeat(Duration),
     /// Flush what came before, then close the socket.
     Close,
+    /// Write what came before and perform its auto-acks, then signal (DISCONNECT waits for
+    /// this before it releases the connection's consumers).
+    Barrier(oneshot::Sender<()>),
 }
 
 /// Writes items in order until the channel closes or a `Close` arrives; writes heart-beats
@@ -50,6 +53,7 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
         };
         let Some(first) = first else { break };
         let mut close = false;
+        let mut barrier = None;
         let mut next = Some(first);
         // Coalesce whatever is already queued into one write.
         while let Some(item) = next.take() {
@@ -57,7 +61,10 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
                 WriteItem::Frame(bytes) => buffer.extend_from_slice(&bytes),
                 WriteItem::AutoAck { bytes, queue, consumer, id } => {
                     buffer.extend_from_slice(&bytes);
-                    match acks.iter_mut().find(|(_, c, _)| *c == consumer) {
+                    // A wildcard consumer receives from several queues, and each
+                    // ack must go to the queue the message came from (grouping by consumer
+                    // alone sent them all to the first one, stalling the others).
+                    match acks.iter_mut().find(|(q, c, _)| *c == consumer && q.same_queue(&queue)) {
                         Some((_, _, ids)) => ids.push(id),
                         None => acks.push((queue, consumer, vec![id])),
                     }
@@ -65,6 +72,10 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
                 WriteItem::HeartBeat(interval) => heart_beat = Some(interval),
                 WriteItem::Close => {
                     close = true;
+                    break;
+                }
+                WriteItem::Barrier(done) => {
+                    barrier = Some(done);
                     break;
                 }
             }
@@ -82,6 +93,9 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
         }
         for (queue, consumer, ids) in acks.drain(..) {
             core.ack_now(&queue, consumer, ids);
+        }
+        if let Some(done) = barrier {
+            let _ = done.send(());
         }
         if close {
             break;

@@ -3,8 +3,14 @@
 
 mod bad_input;
 mod connectors;
+mod durable;
+mod extensions;
 mod model;
 mod queues;
 mod receipts;
 mod stomp_protocol;
 mod stomp_py;
+mod topics;
+mod transactions;
+mod virtual_topics;
+mod wildcards;

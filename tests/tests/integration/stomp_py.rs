@@ -173,6 +173,31 @@ async fn stomp_py_nack_redelivers() -> anyhow::Result<()> {
     run_check("nack").await
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stomp_py_topic_subscribers_each_get_every_message() -> anyhow::Result<()> {
+    run_check("topic_fanout").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stomp_py_durable_subscriber_gets_what_was_published_while_offline() -> anyhow::Result<()> {
+    run_check("durable_offline").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stomp_py_wildcards_match_and_only_match() -> anyhow::Result<()> {
+    run_check("wildcards").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stomp_py_virtual_topic_groups_share_and_fan_out() -> anyhow::Result<()> {
+    run_check("virtual_topic_groups").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stomp_py_transactions_commit_and_abort_sends_and_acks() -> anyhow::Result<()> {
+    run_check("transactions").await
+}
+
 /// Every check the script has is run by one of the tests above.
 #[test]
 fn stomp_py_every_check_has_a_test() -> anyhow::Result<()> {
@@ -185,6 +210,11 @@ fn stomp_py_every_check_has_a_test() -> anyhow::Result<()> {
         "large_body",
         "receipts",
         "nack",
+        "topic_fanout",
+        "durable_offline",
+        "wildcards",
+        "virtual_topic_groups",
+        "transactions",
     ];
     let script =
         std::fs::read_to_string(repository_root().join("tests/python/stomp_py_checks.py"))?;
