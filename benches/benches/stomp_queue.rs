@@ -89,56 +89,79 @@ fn main() -> anyhow::Result<()> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let mut config = conf::Config::default();
-        config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
-        let broker = broker::Broker::start(config).await?;
-        let ours = broker.stomp_addr().context("no STOMP connector")?;
         println!(
-            "{:<4} {:<55} {:>12} {:>10} {:>10} {:>12} {:>7}",
-            "id",
-            "scenario (store: memory)",
-            "msgs/s",
-            "p50 send",
-            "p99 send",
-            "peer msgs/s",
-            "ratio"
+            "{:<4} {:<8} {:<55} {:>12} {:>10} {:>10} {:>12} {:>7}",
+            "id", "store", "scenario", "msgs/s", "p50 send", "p99 send", "peer msgs/s", "ratio"
         );
-        for scenario in SCENARIOS {
-            let messages = ((scenario.messages as f64 * scale) as usize).max(10);
-            let mut our_rates = Vec::new();
-            let mut peer_rates = Vec::new();
-            let mut last = None;
-            for run in 0..runs {
-                let queue = format!("bench.{}.{run}.{}", scenario.id, std::process::id());
-                let result = run_scenario(ours, scenario, messages, &queue).await?;
-                our_rates.push(result.rate);
-                last = result.send_latency;
-                if let Some(peer) = peer {
-                    peer_rates.push(run_scenario(peer, scenario, messages, &queue).await?.rate);
+        for store in [conf::StoreKind::Journal, conf::StoreKind::Memory] {
+            let data = tempfile::tempdir()?;
+            let mut config = conf::Config::default();
+            config.store.kind = store;
+            config.broker.data_dir = data.path().to_path_buf();
+            config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
+            let broker = broker::Broker::start(config).await?;
+            let ours = broker.stomp_addr().context("no STOMP connector")?;
+            for scenario in SCENARIOS {
+                // Non-persistent traffic never reaches the store: measure it once.
+                if !scenario.persistent && store != conf::StoreKind::Journal {
+                    continue;
                 }
+                report(ours, peer, scenario, store, runs, scale).await?;
             }
-            let ours = median(our_rates);
-            let (p50, p99) = match &last {
-                Some(l) => (
-                    format!("{:.3} ms", ms(l.percentile(50.0))),
-                    format!("{:.3} ms", ms(l.percentile(99.0))),
-                ),
-                None => ("-".to_owned(), "-".to_owned()),
-            };
-            let (peer_text, ratio) = if peer_rates.is_empty() {
-                ("-".to_owned(), "-".to_owned())
-            } else {
-                let theirs = median(peer_rates);
-                (format!("{theirs:.0}"), format!("{:.2}x", ours / theirs))
-            };
-            println!(
-                "{:<4} {:<55} {:>12.0} {:>10} {:>10} {:>12} {:>7}",
-                scenario.id, scenario.what, ours, p50, p99, peer_text, ratio
-            );
+            broker.shutdown().await;
         }
-        broker.shutdown().await;
         anyhow::Ok(())
     })
+}
+
+/// Runs `scenario` `runs` times (alternating with the peer, if any) and prints its row.
+async fn report(
+    ours: SocketAddr,
+    peer: Option<SocketAddr>,
+    scenario: &Scenario,
+    store: conf::StoreKind,
+    runs: usize,
+    scale: f64,
+) -> anyhow::Result<()> {
+    let messages = ((scenario.messages as f64 * scale) as usize).max(10);
+    let mut our_rates = Vec::new();
+    let mut peer_rates = Vec::new();
+    let mut last = None;
+    for run in 0..runs {
+        let queue = format!("bench.{}.{run}.{}", scenario.id, std::process::id());
+        let result = run_scenario(ours, scenario, messages, &queue).await?;
+        our_rates.push(result.rate);
+        last = result.send_latency;
+        if let Some(peer) = peer {
+            peer_rates.push(run_scenario(peer, scenario, messages, &queue).await?.rate);
+        }
+    }
+    let ours = median(our_rates);
+    let (p50, p99) = match &last {
+        Some(l) => (
+            format!("{:.3} ms", ms(l.percentile(50.0))),
+            format!("{:.3} ms", ms(l.percentile(99.0))),
+        ),
+        None => ("-".to_owned(), "-".to_owned()),
+    };
+    let (peer_text, ratio) = if peer_rates.is_empty() {
+        ("-".to_owned(), "-".to_owned())
+    } else {
+        let theirs = median(peer_rates);
+        (format!("{theirs:.0}"), format!("{:.2}x", ours / theirs))
+    };
+    println!(
+        "{:<4} {:<8} {:<55} {:>12.0} {:>10} {:>10} {:>12} {:>7}",
+        scenario.id,
+        store.as_str(),
+        scenario.what,
+        ours,
+        p50,
+        p99,
+        peer_text,
+        ratio
+    );
+    Ok(())
 }
 
 fn ms(d: Duration) -> f64 {

@@ -8,7 +8,8 @@
 //!   broker (`FERROMQ_BENCH_PEER=host:port`, for example Apache ActiveMQ's STOMP connector),
 //!   alternating runs and reporting the ratio.
 //!
-//! The store comparisons arrive with the journal, LSM and SQL stores.
+//! Each scenario runs on the journal store and (persistent ones) on the memory store. The
+//! store comparisons of the seeds grow as the LSM and SQL stores arrive.
 
 use std::time::Duration;
 

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conf::{Config, StoreKind};
+use conf::{Config, StoreKind, SyncMode};
 use protocol::stomp::Limits;
-use store::{MemoryStore, MessageStore};
+use store::{MemoryStore, MessageStore, StoreError, SyncPolicy};
+use store_journal::{JournalOptions, JournalStore};
 use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -61,7 +62,8 @@ impl BrokerBuilder {
     }
 
     /// Creates the data directory and locks it, so that a second broker on it refuses to
-    /// start. The `ferromq` binary always does this.
+    /// start. The `ferromq` binary always does this, and so does every broker whose store is
+    /// on disk.
     pub fn lock_data_dir(mut self, lock: bool) -> Self {
         self.lock_data_dir = lock;
         self
@@ -72,21 +74,16 @@ impl BrokerBuilder {
     pub async fn start(self) -> Result<BrokerHandle, BrokerError> {
         let config = self.config;
         config.validate()?;
-        let lock = if self.lock_data_dir {
+        // A store on disk always locks its directory: two brokers must never write one journal.
+        let on_disk = self.store.is_none() && config.store.kind == StoreKind::Journal;
+        let lock = if self.lock_data_dir || on_disk {
             Some(DataDirLock::acquire(&config.broker.data_dir)?)
         } else {
             None
         };
         let store: Arc<dyn MessageStore> = match self.store {
             Some(store) => store,
-            None => match config.store.kind {
-                StoreKind::Memory => Arc::new(MemoryStore::new()),
-                StoreKind::Journal => {
-                    return Err(BrokerError::Store(store::StoreError::Invalid {
-                        reason: "the journal store is not wired into this build yet".to_owned(),
-                    }))
-                }
-            },
+            None => open_store(&config).await?,
         };
         let settings = CoreSettings {
             default_prefetch: config.destinations.queue_prefetch,
@@ -147,6 +144,39 @@ impl BrokerBuilder {
             _lock: lock,
         })
     }
+}
+
+/// Opens the store the configuration names.
+async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerError> {
+    let settings = &config.store;
+    Ok(match settings.kind {
+        StoreKind::Memory => Arc::new(MemoryStore::new()),
+        StoreKind::Journal => {
+            let dir = config.broker.data_dir.join("journal");
+            let options = JournalOptions {
+                segment_size: settings.segment_size,
+                sync: match settings.sync {
+                    SyncMode::Always => SyncPolicy::Always,
+                    SyncMode::Periodic => SyncPolicy::Periodic(settings.sync_interval),
+                    SyncMode::Never => SyncPolicy::Never,
+                },
+                checkpoint_bytes: settings.checkpoint_bytes,
+                compaction_threshold: settings.compaction_threshold,
+                max_size: settings.max_size,
+                refuse_on_corruption: settings.refuse_on_corruption,
+                ..JournalOptions::default()
+            };
+            // Recovery reads the journal: keep it off the async worker threads.
+            let opened = tokio::task::spawn_blocking(move || JournalStore::open(&dir, options))
+                .await
+                .map_err(|error| {
+                    BrokerError::Store(StoreError::Invalid {
+                        reason: format!("opening the journal panicked: {error}"),
+                    })
+                })??;
+            Arc::new(opened)
+        }
+    })
 }
 
 /// A running broker. Dropping it stops the broker too, without waiting.

@@ -392,6 +392,7 @@ fn consumer_stops_on_receive_timeout_and_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_api_runs_every_ack_mode() -> anyhow::Result<()> {
     let mut config = conf::Config::default();
+    config.store.kind = conf::StoreKind::Memory;
     config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
     let broker = broker::Broker::start(config).await?;
     let addr = broker.stomp_addr().expect("a STOMP connector");

@@ -138,8 +138,7 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
-            // Becomes Journal once the broker is wired to store-journal (issue 4, in progress).
-            kind: StoreKind::Memory,
+            kind: StoreKind::Journal,
             sync: SyncMode::Always,
             sync_interval: Duration::from_millis(1000),
             max_size: 64 << 30,
@@ -155,9 +154,9 @@ impl Default for StoreConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StoreKind {
     /// The journal store under `<data_dir>/journal`: append-only data files, group commit.
+    #[default]
     Journal,
     /// Messages live in memory and are lost when the broker stops.
-    #[default]
     Memory,
 }
 

@@ -40,7 +40,7 @@ fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
     assert_eq!(config.transport.max_headers, 1000);
     assert_eq!(config.transport.max_header_length, 10_240);
     assert_eq!(config.transport.heart_beat_grace, 1.5);
-    assert_eq!(config.store.kind, StoreKind::Memory);
+    assert_eq!(config.store.kind, StoreKind::Journal);
     assert_eq!(config.store.max_size, 64 << 30);
     assert_eq!(config.store.segment_size, 32 << 20);
     assert_eq!(config.store.checkpoint_bytes, 8 << 20);

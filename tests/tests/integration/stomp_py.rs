@@ -97,6 +97,7 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<S
 async fn run_check(check: &str) -> anyhow::Result<()> {
     let python = python()?;
     let mut config = conf::Config::default();
+    config.store.kind = conf::StoreKind::Memory;
     config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
     let broker = broker::Broker::start(config).await?;
     let addr = broker.stomp_addr().context("the broker has no STOMP connector")?;
