@@ -1,0 +1,425 @@
+//! Checkpoints: the index written to a snapshot file, so that recovery replays only the
+//! journal after it.
+//!
+//! A snapshot is `index-<seq>.snapshot`, holding: the journal position it covers (replay
+//! starts there), the next message id, destinations, subscriptions, every queue's
+//! references (id, priority, location, record size), the reference counts of shared bodies,
+//! the open transactions (operations with the locations of their records) and the live bytes
+//! of every data file. It is written to a `.tmp` file, synced, renamed and the directory
+//! synced; the two newest are kept (a damaged newest one falls back to the one before, whose
+//! files reclaiming keeps, see [`crate::compaction`]).
+//!
+//! File format: `FMQSNAP1`, payload length (u64 LE), CRC32C of the payload (u32 LE), payload
+//! (prost [`SnapshotRecord`]). A snapshot that fails its checksum or does not decode is
+//! ignored (and renamed `*.corrupt`): recovery then uses an older one, or replays everything.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::Path;
+
+use prost::Message as _;
+use store::record::{DestinationRecord, QueueKeyRecord, SubscriptionRecord};
+use store::{
+    Destination, Failpoints, MessageId, PageKey, QueueKey, StoreError, SubscriptionInfo, TxnId,
+};
+
+use crate::disk::Disk;
+use crate::index::{Index, Txn, TxnOp};
+use crate::refs::{is_pending, loc_file, Slot};
+use crate::{io_error, FP_CHECKPOINT, FP_DELETE, FP_READ, FP_SYNC};
+
+const MAGIC: &[u8; 8] = b"FMQSNAP1";
+const PREFIX: &str = "index-";
+const SUFFIX: &str = ".snapshot";
+
+/// A journal position: replay starts at `offset` of segment `file`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    pub file: u32,
+    pub offset: u64,
+}
+
+/// Live bytes per data file at a checkpoint.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    /// Bytes of live add records and of open transactions' records, per file.
+    pub bytes: BTreeMap<u32, u64>,
+    /// Files holding records of open transactions (never compacted).
+    pub txn_files: BTreeSet<u32>,
+}
+
+impl Live {
+    pub fn of(&self, file: u32) -> u64 {
+        self.bytes.get(&file).copied().unwrap_or(0)
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapshotRecord {
+    #[prost(uint32, tag = "1")]
+    pub position_file: u32,
+    #[prost(uint64, tag = "2")]
+    pub position_offset: u64,
+    #[prost(uint64, tag = "3")]
+    pub next_message_id: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub destinations: Vec<DestinationRecord>,
+    #[prost(message, repeated, tag = "5")]
+    pub subscriptions: Vec<SubscriptionRecord>,
+    #[prost(message, repeated, tag = "6")]
+    pub queues: Vec<QueueSnapshot>,
+    #[prost(message, repeated, tag = "7")]
+    pub txns: Vec<TxnSnapshot>,
+    /// (id u64, count u32) LE, for bodies referenced by two queues or more.
+    #[prost(bytes = "vec", tag = "8")]
+    pub multi: Vec<u8>,
+    /// (file u32, bytes u64) LE.
+    #[prost(bytes = "vec", tag = "9")]
+    pub live: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QueueSnapshot {
+    #[prost(message, optional, tag = "1")]
+    pub key: Option<QueueKeyRecord>,
+    /// (priority u8, id u64, location u64, size u32) LE, 21 bytes each.
+    #[prost(bytes = "vec", tag = "2")]
+    pub entries: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnSnapshot {
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    #[prost(bool, tag = "2")]
+    pub prepared: bool,
+    #[prost(message, repeated, tag = "3")]
+    pub ops: Vec<TxnOpSnapshot>,
+    /// (file u32, size u32) LE.
+    #[prost(bytes = "vec", tag = "4")]
+    pub records: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnOpSnapshot {
+    /// An ack (of `id` at `priority` in `queues[0]`) rather than an add.
+    #[prost(bool, tag = "1")]
+    pub ack: bool,
+    #[prost(uint64, tag = "2")]
+    pub id: u64,
+    #[prost(uint32, tag = "3")]
+    pub priority: u32,
+    #[prost(message, repeated, tag = "4")]
+    pub queues: Vec<QueueKeyRecord>,
+    #[prost(uint64, tag = "5")]
+    pub loc: u64,
+    #[prost(uint32, tag = "6")]
+    pub size: u32,
+}
+
+const ENTRY: usize = 21;
+
+/// Encodes the index as a snapshot covering `position`, and computes the live bytes per
+/// file. The index must hold no pending adds (the writer captures it right after placing
+/// every submitted unit).
+pub fn encode(index: &Index, position: Position) -> (Vec<u8>, Live) {
+    let mut live = Live::default();
+    let mut shared_seen: HashSet<u64> = HashSet::new();
+    let mut queues = Vec::with_capacity(index.queues.len());
+    for (key, refs) in &index.queues {
+        let mut entries = Vec::with_capacity(refs.count() * ENTRY);
+        for (priority, slot) in refs.iter() {
+            let (id, loc, size) = (slot.id(), slot.loc(), slot.size());
+            entries.push(priority);
+            entries.extend_from_slice(&id.to_le_bytes());
+            entries.extend_from_slice(&loc.to_le_bytes());
+            entries.extend_from_slice(&size.to_le_bytes());
+            if is_pending(loc) {
+                continue;
+            }
+            if !index.multi.contains_key(&id) || shared_seen.insert(loc) {
+                *live.bytes.entry(loc_file(loc)).or_insert(0) += u64::from(size);
+            }
+        }
+        queues.push(QueueSnapshot { key: Some(QueueKeyRecord::from(key)), entries });
+    }
+    let mut txns = Vec::with_capacity(index.txns.len());
+    for (txn, t) in &index.txns {
+        let mut records = Vec::with_capacity(t.records.len() * 8);
+        for (file, size) in &t.records {
+            records.extend_from_slice(&file.to_le_bytes());
+            records.extend_from_slice(&size.to_le_bytes());
+            *live.bytes.entry(*file).or_insert(0) += u64::from(*size);
+            live.txn_files.insert(*file);
+        }
+        let ops = t
+            .ops
+            .iter()
+            .map(|op| match op {
+                TxnOp::Add { id, priority, queues, loc, size } => TxnOpSnapshot {
+                    ack: false,
+                    id: id.0,
+                    priority: u32::from(*priority),
+                    queues: queues.iter().map(QueueKeyRecord::from).collect(),
+                    loc: *loc,
+                    size: *size,
+                },
+                TxnOp::Ack { queue, key } => TxnOpSnapshot {
+                    ack: true,
+                    id: key.id.0,
+                    priority: u32::from(key.priority),
+                    queues: vec![QueueKeyRecord::from(queue)],
+                    loc: 0,
+                    size: 0,
+                },
+            })
+            .collect();
+        txns.push(TxnSnapshot { txn: txn.0, prepared: t.prepared, ops, records });
+    }
+    let mut multi = Vec::with_capacity(index.multi.len() * 12);
+    for (id, count) in &index.multi {
+        multi.extend_from_slice(&id.to_le_bytes());
+        multi.extend_from_slice(&count.to_le_bytes());
+    }
+    let mut live_bytes = Vec::with_capacity(live.bytes.len() * 12);
+    for (file, bytes) in &live.bytes {
+        live_bytes.extend_from_slice(&file.to_le_bytes());
+        live_bytes.extend_from_slice(&bytes.to_le_bytes());
+    }
+    let record = SnapshotRecord {
+        position_file: position.file,
+        position_offset: position.offset,
+        next_message_id: index.next_message_id,
+        destinations: index.destinations.iter().map(DestinationRecord::from).collect(),
+        subscriptions: index.subscriptions.values().map(SubscriptionRecord::from).collect(),
+        queues,
+        txns,
+        multi,
+        live: live_bytes,
+    };
+    // The header goes first but depends on the payload: encode after a placeholder, then
+    // fill it in (one copy of the payload, not two).
+    let mut out = Vec::with_capacity(20 + record.encoded_len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[0u8; 12]);
+    record.encode_raw(&mut out);
+    drop(record);
+    let crc = crc32c::crc32c(&out[20..]);
+    let payload_len = (out.len() - 20) as u64;
+    out[8..16].copy_from_slice(&payload_len.to_le_bytes());
+    out[16..20].copy_from_slice(&crc.to_le_bytes());
+    (out, live)
+}
+
+/// A snapshot read back.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub seq: u64,
+    pub position: Position,
+    pub live: Live,
+    pub index: Index,
+}
+
+fn corrupt(reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt { location: "index snapshot".into(), reason: reason.into() }
+}
+
+fn chunks<const N: usize>(bytes: &[u8], what: &str) -> Result<Vec<[u8; N]>, StoreError> {
+    if !bytes.len().is_multiple_of(N) {
+        return Err(corrupt(format!("{what}: {} bytes is not a multiple of {N}", bytes.len())));
+    }
+    Ok(bytes
+        .chunks_exact(N)
+        .map(|chunk| {
+            let mut array = [0u8; N];
+            array.copy_from_slice(chunk);
+            array
+        })
+        .collect())
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut array = [0u8; 8];
+    array.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(array)
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut array = [0u8; 4];
+    array.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(array)
+}
+
+fn priority(value: u32) -> Result<u8, StoreError> {
+    u8::try_from(value).ok().filter(|p| *p <= 9).ok_or_else(|| corrupt("priority out of range"))
+}
+
+/// Decodes a snapshot file's bytes.
+pub fn decode(bytes: &[u8], seq: u64) -> Result<Snapshot, StoreError> {
+    if bytes.len() < 20 || &bytes[..8] != MAGIC {
+        return Err(corrupt("not a snapshot (bad magic or too short)"));
+    }
+    let len = u64_at(bytes, 8);
+    let crc = u32_at(bytes, 16);
+    let payload = &bytes[20..];
+    if payload.len() as u64 != len {
+        return Err(corrupt(format!("payload is {} bytes, header says {len}", payload.len())));
+    }
+    if crc32c::crc32c(payload) != crc {
+        return Err(corrupt("checksum mismatch"));
+    }
+    let record = SnapshotRecord::decode(payload).map_err(|e| corrupt(e.to_string()))?;
+    let mut index = Index::default();
+    index.next_message_id = record.next_message_id.max(1);
+    for destination in record.destinations {
+        index.destinations.insert(Destination::try_from(destination)?);
+    }
+    for subscription in record.subscriptions {
+        let info = SubscriptionInfo::try_from(subscription)?;
+        index.subscriptions.insert(info.key.clone(), info);
+    }
+    for queue in record.queues {
+        let key = QueueKey::try_from(queue.key.ok_or_else(|| corrupt("queue without key"))?)?;
+        let refs = index.queues.entry(key).or_default();
+        for entry in chunks::<ENTRY>(&queue.entries, "queue entries")? {
+            let priority = priority(u32::from(entry[0]))?;
+            let slot =
+                Slot { id: u64_at(&entry, 1), loc: u64_at(&entry, 9), size: u32_at(&entry, 17) };
+            if is_pending(slot.loc()) {
+                return Err(corrupt("reference without a location"));
+            }
+            refs.insert(priority, slot);
+        }
+    }
+    index.queues.retain(|_, refs| !refs.is_empty());
+    for txn in record.txns {
+        let mut t = Txn { prepared: txn.prepared, ..Txn::default() };
+        for op in txn.ops {
+            let priority =
+                u8::try_from(op.priority).map_err(|_| corrupt("priority out of range"))?;
+            let mut queues = op.queues.into_iter().map(QueueKey::try_from);
+            t.ops.push(if op.ack {
+                let queue =
+                    queues.next().ok_or_else(|| corrupt("transactional ack without queue"))??;
+                TxnOp::Ack { queue, key: PageKey { priority, id: MessageId(op.id) } }
+            } else {
+                if priority > 9 {
+                    return Err(corrupt("priority out of range"));
+                }
+                TxnOp::Add {
+                    id: MessageId(op.id),
+                    priority,
+                    queues: queues.collect::<Result<_, _>>()?,
+                    loc: op.loc,
+                    size: op.size,
+                }
+            });
+        }
+        for record in chunks::<8>(&txn.records, "transaction records")? {
+            t.records.push((u32_at(&record, 0), u32_at(&record, 4)));
+        }
+        index.txns.insert(TxnId(txn.txn), t);
+    }
+    for entry in chunks::<12>(&record.multi, "reference counts")? {
+        index.multi.insert(u64_at(&entry, 0), u32_at(&entry, 8));
+    }
+    let mut live = Live::default();
+    for entry in chunks::<12>(&record.live, "live bytes")? {
+        live.bytes.insert(u32_at(&entry, 0), u64_at(&entry, 4));
+    }
+    for t in index.txns.values() {
+        live.txn_files.extend(t.records.iter().map(|(file, _)| *file));
+    }
+    Ok(Snapshot {
+        seq,
+        position: Position { file: record.position_file, offset: record.position_offset },
+        live,
+        index,
+    })
+}
+
+pub fn file_name(seq: u64) -> String {
+    format!("{PREFIX}{seq:010}{SUFFIX}")
+}
+
+/// The sequence number of a snapshot file name.
+pub fn parse_name(name: &str) -> Option<u64> {
+    name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?.parse().ok()
+}
+
+/// Writes snapshot `seq`: temporary file, sync, rename, directory sync.
+pub fn write(
+    disk: &dyn Disk,
+    dir: &Path,
+    failpoints: &Failpoints,
+    seq: u64,
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    let name = file_name(seq);
+    let path = dir.join(&name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    failpoints.check(FP_CHECKPOINT)?;
+    let file = disk.create(&tmp).map_err(|e| io_error(format!("creating {}", tmp.display()), e))?;
+    file.write_at(0, bytes).map_err(|e| io_error(format!("writing {}", tmp.display()), e))?;
+    failpoints.check(FP_SYNC)?;
+    file.sync().map_err(|e| io_error(format!("syncing {}", tmp.display()), e))?;
+    disk.rename(&tmp, &path).map_err(|e| io_error(format!("renaming {}", tmp.display()), e))?;
+    disk.sync_dir(dir).map_err(|e| io_error(format!("syncing {}", dir.display()), e))?;
+    Ok(())
+}
+
+/// Loads the newest valid snapshot among `names` (a directory listing). Damaged snapshots
+/// are logged and renamed `*.corrupt`; `Ok(None)` when none is valid.
+pub fn load_latest(
+    disk: &dyn Disk,
+    dir: &Path,
+    names: &[String],
+    failpoints: &Failpoints,
+) -> Result<Option<Snapshot>, StoreError> {
+    let mut seqs: Vec<u64> = names.iter().filter_map(|name| parse_name(name)).collect();
+    seqs.sort_unstable_by(|a, b| b.cmp(a));
+    for seq in seqs {
+        let path = dir.join(file_name(seq));
+        failpoints.check(FP_READ)?;
+        let file =
+            disk.open(&path).map_err(|e| io_error(format!("opening {}", path.display()), e))?;
+        let len = file.len().map_err(|e| io_error(format!("reading {}", path.display()), e))?;
+        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX).min(1 << 40)];
+        file.read_at(0, &mut bytes)
+            .map_err(|e| io_error(format!("reading {}", path.display()), e))?;
+        match decode(&bytes, seq) {
+            Ok(snapshot) => return Ok(Some(snapshot)),
+            Err(e) => {
+                tracing::warn!(
+                    snapshot = %path.display(),
+                    error = %e,
+                    "index snapshot is damaged; ignoring it (an older one, or a full replay, is used)"
+                );
+                let aside = dir.join(format!("{}.corrupt", file_name(seq)));
+                if let Err(e) = disk.rename(&path, &aside) {
+                    tracing::warn!(snapshot = %path.display(), error = %e, "could not set the damaged snapshot aside");
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Deletes snapshots older than `keep_from` and leftover temporary files.
+pub fn prune(
+    disk: &dyn Disk,
+    dir: &Path,
+    failpoints: &Failpoints,
+    keep_from: u64,
+) -> Result<(), StoreError> {
+    let names = disk.list(dir).map_err(|e| io_error(format!("listing {}", dir.display()), e))?;
+    for name in names {
+        let old = parse_name(&name).is_some_and(|seq| seq < keep_from)
+            || (name.starts_with(PREFIX) && name.ends_with(".snapshot.tmp"));
+        if old {
+            failpoints.check(FP_DELETE)?;
+            let path = dir.join(&name);
+            disk.remove(&path).map_err(|e| io_error(format!("deleting {}", path.display()), e))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Space: the store limit, a full disk, and compaction keeping old files from piling up.
+
+use std::path::Path;
+
+use store::{MessageStore, StoreError, SyncPolicy};
+
+use super::*;
+use crate::testing::SimulatedDisk;
+
+#[test]
+fn over_max_size_adds_are_refused_while_acks_still_work() {
+    let dir = temp_dir();
+    let options = JournalOptions { max_size: 256 * 1024, ..small_options(32 * 1024, 16 * 1024) };
+    let store = open(dir.path(), &options);
+    let q = queue("Q");
+    let mut sent = Vec::new();
+    let refused = loop {
+        let m = message(sent.len() as u64 + 1, &q, 4, 2000);
+        match submit(&store, vec![add(&m, &[&q])]) {
+            Ok(()) => sent.push(m),
+            Err(e) => break e,
+        }
+        assert!(sent.len() < 1000, "max_size never tripped");
+    };
+    assert!(matches!(refused, StoreError::Full { .. }), "{refused}");
+    assert!(sent.len() > 100, "only {} messages fit", sent.len());
+    // A refused add is refused at once, and applied nowhere.
+    let extra = message(5000, &q, 4, 2000);
+    let completion = store.submit(UnitOfWork::with(add(&extra, &[&q])));
+    assert!(completion.is_ready());
+    assert!(matches!(block_on(completion), Err(StoreError::Full { .. })));
+    assert_eq!(store.count(&q).unwrap_or(0), sent.len() as u64);
+    // Consumers drain: acks, destinations, transactions still work.
+    for m in &sent {
+        submit_ok(&store, vec![ack(&q, m)]);
+    }
+    submit_ok(&store, vec![Operation::AddDestination(Destination::queue("STILL.OK"))]);
+    assert_eq!(store.count(&q).unwrap_or(1), 0);
+    // Reclaiming (after a few checkpoints of acks) frees the space again.
+    let mut accepted = false;
+    for round in 0..200u64 {
+        let filler = Operation::AddDestination(Destination::queue(format!(
+            "FILLER.{round}.{}",
+            "x".repeat(1000)
+        )));
+        submit_ok(&store, vec![filler]);
+        if submit(&store, vec![add(&message(10_000 + round, &q, 4, 10), &[&q])]).is_ok() {
+            accepted = true;
+            break;
+        }
+    }
+    assert!(
+        accepted,
+        "adds accepted again once space was reclaimed: files {:?}",
+        store.data_files()
+    );
+}
+
+#[test]
+fn full_disk_refuses_adds_but_acks_use_the_reserve() {
+    let disk = SimulatedDisk::new();
+    let dir = Path::new("/sim/full");
+    let segment = 16 * 1024;
+    // Room for the head, the reserve and a few more segments.
+    disk.set_capacity(Some(6 * segment + 4096));
+    let options = JournalOptions { sync: SyncPolicy::Always, ..small_options(segment, 1 << 40) };
+    let store = JournalStore::open_with_disk(disk.disk(), dir, options)
+        .unwrap_or_else(|e| panic!("open: {e}"));
+    let q = queue("Q");
+    let mut sent = Vec::new();
+    let refused = loop {
+        let m = message(sent.len() as u64 + 1, &q, 4, 300);
+        match submit(&store, vec![add(&m, &[&q])]) {
+            Ok(()) => sent.push(m),
+            Err(e) => break e,
+        }
+        assert!(sent.len() < 10_000, "the disk never filled");
+    };
+    assert!(matches!(refused, StoreError::Full { .. }), "{refused}");
+    assert!(!disk.file_names(dir).iter().any(|n| n == crate::RESERVE_FILE), "reserve released");
+    // Every confirmed add is readable, and acks go on (into the space of the reserve).
+    assert_eq!(store.count(&q).unwrap_or(0), sent.len() as u64);
+    let half = sent.len() / 2;
+    for m in sent.iter().take(half) {
+        submit_ok(&store, vec![ack(&q, m)]);
+    }
+    assert_eq!(store.count(&q).unwrap_or(0), (sent.len() - half) as u64);
+}
+
+#[test]
+fn one_old_message_does_not_pin_every_later_file() {
+    let dir = temp_dir();
+    let mib = 1024 * 1024;
+    let options = JournalOptions { sync: SyncPolicy::Never, ..small_options(mib, mib / 2) };
+    let store = open(dir.path(), &options);
+    let q = queue("Q");
+    let old = message(1, &q, 4, 1000);
+    submit_ok(&store, vec![add(&old, &[&q])]);
+    let mut most_files = 0;
+    let mut id = 2u64;
+    // ~64 MiB of traffic, 16 messages of 4 KiB a unit, each acked by the next unit.
+    let mut previous: Vec<Arc<Message>> = Vec::new();
+    while id < 16_000 {
+        let batch: Vec<Arc<Message>> = (0..16).map(|i| message(id + i, &q, 4, 4096)).collect();
+        id += 16;
+        let mut operations: Vec<Operation> = batch.iter().map(|m| add(m, &[&q])).collect();
+        operations.extend(previous.iter().map(|m| ack(&q, m)));
+        submit_ok(&store, operations);
+        previous = batch;
+        most_files = most_files.max(data_files(dir.path()).len());
+    }
+    submit_ok(&store, previous.iter().map(|m| ack(&q, m)).collect());
+    // Two more checkpoints' worth of traffic lets the last compacted files go.
+    assert_eq!(ids(&store, &q), [1]);
+    store.close().unwrap_or_else(|e| panic!("close: {e}"));
+    drop(store);
+    let remaining = data_files(dir.path());
+    eprintln!(
+        "compaction: at most {most_files} data files during the run, {remaining:?} at the end"
+    );
+    assert!(remaining.len() <= 3, "data files left: {remaining:?}");
+    assert!(most_files <= 5, "at most {most_files} data files at once");
+    let store = open(dir.path(), &options);
+    let read = read_all(&store, &q);
+    assert_eq!(read.len(), 1);
+    assert_eq!(*read[0].message, *old, "the old message survived its moves");
+}
