@@ -125,3 +125,40 @@ fn one_old_message_does_not_pin_every_later_file() {
     assert_eq!(read.len(), 1);
     assert_eq!(*read[0].message, *old, "the old message survived its moves");
 }
+
+/// The scale: one unacknowledged message at the head of a queue, then 1 GiB of later
+/// messages sent and acked, with the default 32 MiB data files: at most 3 data files remain.
+#[test]
+fn one_old_message_does_not_pin_files_after_a_gibibyte() {
+    let dir = temp_dir();
+    let options = JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() };
+    let store = open(dir.path(), &options);
+    let q = queue("Q");
+    let old = message(1, &q, 4, 1000);
+    submit_ok(&store, vec![add(&old, &[&q])]);
+    let body = 64 * 1024;
+    let total: u64 = 1 << 30;
+    let mut id = 2u64;
+    let mut previous: Vec<Arc<Message>> = Vec::new();
+    let mut most_files = 0;
+    while (id - 2) * body as u64 <= total {
+        let batch: Vec<Arc<Message>> = (0..8).map(|i| message(id + i, &q, 4, body)).collect();
+        id += 8;
+        let mut operations: Vec<Operation> = batch.iter().map(|m| add(m, &[&q])).collect();
+        operations.extend(previous.iter().map(|m| ack(&q, m)));
+        submit_ok(&store, operations);
+        previous = batch;
+        most_files = most_files.max(data_files(dir.path()).len());
+    }
+    submit_ok(&store, previous.iter().map(|m| ack(&q, m)).collect());
+    assert_eq!(ids(&store, &q), [1]);
+    store.close().unwrap_or_else(|e| panic!("close: {e}"));
+    drop(store);
+    let remaining = data_files(dir.path());
+    eprintln!("1 GiB: at most {most_files} data files during the run, {remaining:?} at the end");
+    assert!(remaining.len() <= 3, "data files left: {remaining:?}");
+    let store = open(dir.path(), &options);
+    let read = read_all(&store, &q);
+    assert_eq!(read.len(), 1);
+    assert_eq!(*read[0].message, *old, "the old message survived its moves");
+}
