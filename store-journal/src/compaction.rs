@@ -40,6 +40,47 @@ impl Writer {
         }
     }
 
+    /// The checkpoint written at open, before serving, when recovery replayed anything (see
+    /// the crate documentation): at the new head, so that the next recovery starts there. Its
+    /// reclaiming deletes the files wholly before the snapshot recovery loaded that neither
+    /// needs, and its compaction moves the live messages of sparse files forward. Without a
+    /// loaded snapshot (a first checkpoint, or all of them damaged) a second one is written
+    /// at once when that lets files go: both snapshots then cover the same position, and any
+    /// file before it without live bytes is needed by neither.
+    ///
+    /// A failure to make the replayed journal durable fails the open; a failed snapshot or
+    /// reclaim is logged and reported by `close`, like a checkpoint while running.
+    pub fn checkpoint_at_open(&mut self) -> Result<(), StoreError> {
+        let loaded = self.previous.is_some();
+        for round in 0..2 {
+            let Some(captured) = self.run_batch(Vec::new(), true) else {
+                let reason = self.shared.state.read().poisoned.clone().unwrap_or_default();
+                return Err(StoreError::Poisoned { reason });
+            };
+            self.sync_dirty()?;
+            if let Err(e) = self.write_checkpoint(captured, round == 0) {
+                tracing::warn!(error = %e, "journal checkpoint at open failed; retrying at the next one");
+                self.shared.maintenance_error.lock().get_or_insert(e);
+                return Ok(());
+            }
+            if loaded || !self.reclaimable() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// True if the next checkpoint's reclaiming would delete a file (none of the last
+    /// checkpoint's live bytes, wholly before it).
+    fn reclaimable(&self) -> bool {
+        let Some((position, live)) = &self.previous else { return false };
+        let state = self.shared.state.read();
+        state
+            .segments
+            .keys()
+            .any(|&file| file < position.file && file != self.head && live.of(file) == 0)
+    }
+
     /// Writes the captured snapshot, prunes old ones, deletes reclaimable data files and,
     /// with `compact`, rewrites sparse ones.
     pub fn write_checkpoint(

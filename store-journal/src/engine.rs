@@ -169,7 +169,10 @@ impl JournalStore {
             writer.checkpoint_seq = seq;
             writer.previous = Some((position, live));
         }
-        writer.start_head()?;
+        match recovered.empty_head {
+            Some(file) => writer.reuse_head(file)?,
+            None => writer.start_head()?,
+        }
         if !recovered.rolled_back.is_empty() {
             // Written now, so that a transaction id the broker reuses cannot pick up the
             // operations of the one recovery rolled back.
@@ -188,6 +191,10 @@ impl JournalStore {
             if let Some(reason) = shared.state.read().poisoned.clone() {
                 return Err(StoreError::Poisoned { reason });
             }
+        }
+        if recovered.replayed || !recovered.rolled_back.is_empty() {
+            // The next recovery starts at the new head instead of replaying all of this again.
+            writer.checkpoint_at_open()?;
         }
         let reserve = dir.join(RESERVE_FILE);
         if !matches!(disk.exists(&reserve), Ok(true)) {

@@ -92,11 +92,48 @@ pub fn find_valid_after(data: &[u8], from: usize) -> Option<usize> {
             return Some(next);
         }
     }
-    (from + 1..data.len().saturating_sub(HEADER - 1)).find(|&at| {
-        // Cheap filters before the checksum: a known kind and a length that fits.
-        let kind = data[at + 4] & !UNIT_END;
-        Kind::from_u8(kind).is_some() && matches!(parse(data, at), Parsed::Record { .. })
-    })
+    // Every offset with a whole header after it; a record starts with a non-zero kind byte
+    // (offset 4), so runs of zeros (preallocated space) are skipped a block at a time.
+    let end = data.len().saturating_sub(HEADER - 1);
+    let mut at = from + 1;
+    while at < end {
+        let block_end = (at + ZERO_BLOCK).min(end);
+        if !all_zero(&data[at + 4..block_end + 4]) {
+            let found = (at..block_end).find(|&at| {
+                // Cheap filters before the checksum: a known kind and a length that fits.
+                let kind = data[at + 4] & !UNIT_END;
+                Kind::from_u8(kind).is_some() && matches!(parse(data, at), Parsed::Record { .. })
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        at = block_end;
+    }
+    None
+}
+
+/// Zeros are compared a block at a time (a `memcmp`, fast in debug builds too).
+const ZERO_BLOCK: usize = 4096;
+static ZEROS: [u8; ZERO_BLOCK] = [0; ZERO_BLOCK];
+
+/// True if every byte of `data` is zero.
+pub fn all_zero(data: &[u8]) -> bool {
+    data.chunks(ZERO_BLOCK).all(|chunk| chunk == &ZEROS[..chunk.len()])
+}
+
+/// The offset just past the last non-zero byte of `data` (0 if it is all zeros).
+pub fn nonzero_len(data: &[u8]) -> usize {
+    let mut end = data.len();
+    while end > 0 {
+        let start = end.saturating_sub(ZERO_BLOCK);
+        let block = &data[start..end];
+        if !all_zero(block) {
+            return start + block.iter().rposition(|b| *b != 0).map_or(0, |at| at + 1);
+        }
+        end = start;
+    }
+    0
 }
 
 #[cfg(test)]
@@ -127,5 +164,30 @@ mod tests {
         assert!(matches!(parse(&buf[..12], 0), Parsed::Bad(_)), "short write");
         assert!(matches!(parse(&buf[..4], 0), Parsed::Bad(_)), "partial header");
         assert_eq!(find_valid_after(&buf[..12], 0), None);
+    }
+
+    #[test]
+    fn zero_helpers_and_a_record_after_a_long_run_of_zeros() {
+        assert!(all_zero(&[]));
+        assert!(all_zero(&[0; 10_000]));
+        let mut data = vec![0u8; 3 * ZERO_BLOCK + 17];
+        assert_eq!(nonzero_len(&data), 0);
+        data[5] = 1;
+        assert!(!all_zero(&data));
+        assert_eq!(nonzero_len(&data), 6);
+        data[5] = 0;
+        // A damaged header, zeros for several blocks, then a valid record.
+        data[0] = 0xee;
+        let mut record = Vec::new();
+        append(&mut record, Kind::Commit, true, b"after");
+        let at = 2 * ZERO_BLOCK + 3;
+        data[at..at + record.len()].copy_from_slice(&record);
+        assert_eq!(find_valid_after(&data, 0), Some(at));
+        assert_eq!(nonzero_len(&data), at + record.len());
+        // A record whose kind byte is the first byte of a block.
+        let mut data = vec![0u8; 2 * ZERO_BLOCK];
+        let at = ZERO_BLOCK - 4;
+        data[at..at + record.len()].copy_from_slice(&record);
+        assert_eq!(find_valid_after(&data, 0), Some(at));
     }
 }

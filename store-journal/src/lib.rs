@@ -29,9 +29,11 @@
 //! *.corrupt                data or snapshots set aside by recovery
 //! ```
 //!
-//! Every open starts a new head segment; the writer appends there and rolls to the next
-//! number when a record does not fit (a record larger than a segment gets a file of its
-//! size).
+//! Every open starts a new head segment, unless the newest one holds no record (a head the
+//! last run never wrote to, or whose torn tail recovery cut to nothing): that one is
+//! truncated, preallocated anew and reused, so that restarts without traffic leave no empty
+//! 32 MiB files behind. The writer appends at the head and rolls to the next number when a
+//! record does not fit (a record larger than a segment gets a file of its size).
 //!
 //! ## Records
 //!
@@ -74,10 +76,32 @@
 //! rewritten at the head and is deleted two checkpoints later (`compaction.rs`): one old
 //! unacknowledged message moves forward instead of pinning every later file.
 //!
+//! **At open.** When recovery replayed anything (records after the snapshot's position,
+//! which is what an unclean stop leaves, a cut tail, rolled-back transactions, or a full
+//! replay without a snapshot), open writes a checkpoint at the new head before serving
+//! (durable journal first, as always), then reclaims and compacts as any checkpoint does.
+//! So short runs ended by crashes (never reaching `checkpoint_bytes`) no longer make every
+//! recovery replay every segment since the last checkpoint, and their files become
+//! reclaimable. The two-snapshot rule is unchanged: the snapshot recovery loaded becomes the
+//! older of the two, so at open the files wholly before *it* with no live bytes in either
+//! are deleted, while the files it replayed stay until the next checkpoint (it must still
+//! find them). A run of crashes therefore keeps about the files of the last three runs plus
+//! the head (a run's file is compacted at the open after its messages are acked, and
+//! deleted two checkpoints later). Without a loaded snapshot (the first checkpoint, or all
+//! of them damaged) open writes a second checkpoint at once when that lets files go: both
+//! snapshots then cover the same position, so either finds every file it needs, and no
+//! full-replay fallback is lost that deleting any file would not lose anyway. A failure of
+//! the snapshot or of reclaiming at open is logged and reported by `close`; a failure to
+//! make the journal durable fails the open.
+//!
 //! ## Recovery
 //!
-//! See `recovery.rs`: a torn tail (short write, bad checksum, preallocated
-//! zeros, an unfinished unit) is truncated with a warning naming file, offset and bytes;
+//! See `recovery.rs`: the journal after the snapshot's position is read forward in chunks,
+//! stopping where the records give way to zeros (the next 64 KiB are checked to be zeros
+//! too, a block at a time; the rest of a preallocated segment is not read), so an open
+//! reads about what was written since the last checkpoint. A torn tail (short write, bad
+//! checksum, preallocated zeros, an unfinished unit) is truncated with a warning naming
+//! file, offset and bytes;
 //! damage followed by valid records is corruption, reported with file and offset (opened up
 //! to it by default, refused with `refuse_on_corruption`). Unprepared transactions are rolled
 //! back, prepared ones reported. Without the `clean-shutdown` marker (a crash), every

@@ -14,6 +14,19 @@
 //!   unit) and a warning says what was dropped.
 //! - Transactions open at the end of the log are rolled back unless prepared; prepared ones
 //!   are reported by `recover`.
+//!
+//! Reading: a data file is read forward in chunks (64 KiB, doubling up to 4 MiB), never
+//! whole, and only from the snapshot's position on. Where the records stop at a header of
+//! zeros, the next [`ZERO_PROBE`] bytes are checked (a block at a time) instead of the whole
+//! preallocated rest of the file: zeros there are the end of the data, anything else is
+//! looked at as above (then the rest of that file is read). So opening reads about the bytes
+//! written since the last checkpoint, not every preallocated segment in full. Bytes further
+//! on that a torn write left behind a long run of zeros are never read as records: that
+//! file is not written again (a new head is started, or an empty one is truncated first,
+//! see `Writer::reuse_head`), so every recovery stops at the same place. The price: damage
+//! that zeroes more than [`ZERO_PROBE`] bytes in the middle of a file, from a record header
+//! on, reads as the end of that file's data rather than as corruption (a zeroed sector or a
+//! few pages is still caught).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,7 +58,23 @@ pub struct Recovered {
     pub rolled_back: Vec<TxnId>,
     /// The last close was clean.
     pub clean: bool,
+    /// Records were read after the snapshot's position (or none was loaded), or part of the
+    /// log was cut: the next recovery would have to do it again unless a checkpoint is
+    /// written now.
+    pub replayed: bool,
+    /// The newest data file, when it holds no record (a head the last run never wrote to, or
+    /// whose torn tail was cut to nothing): the writer reuses it as its head.
+    pub empty_head: Option<u32>,
 }
+
+/// Where the records of a data file stop at a header of zeros, this many bytes after it
+/// must be zeros too (checked a block at a time) for it to be the end of the data; anything
+/// else is a torn tail or damage, and the rest of the file is read to tell which. The rest
+/// of a preallocated segment is not read.
+pub const ZERO_PROBE: u64 = 64 * 1024;
+/// The first read of a data file; each further read doubles, up to [`MAX_CHUNK`].
+const FIRST_CHUNK: u64 = 64 * 1024;
+const MAX_CHUNK: u64 = 4 * 1024 * 1024;
 
 /// Where the valid log stops in a file, and why.
 struct Stop {
@@ -89,6 +118,7 @@ pub fn recover(
             }
         }
     }
+    let snapshot_missing = snapshot.is_none();
     let (mut index, start, checkpoint) = match snapshot {
         Some(s) => (s.index, s.position, Some((s.seq, s.position, s.live))),
         None => (
@@ -116,6 +146,8 @@ pub fn recover(
     let mut unit_start: Option<Position> = None;
     let mut garbage: Option<Stop> = None;
     let mut corruption: Option<Stop> = None;
+    let mut replayed = false;
+    let mut bytes_read = 0u64;
     let mut expected = start.file;
     for (file, handle) in &handles {
         let file = *file;
@@ -130,27 +162,36 @@ pub fn recover(
         }
         expected = file + 1;
         failpoints.check(FP_READ)?;
-        let data = read_all(handle.as_ref(), file)?;
-        let mut pos = if file == start.file { start.offset as usize } else { 0 };
+        let mut reader = SegmentReader::new(handle.as_ref(), file)?;
+        let mut pos = if file == start.file { start.offset } else { 0 };
         if let Some(stop) = garbage.take() {
             // The previous file ended in garbage: a valid record here means it was damage in
             // the middle of the log, otherwise the log ended there.
-            if matches!(frame::parse(&data, pos), Parsed::Record { .. }) {
+            if matches!(reader.parse(pos)?, Parsed::Record { .. }) {
                 corruption = Some(stop);
             } else {
                 garbage = Some(stop);
             }
+            bytes_read += reader.read;
             break;
         }
         loop {
-            match frame::parse(&data, pos) {
+            let step = match reader.parse(pos)? {
                 Parsed::Record { kind, unit_end, payload, len } => {
-                    let command = match record::decode(kind, payload) {
+                    Step::Record { kind, unit_end, command: record::decode(kind, payload), len }
+                }
+                Parsed::End => Step::End,
+                Parsed::Bad(reason) => Step::Bad(reason),
+            };
+            match step {
+                Step::Record { kind, unit_end, command, len } => {
+                    replayed = true;
+                    let command = match command {
                         Ok(command) => command,
                         Err(e) => {
                             corruption = Some(Stop {
                                 file,
-                                offset: pos as u64,
+                                offset: pos,
                                 reason: format!("a {kind:?} record does not decode: {e}"),
                                 bytes: len as u64,
                             });
@@ -158,11 +199,12 @@ pub fn recover(
                         }
                     };
                     if unit.is_empty() {
-                        unit_start = Some(Position { file, offset: pos as u64 });
+                        unit_start = Some(Position { file, offset: pos });
                     }
                     let size = u32::try_from(len).unwrap_or(u32::MAX);
-                    unit.push(Pending { command, at: loc(file, pos as u32), size });
-                    pos += len;
+                    let offset = u32::try_from(pos).unwrap_or(u32::MAX);
+                    unit.push(Pending { command, at: loc(file, offset), size });
+                    pos += len as u64;
                     if unit_end {
                         for pending in unit.drain(..) {
                             apply(&mut index, pending);
@@ -170,24 +212,17 @@ pub fn recover(
                         unit_start = None;
                     }
                 }
-                Parsed::End | Parsed::Bad(_)
-                    if data[pos.min(data.len())..].iter().all(|b| *b == 0) =>
-                {
-                    break;
-                }
-                Parsed::End | Parsed::Bad(_) => {
-                    let reason = match frame::parse(&data, pos) {
-                        Parsed::Bad(reason) => reason,
+                Step::End if reader.zeros_after(pos, ZERO_PROBE)? => break,
+                Step::End | Step::Bad(_) => {
+                    let reason = match step {
+                        Step::Bad(reason) => reason,
                         _ => "zeros followed by data".to_owned(),
                     };
-                    let last_nonzero = data.iter().rposition(|b| *b != 0).map_or(pos, |at| at + 1);
-                    let stop = Stop {
-                        file,
-                        offset: pos as u64,
-                        reason,
-                        bytes: last_nonzero.saturating_sub(pos) as u64,
-                    };
-                    if frame::find_valid_after(&data, pos).is_some() {
+                    // Damage or a torn write: the rest of this file decides which.
+                    let rest = reader.rest(pos)?;
+                    let stop =
+                        Stop { file, offset: pos, reason, bytes: frame::nonzero_len(rest) as u64 };
+                    if frame::find_valid_after(rest, 0).is_some() {
                         corruption = Some(stop);
                     } else {
                         garbage = Some(stop);
@@ -196,12 +231,19 @@ pub fn recover(
                 }
             }
         }
+        bytes_read += reader.read;
         if corruption.is_some() {
             break;
         }
         if let Some(used) = segments.get_mut(&file) {
-            *used = pos as u64;
+            *used = pos;
         }
+    }
+    tracing::debug!(files = handles.len(), bytes_read, "journal replayed");
+    replayed |= corruption.is_some() || garbage.is_some() || unit_start.is_some();
+    if snapshot_missing && segments.len() > 1 {
+        // A full replay: checkpoint, so that the files before the head become reclaimable.
+        replayed = true;
     }
 
     if let Some(stop) = corruption {
@@ -250,24 +292,117 @@ pub fn recover(
     if !rolled_back.is_empty() {
         tracing::info!(transactions = ?rolled_back, "rolled back transactions that were not prepared");
     }
-    let handles = handles.into_iter().filter(|(file, _)| segments.contains_key(file)).collect();
-    Ok(Recovered { index, segments, handles, checkpoint, rolled_back, clean })
+    let handles: Vec<(u32, Arc<dyn DiskFile>)> =
+        handles.into_iter().filter(|(file, _)| segments.contains_key(file)).collect();
+    // The newest file, if it was read and holds no record.
+    let empty_head = match (segments.iter().next_back(), handles.last()) {
+        (Some((&last, &0)), Some((read, _))) if *read == last => Some(last),
+        _ => None,
+    };
+    Ok(Recovered { index, segments, handles, checkpoint, rolled_back, clean, replayed, empty_head })
 }
 
-fn read_all(handle: &dyn DiskFile, file: u32) -> Result<Vec<u8>, StoreError> {
-    let context = || format!("reading {}", segment_name(file));
-    let len = handle.len().map_err(|e| io_error(context(), e))?;
-    // Offsets are 32 bits: no data file the journal writes is larger.
-    let len =
-        usize::try_from(len).ok().filter(|len| *len <= u32::MAX as usize).ok_or_else(|| {
-            StoreError::Corrupt {
+/// One step of replaying a file (what [`Parsed`] found, owned).
+enum Step {
+    Record { kind: record::Kind, unit_end: bool, command: Result<Command, StoreError>, len: usize },
+    End,
+    Bad(String),
+}
+
+/// Reads a data file forward in chunks, keeping the bytes from the record being parsed on.
+struct SegmentReader<'a> {
+    handle: &'a dyn DiskFile,
+    file: u32,
+    len: u64,
+    /// The file offset of `buf[0]`.
+    base: u64,
+    buf: Vec<u8>,
+    /// The size of the next read ahead.
+    chunk: u64,
+    /// Bytes read from the file so far.
+    read: u64,
+}
+
+impl<'a> SegmentReader<'a> {
+    fn new(handle: &'a dyn DiskFile, file: u32) -> Result<Self, StoreError> {
+        let len =
+            handle.len().map_err(|e| io_error(format!("reading {}", segment_name(file)), e))?;
+        // Offsets are 32 bits: no data file the journal writes is larger.
+        if len > u64::from(u32::MAX) {
+            return Err(StoreError::Corrupt {
                 location: segment_name(file),
                 reason: format!("{len} bytes is larger than any data file the journal writes"),
+            });
+        }
+        Ok(SegmentReader {
+            handle,
+            file,
+            len,
+            base: 0,
+            buf: Vec::new(),
+            chunk: FIRST_CHUNK,
+            read: 0,
+        })
+    }
+
+    /// Makes the buffer hold the file from `at` to `at + want` (or to its end), dropping the
+    /// bytes before `at`; with `ahead`, reads at least a chunk more.
+    fn fill(&mut self, at: u64, want: u64, ahead: bool) -> Result<(), StoreError> {
+        let end = at.saturating_add(want).min(self.len);
+        let have = self.base + self.buf.len() as u64;
+        if at >= self.base && end <= have {
+            return Ok(());
+        }
+        if at < self.base || at >= have {
+            self.buf.clear();
+            self.base = at;
+        } else if at > self.base {
+            self.buf.drain(..(at - self.base) as usize);
+            self.base = at;
+        }
+        let from = self.base + self.buf.len() as u64;
+        let to = if ahead { end.max(from.saturating_add(self.chunk)) } else { end }.min(self.len);
+        if to > from {
+            let old = self.buf.len();
+            self.buf.resize(old + (to - from) as usize, 0);
+            self.handle
+                .read_at(from, &mut self.buf[old..])
+                .map_err(|e| io_error(format!("reading {}", segment_name(self.file)), e))?;
+            self.read += to - from;
+            if ahead {
+                self.chunk = (self.chunk * 2).min(MAX_CHUNK);
             }
-        })?;
-    let mut data = vec![0u8; len];
-    handle.read_at(0, &mut data).map_err(|e| io_error(context(), e))?;
-    Ok(data)
+        }
+        Ok(())
+    }
+
+    /// What is at offset `at`: the header is read, then as much as it says the record takes.
+    fn parse(&mut self, at: u64) -> Result<Parsed<'_>, StoreError> {
+        self.fill(at, frame::HEADER as u64, true)?;
+        let rel = (at - self.base) as usize;
+        if let Some(header) = self.buf.get(rel..rel + frame::HEADER) {
+            if !frame::all_zero(header) {
+                let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+                self.fill(at, (frame::HEADER as u64) + u64::from(len), true)?;
+            }
+        }
+        Ok(frame::parse(&self.buf, (at - self.base) as usize))
+    }
+
+    /// True if the `probe` bytes from `at` (or up to the end of the file) are zeros.
+    fn zeros_after(&mut self, at: u64, probe: u64) -> Result<bool, StoreError> {
+        self.fill(at, probe, false)?;
+        let rel = (at - self.base) as usize;
+        let end = rel.saturating_add(probe as usize).min(self.buf.len());
+        Ok(frame::all_zero(&self.buf[rel.min(end)..end]))
+    }
+
+    /// The rest of the file from `at`.
+    fn rest(&mut self, at: u64) -> Result<&[u8], StoreError> {
+        self.fill(at, self.len.saturating_sub(at), false)?;
+        let rel = ((at - self.base) as usize).min(self.buf.len());
+        Ok(&self.buf[rel..])
+    }
 }
 
 /// Cuts the log at `cut`: that file is truncated there, later files are removed (a torn

@@ -27,7 +27,7 @@ use parking_lot::RwLockWriteGuard;
 use store::{Completer, Message, MessageId, QueueKey, StoreError, SyncPolicy, TxnId};
 
 use crate::checkpoint::{Live, Position};
-use crate::disk::is_out_of_space;
+use crate::disk::{is_out_of_space, DiskFile};
 use crate::engine::{Shared, State};
 use crate::frame::{self, frame_len};
 use crate::record::{self, Kind};
@@ -150,16 +150,41 @@ impl Writer {
         }
     }
 
-    /// Starts a fresh head segment (every open writes into a new file).
+    /// Starts a fresh head segment after the newest one.
     pub fn start_head(&mut self) -> Result<(), StoreError> {
         let file = self.head + 1;
         let capacity = self.shared.options.segment_size;
         self.create_segment(file, capacity)?;
+        self.set_head(file, capacity);
+        Ok(())
+    }
+
+    /// Makes segment `file`, the newest, which holds no record (a head the last run never
+    /// wrote to, or whose torn tail recovery cut to nothing), the head again instead of
+    /// starting another file. It is truncated to nothing and preallocated anew first:
+    /// recovery only checked the start of its zeros ([`crate::recovery::ZERO_PROBE`]), and
+    /// no stale byte of an interrupted write may follow the records written now.
+    pub fn reuse_head(&mut self, file: u32) -> Result<(), StoreError> {
+        let shared = Arc::clone(&self.shared);
+        let failpoints = &shared.options.failpoints;
+        let capacity = shared.options.segment_size;
+        let name = segment_name(file);
+        let handle = shared.files.get(file).map_err(|e| io_error(format!("opening {name}"), e))?;
+        failpoints.check(FP_CREATE_SEGMENT)?;
+        handle.set_len(0).map_err(|e| io_error(format!("truncating {name}"), e))?;
+        self.allocate(&name, handle.as_ref(), capacity)?;
+        failpoints.check(FP_SYNC)?;
+        handle.sync().map_err(|e| io_error(format!("syncing {name}"), e))?;
+        tracing::debug!(segment = %name, "reusing the empty head segment");
+        self.set_head(file, capacity);
+        Ok(())
+    }
+
+    fn set_head(&mut self, file: u32, capacity: u64) {
         self.head = file;
         self.head_offset = 0;
         self.head_capacity = capacity;
         self.shared.state.write().set_used(file, 0);
-        Ok(())
     }
 
     /// The thread's loop.
@@ -455,9 +480,8 @@ impl Writer {
         Ok(())
     }
 
-    /// Creates segment `file` preallocated to `capacity` bytes, durably. Out of space, the
-    /// reserve file is released so that acks can still be written, and adds are refused
-    /// from then on (until reclaiming frees space).
+    /// Creates segment `file` preallocated to `capacity` bytes, durably (see
+    /// [`Writer::allocate`] for a full disk).
     fn create_segment(&mut self, file: u32, capacity: u64) -> Result<(), StoreError> {
         let shared = Arc::clone(&self.shared);
         let failpoints = &shared.options.failpoints;
@@ -466,6 +490,18 @@ impl Writer {
         let path = self.shared.files.path(file);
         let disk = &self.shared.disk;
         let handle = disk.create(&path).map_err(|e| io_error(format!("creating {name}"), e))?;
+        self.allocate(&name, handle.as_ref(), capacity)?;
+        failpoints.check(FP_SYNC)?;
+        handle.sync().map_err(|e| io_error(format!("syncing {name}"), e))?;
+        disk.sync_dir(&self.shared.dir)
+            .map_err(|e| io_error(format!("syncing {}", self.shared.dir.display()), e))?;
+        self.shared.files.insert(file, handle);
+        Ok(())
+    }
+
+    /// Preallocates a segment. Out of space, the reserve file is released so that acks can
+    /// still be written, and adds are refused from then on (until reclaiming frees space).
+    fn allocate(&self, name: &str, handle: &dyn DiskFile, capacity: u64) -> Result<(), StoreError> {
         if let Err(e) = handle.allocate(capacity) {
             if !is_out_of_space(&e) {
                 return Err(io_error(format!("preallocating {name}"), e));
@@ -475,11 +511,6 @@ impl Writer {
             self.shared.state.write().disk_full = true;
             handle.allocate(capacity).map_err(|e| io_error(format!("preallocating {name}"), e))?;
         }
-        failpoints.check(FP_SYNC)?;
-        handle.sync().map_err(|e| io_error(format!("syncing {name}"), e))?;
-        disk.sync_dir(&self.shared.dir)
-            .map_err(|e| io_error(format!("syncing {}", self.shared.dir.display()), e))?;
-        self.shared.files.insert(file, handle);
         Ok(())
     }
 

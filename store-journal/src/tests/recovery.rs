@@ -156,15 +156,18 @@ fn corruption_in_the_middle_refused_with_file_and_offset() {
 #[test]
 fn damage_at_the_end_of_a_file_followed_by_a_newer_file_is_corruption() {
     let dir = temp_dir();
-    write_and_crash(dir.path(), 1..=5);
-    write_and_crash(dir.path(), 6..=10);
+    // One run that rolls to a second file (a reopen after a crash checkpoints at its new
+    // head, so only files written since one open are replayed together).
+    write_and_crash(dir.path(), 1..=600);
+    assert!(segment(dir.path(), 2).exists(), "the run rolled to a second file");
     let first = segment(dir.path(), 1);
-    let (last, len) = record_offsets(&first)[4];
+    let records = record_offsets(&first);
+    let (last, len) = records[records.len() - 1];
     damage(&first, (last + len - 8) as u64, &[0u8; 8]);
     let strict = JournalOptions { refuse_on_corruption: true, ..no_checkpoint() };
     assert!(matches!(JournalStore::open(dir.path(), strict), Err(StoreError::Corrupt { .. })));
     let store = open(dir.path(), &no_checkpoint());
-    assert_eq!(ids(&store, &queue("Q")), [1, 2, 3, 4]);
+    assert_eq!(ids(&store, &queue("Q")), (1..records.len() as u64).collect::<Vec<_>>());
     drop(store);
     assert!(dir.path().join("db-00000002.log.corrupt").exists(), "later file set aside");
 }
@@ -328,4 +331,235 @@ fn reopening_many_times_keeps_every_file_it_needs() {
             store.close().unwrap_or_else(|e| panic!("close: {e}"));
         }
     }
+}
+
+/// The crash test's finding: with the default 32 MiB segments and 8 MiB checkpoints, short
+/// runs ended by a crash never checkpointed, every open added a preallocated head and every
+/// recovery read all of them. Now each open after a crash checkpoints at its head, so the
+/// files of earlier runs are reclaimed (or compacted and then reclaimed).
+#[test]
+fn unclean_reopens_with_default_segments_keep_the_data_files_bounded() {
+    let dir = temp_dir();
+    let options = JournalOptions::default();
+    assert_eq!(options.segment_size, crate::DEFAULT_SEGMENT_SIZE);
+    let q = queue("Q");
+    let mut live = BTreeSet::new();
+    let mut next = 1u64;
+    let mut most_files = 0;
+    for round in 0..30 {
+        let started = std::time::Instant::now();
+        let store = open(dir.path(), &options);
+        let opened = started.elapsed();
+        let files = data_files(dir.path());
+        most_files = most_files.max(files.len());
+        assert!(files.len() <= 4, "round {round}: data files after open: {files:?}");
+        assert_eq!(
+            ids(&store, &q).into_iter().collect::<BTreeSet<_>>(),
+            live,
+            "round {round}: every confirmed message (and no acked one) is there"
+        );
+        if round > 0 {
+            assert!(store.stats().checkpoints >= 1, "round {round}: no checkpoint at open");
+        }
+        // A little traffic: 20 messages, and acks of the previous rounds' messages except
+        // every 7th, which stays for good.
+        let acks: Vec<u64> = live.iter().copied().filter(|id| id % 7 != 0).collect();
+        for id in next..next + 20 {
+            submit_ok(&store, vec![add(&message(id, &q, 4, 2000), &[&q])]);
+            live.insert(id);
+        }
+        next += 20;
+        for id in acks {
+            submit_ok(&store, vec![ack(&q, &message(id, &q, 4, 0))]);
+            live.remove(&id);
+        }
+        eprintln!("round {round}: opened in {opened:?}, data files {files:?}");
+        // A crash: dropped without close.
+        drop(store);
+    }
+    let store = open(dir.path(), &options);
+    assert_eq!(ids(&store, &q).into_iter().collect::<BTreeSet<_>>(), live);
+    assert!(live.len() > 50, "messages stayed across the rounds: {}", live.len());
+    drop(store);
+    let files = data_files(dir.path());
+    assert!(files.len() <= 4, "data files at the end: {files:?} (at most {most_files})");
+}
+
+/// A [`Disk`](crate::Disk) that counts the bytes read from data files.
+#[derive(Debug)]
+struct CountingDisk {
+    inner: Arc<dyn crate::Disk>,
+    read: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[derive(Debug)]
+struct CountingFile {
+    inner: Arc<dyn crate::DiskFile>,
+    read: Option<Arc<std::sync::atomic::AtomicU64>>,
+}
+
+impl CountingDisk {
+    fn wrap(&self, path: &Path, inner: Arc<dyn crate::DiskFile>) -> Arc<dyn crate::DiskFile> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let data = crate::segment::parse_segment(&name).is_some();
+        Arc::new(CountingFile { inner, read: data.then(|| Arc::clone(&self.read)) })
+    }
+}
+
+impl crate::Disk for CountingDisk {
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Arc<dyn crate::DiskFile>> {
+        Ok(self.wrap(path, self.inner.open(path)?))
+    }
+    fn create(&self, path: &Path) -> std::io::Result<Arc<dyn crate::DiskFile>> {
+        Ok(self.wrap(path, self.inner.create(path)?))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
+        self.inner.exists(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+impl crate::DiskFile for CountingFile {
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        if let Some(read) = &self.read {
+            read.fetch_add(buf.len() as u64, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.read_at(offset, buf)
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn allocate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.allocate(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+}
+
+#[test]
+fn opening_after_a_crash_does_not_read_a_mostly_empty_head_whole() {
+    let dir = temp_dir();
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let disk: Arc<dyn crate::Disk> =
+        Arc::new(CountingDisk { inner: Arc::new(crate::RealDisk), read: Arc::clone(&read) });
+    let options = JournalOptions::default();
+    let open_counting = || {
+        JournalStore::open_with_disk(Arc::clone(&disk), dir.path(), options.clone())
+            .unwrap_or_else(|e| panic!("open: {e}"))
+    };
+    let q = queue("Q");
+    let store = open_counting();
+    for id in 1..=50 {
+        submit_ok(&store, vec![add(&message(id, &q, 4, 1000), &[&q])]);
+    }
+    drop(store);
+    let written = std::fs::metadata(segment(dir.path(), 1)).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(written, options.segment_size, "the head is preallocated");
+    read.store(0, std::sync::atomic::Ordering::SeqCst);
+    let store = open_counting();
+    let bytes = read.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!("opening after a crash read {bytes} bytes of data files");
+    assert!(bytes >= 50 * 1000, "the records were read: {bytes}");
+    assert!(
+        bytes <= 256 * 1024,
+        "{bytes} bytes read of a {} byte head holding about 55 KB",
+        options.segment_size
+    );
+    assert_eq!(ids(&store, &q), (1..=50).collect::<Vec<_>>());
+    // Once more, now from the checkpoint written at that open: nothing of file 1 is read.
+    drop(store);
+    read.store(0, std::sync::atomic::Ordering::SeqCst);
+    let store = open_counting();
+    let bytes = read.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(bytes <= 128 * 1024, "{bytes} bytes read of an empty head");
+    // Bodies are still read from file 1 when asked for.
+    assert_eq!(ids(&store, &q), (1..=50).collect::<Vec<_>>());
+}
+
+#[test]
+fn an_empty_head_is_reused_instead_of_piling_up() {
+    let dir = temp_dir();
+    let options = no_checkpoint();
+    let q = queue("Q");
+    // Opens without traffic, closed or crashed: still one data file.
+    for round in 0..5 {
+        let store = open(dir.path(), &options);
+        if round % 2 == 0 {
+            store.close().unwrap_or_else(|e| panic!("close: {e}"));
+        }
+        drop(store);
+        assert_eq!(data_files(dir.path()), ["db-00000001.log"], "round {round}");
+    }
+    write_and_crash(dir.path(), 1..=3);
+    assert_eq!(data_files(dir.path()), ["db-00000001.log"]);
+    // The next run's head holds only a record torn by the crash: cut to nothing, and reused.
+    let store = open(dir.path(), &options);
+    submit_ok(&store, vec![add(&message(4, &q, 4, 100), &[&q])]);
+    drop(store);
+    assert_eq!(data_files(dir.path()), ["db-00000001.log", "db-00000002.log"]);
+    let head = segment(dir.path(), 2);
+    let file = OpenOptions::new().write(true).open(&head).unwrap_or_else(|e| panic!("{e}"));
+    file.set_len(20).unwrap_or_else(|e| panic!("{e}"));
+    drop(file);
+    let store = open(dir.path(), &options);
+    assert_eq!(ids(&store, &q), [1, 2, 3]);
+    assert_eq!(data_files(dir.path()), ["db-00000001.log", "db-00000002.log"]);
+    let len = std::fs::metadata(&head).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(len, options.segment_size, "the reused head is preallocated again");
+    submit_ok(&store, vec![add(&message(5, &q, 4, 100), &[&q])]);
+    drop(store);
+    let store = open(dir.path(), &options);
+    assert_eq!(ids(&store, &q), [1, 2, 3, 5]);
+}
+
+#[test]
+fn a_full_replay_without_snapshots_reclaims_at_once() {
+    let dir = temp_dir();
+    // Small files and no checkpoint while running: one run rolls through several files.
+    let options = small_options(4096, 1 << 40);
+    let q = queue("Q");
+    let kept = message(1, &q, 4, 100);
+    let store = open(dir.path(), &options);
+    submit_ok(&store, vec![add(&kept, &[&q])]);
+    for id in 2..200 {
+        let m = message(id, &q, 4, 100);
+        submit_ok(&store, vec![add(&m, &[&q])]);
+        submit_ok(&store, vec![ack(&q, &m)]);
+    }
+    drop(store);
+    let before = data_files(dir.path());
+    assert!(before.len() >= 6, "{before:?}");
+    let store = open(dir.path(), &options);
+    assert_eq!(ids(&store, &q), [1]);
+    // Two checkpoints at open: the files without live data went at once; the first file
+    // (its live message moved to the head by compaction) goes two checkpoints later.
+    assert_eq!(store.stats().checkpoints, 2);
+    let after = data_files(dir.path());
+    assert!(after.len() <= 2, "files kept after a full replay: {after:?}");
+    drop(store);
+    let store = open(dir.path(), &options);
+    let read = read_all(&store, &q);
+    assert_eq!(read.len(), 1);
+    assert_eq!(*read[0].message, *kept);
 }
