@@ -24,7 +24,7 @@ use store::{
 
 use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
-use registry::{Attachment, Registry, TopicSubscription};
+use registry::{Attachment, Registry, Temporary, TopicSubscription};
 pub use transaction::Transaction;
 use wildcard::DestinationFilter;
 
@@ -72,8 +72,54 @@ pub enum CoreError {
     DurableInUse { client_id: String, name: String },
     #[error("durable subscription `{name}` of client `{client_id}` does not exist")]
     NoSuchDurable { client_id: String, name: String },
+    #[error("temporary destination {0} does not exist (its connection may have closed)")]
+    NoSuchTemporary(String),
+    #[error("temporary destination {0} belongs to another connection")]
+    NotOwner(String),
+    #[error("{0} is not a temporary destination")]
+    NotTemporary(String),
     #[error("the broker is shutting down")]
     ShuttingDown,
+}
+
+/// The advisory topic announcing temporary queues.
+pub const ADVISORY_TEMP_QUEUE: &str = "ActiveMQ.Advisory.TempQueue";
+/// The advisory topic announcing temporary topics.
+pub const ADVISORY_TEMP_TOPIC: &str = "ActiveMQ.Advisory.TempTopic";
+/// Property of an advisory message: the qualified destination it is about.
+pub const ADVISORY_DESTINATION: &str = "ferromq.advisory.destination";
+/// Property of an advisory message: "add" or "remove".
+pub const ADVISORY_OPERATION: &str = "ferromq.advisory.operation";
+
+/// The destinations a possibly composite destination (`A,B`, ActiveMQ's syntax) names. A
+/// part with a `queue://` or `topic://` prefix has that kind; others share the composite's.
+pub fn composite_parts(destination: &Destination) -> Vec<Destination> {
+    if !destination.name.contains(',') {
+        return vec![destination.clone()];
+    }
+    destination
+        .name
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            Destination::parse_qualified(part)
+                .unwrap_or_else(|| Destination { kind: destination.kind, name: part.into() })
+        })
+        .collect()
+}
+
+/// Enqueues the recent messages of every topic `filter` matches into `queue`.
+fn replay_recent(registry: &Registry, filter: &DestinationFilter, queue: &QueueHandle) {
+    let recent: Vec<Arc<Message>> = registry
+        .recent
+        .iter()
+        .filter(|(topic, _)| filter.matches(topic))
+        .flat_map(|(_, recent)| recent.iter().cloned())
+        .collect();
+    if !recent.is_empty() {
+        queue.send(QueueCommand::Enqueue(recent));
+    }
 }
 
 /// A virtual topic: messages sent to a topic matching `name` also go to every queue named
@@ -164,6 +210,7 @@ impl Core {
                     filter: DestinationFilter::new(&info.topic.name),
                     queue: handle.clone(),
                     no_local_connection: None,
+                    temporary: false,
                 });
                 registry.durable.insert(info.key, (handle, None));
             }
@@ -212,26 +259,10 @@ impl Core {
         connection: u64,
         transaction: Option<&mut Transaction>,
     ) -> Result<Completion, CoreError> {
-        let destination = &message.destination;
-        if DestinationFilter::new(&destination.name).is_wildcard() {
-            return Err(CoreError::WildcardSend(destination.to_string()));
-        }
         let mut registry = self.registry.lock();
-        let route = match destination.kind {
-            DestinationKind::Queue => vec![self.declare_queue(&mut registry, &destination.name)?],
-            DestinationKind::Topic => {
-                // A transacted message becomes recent when it is published, at the commit
-                // (an aborted one must not be replayed to retroactive
-                // subscribers).
-                if transaction.is_none() {
-                    registry.remember_recent(&message, self.settings.retroactive_buffer);
-                }
-                registry.topic_route(&destination.name, connection, &self.settings.virtual_topics)
-            }
-            DestinationKind::TempQueue | DestinationKind::TempTopic => {
-                return Err(CoreError::Unsupported("temporary"))
-            }
-        };
+        // A transacted topic message is published (and becomes recent for retroactive
+        // subscribers) at the commit: an aborted one must never be replayed.
+        let route = self.route(&mut registry, &message, connection, transaction.is_none())?;
         let stored: Vec<QueueKey> = if message.is_persistent() {
             route.iter().filter(|q| q.stored).map(|q| (*q.key).clone()).collect()
         } else {
@@ -274,6 +305,154 @@ impl Core {
         Ok(completion)
     }
 
+    /// Every queue a message sent by `connection` lands in, for a plain or composite
+    /// (`A,B`) destination. `publish` also keeps topic messages for retroactive subscribers.
+    pub(crate) fn route(
+        &self,
+        registry: &mut Registry,
+        message: &Arc<Message>,
+        connection: u64,
+        publish: bool,
+    ) -> Result<Vec<QueueHandle>, CoreError> {
+        let mut route: Vec<QueueHandle> = Vec::new();
+        for part in composite_parts(&message.destination) {
+            if DestinationFilter::new(&part.name).is_wildcard() {
+                return Err(CoreError::WildcardSend(part.to_string()));
+            }
+            let reached = match part.kind {
+                DestinationKind::Queue => vec![self.declare_queue(registry, &part.name)?],
+                DestinationKind::TempQueue => match registry.temporary.get(&part) {
+                    Some(Temporary { queue: Some(queue), .. }) => vec![queue.clone()],
+                    _ => return Err(CoreError::NoSuchTemporary(part.to_string())),
+                },
+                DestinationKind::Topic | DestinationKind::TempTopic => {
+                    let temporary = part.kind == DestinationKind::TempTopic;
+                    if temporary && !registry.temporary.contains_key(&part) {
+                        return Err(CoreError::NoSuchTemporary(part.to_string()));
+                    }
+                    if publish {
+                        registry.remember_recent(
+                            &part.name,
+                            message,
+                            self.settings.retroactive_buffer,
+                        );
+                    }
+                    registry.topic_route(
+                        &part.name,
+                        temporary,
+                        connection,
+                        &self.settings.virtual_topics,
+                    )
+                }
+            };
+            for queue in reached {
+                if !route.iter().any(|q| q.same_queue(&queue)) {
+                    route.push(queue);
+                }
+            }
+        }
+        Ok(route)
+    }
+
+    /// Creates a temporary queue or topic owned by `connection`; it goes when the connection
+    /// releases it or closes. Announced on the `ActiveMQ.Advisory.Temp*` topics, which the
+    /// ActiveMQ JMS client watches before it sends to a temporary destination.
+    pub fn create_temporary(
+        &self,
+        destination: Destination,
+        connection: u64,
+    ) -> Result<(), CoreError> {
+        let mut registry = self.registry.lock();
+        if registry.temporary.contains_key(&destination) {
+            return Ok(());
+        }
+        let queue = match destination.kind {
+            DestinationKind::TempQueue => Some(queue::spawn(
+                QueueKey::destination(destination.clone()),
+                false,
+                self.store.clone(),
+            )?),
+            DestinationKind::TempTopic => None,
+            _ => return Err(CoreError::NotTemporary(destination.to_string())),
+        };
+        registry.temporary.insert(destination.clone(), Temporary { owner: connection, queue });
+        self.advise(&mut registry, &destination, "add");
+        Ok(())
+    }
+
+    /// Deletes a temporary destination of `connection`. Refused while another connection
+    /// consumes from it, or when `connection` does not own it.
+    pub fn delete_temporary(
+        &self,
+        destination: &Destination,
+        connection: u64,
+    ) -> Result<(), CoreError> {
+        let mut registry = self.registry.lock();
+        match registry.temporary.get(destination) {
+            None => return Ok(()),
+            Some(temporary) if temporary.owner != connection => {
+                return Err(CoreError::NotOwner(destination.to_string()))
+            }
+            Some(_) => {}
+        }
+        self.drop_temporary(&mut registry, destination);
+        Ok(())
+    }
+
+    /// Deletes every temporary destination `connection` created (it is closing).
+    pub fn release_connection(&self, connection: u64) {
+        let mut registry = self.registry.lock();
+        let owned: Vec<Destination> = registry
+            .temporary
+            .iter()
+            .filter(|(_, temporary)| temporary.owner == connection)
+            .map(|(destination, _)| destination.clone())
+            .collect();
+        for destination in owned {
+            self.drop_temporary(&mut registry, &destination);
+        }
+    }
+
+    fn drop_temporary(&self, registry: &mut Registry, destination: &Destination) {
+        if let Some(temporary) = registry.temporary.remove(destination) {
+            if let Some(queue) = temporary.queue {
+                queue.send(QueueCommand::Stop);
+            }
+            self.advise(registry, destination, "remove");
+        }
+    }
+
+    /// Publishes an advisory about a temporary destination (`operation` is "add" or
+    /// "remove") to `ActiveMQ.Advisory.TempQueue` or `ActiveMQ.Advisory.TempTopic`. The
+    /// message carries the destination and operation as properties; each protocol adapter
+    /// renders it the way its clients expect (OpenWire: a DestinationInfo).
+    fn advise(&self, registry: &mut Registry, destination: &Destination, operation: &str) {
+        let topic = match destination.kind {
+            DestinationKind::TempQueue => ADVISORY_TEMP_QUEUE,
+            DestinationKind::TempTopic => ADVISORY_TEMP_TOPIC,
+            _ => return,
+        };
+        let id = self.next_message_id();
+        let mut message = Message::new(
+            id,
+            format!("ID:ferromq-advisory:1:1:{}", id.0),
+            Destination::topic(topic),
+        );
+        message.headers.delivery_mode = store::DeliveryMode::NonPersistent;
+        message.headers.timestamp = queue::now_millis();
+        message.properties.insert(
+            ADVISORY_DESTINATION.into(),
+            store::PropertyValue::String(destination.to_string().into()),
+        );
+        message
+            .properties
+            .insert(ADVISORY_OPERATION.into(), store::PropertyValue::String(operation.into()));
+        let message = Arc::new(message);
+        for queue in registry.topic_route(topic, false, 0, &[]) {
+            queue.send(QueueCommand::Enqueue(vec![message.clone()]));
+        }
+    }
+
     /// Declares a queue destination to the store when it is first used.
     fn declare_queue(
         &self,
@@ -297,74 +476,81 @@ impl Core {
         let SubscribeRequest { destination, spec, durable, retroactive, no_local, connection } =
             request;
         let consumer = spec.id;
-        let filter = DestinationFilter::new(&destination.name);
         let mut registry = self.registry.lock();
-        match destination.kind {
-            DestinationKind::Queue if filter.is_wildcard() => {
-                let mut queues = Vec::new();
-                for (name, queue) in &registry.queues {
-                    if filter.matches(name) {
-                        queue.send(QueueCommand::Subscribe(spec.clone()));
-                        queues.push(queue.clone());
+        if let Some(key) = durable {
+            if destination.kind != DestinationKind::Topic || destination.name.contains(',') {
+                return Err(CoreError::Unsupported(
+                    "durable subscriptions on non-topic or composite",
+                ));
+            }
+            let no_local = no_local.then_some(connection);
+            let (queue, created) =
+                self.durable_queue(&mut registry, key, &destination, consumer, no_local)?;
+            if retroactive && created {
+                replay_recent(&registry, &DestinationFilter::new(&destination.name), &queue);
+            }
+            queue.send(QueueCommand::Subscribe(spec));
+            return Ok(());
+        }
+        let mut attachment = Attachment::default();
+        let mut topics = Vec::new();
+        for part in composite_parts(&destination) {
+            let filter = DestinationFilter::new(&part.name);
+            match part.kind {
+                DestinationKind::Queue if filter.is_wildcard() => {
+                    for (name, queue) in &registry.queues {
+                        if filter.matches(name) {
+                            attachment.queues.push(queue.clone());
+                        }
                     }
+                    attachment.wildcards.push((filter, spec.clone()));
                 }
-                registry
-                    .consumers
-                    .insert(consumer, Attachment::Queue { queues, wildcard: Some((filter, spec)) });
-            }
-            DestinationKind::Queue => {
-                let queue = self.declare_queue(&mut registry, &destination.name)?;
-                queue.send(QueueCommand::Subscribe(spec));
-                registry
-                    .consumers
-                    .insert(consumer, Attachment::Queue { queues: vec![queue], wildcard: None });
-            }
-            DestinationKind::Topic => {
-                let (queue, created) = match durable {
-                    Some(key) => self.durable_queue(
-                        &mut registry,
-                        key.clone(),
-                        &destination,
-                        consumer,
-                        no_local.then_some(connection),
-                    )?,
-                    None => {
-                        let key = QueueKey {
-                            destination: destination.clone(),
-                            subscription: Some(SubscriptionKey {
-                                client_id: format!("connection-{connection}").into(),
-                                name: format!("consumer-{}", consumer.0).into(),
-                            }),
-                        };
-                        let queue = queue::spawn(key, false, self.store.clone())?;
-                        registry.topic_subscriptions.push(TopicSubscription {
-                            filter: filter.clone(),
-                            queue: queue.clone(),
-                            no_local_connection: no_local.then_some(connection),
-                        });
-                        registry
-                            .consumers
-                            .insert(consumer, Attachment::Topic { queue: queue.clone() });
-                        (queue, true)
-                    }
-                };
-                if retroactive && created {
-                    let recent: Vec<Arc<Message>> = registry
-                        .recent
-                        .iter()
-                        .filter(|(topic, _)| filter.matches(topic))
-                        .flat_map(|(_, recent)| recent.iter().cloned())
-                        .collect();
-                    if !recent.is_empty() {
-                        queue.send(QueueCommand::Enqueue(recent));
-                    }
+                DestinationKind::Queue => {
+                    attachment.queues.push(self.declare_queue(&mut registry, &part.name)?);
                 }
-                queue.send(QueueCommand::Subscribe(spec));
-            }
-            DestinationKind::TempQueue | DestinationKind::TempTopic => {
-                return Err(CoreError::Unsupported("temporary"))
+                DestinationKind::TempQueue => match registry.temporary.get(&part) {
+                    Some(Temporary { owner, queue: Some(queue) }) if *owner == connection => {
+                        attachment.queues.push(queue.clone());
+                    }
+                    Some(_) => return Err(CoreError::NotOwner(part.to_string())),
+                    None => return Err(CoreError::NoSuchTemporary(part.to_string())),
+                },
+                DestinationKind::TempTopic if !registry.temporary.contains_key(&part) => {
+                    return Err(CoreError::NoSuchTemporary(part.to_string()))
+                }
+                DestinationKind::Topic | DestinationKind::TempTopic => {
+                    topics.push((filter, part.kind == DestinationKind::TempTopic))
+                }
             }
         }
+        for queue in &attachment.queues {
+            queue.send(QueueCommand::Subscribe(spec.clone()));
+        }
+        if !topics.is_empty() {
+            // One private queue per subscriber, fed by each topic it subscribed to.
+            let key = QueueKey {
+                destination: destination.clone(),
+                subscription: Some(SubscriptionKey {
+                    client_id: format!("connection-{connection}").into(),
+                    name: format!("consumer-{}", consumer.0).into(),
+                }),
+            };
+            let queue = queue::spawn(key, false, self.store.clone())?;
+            for (filter, temporary) in topics {
+                if retroactive {
+                    replay_recent(&registry, &filter, &queue);
+                }
+                registry.topic_subscriptions.push(TopicSubscription {
+                    filter,
+                    queue: queue.clone(),
+                    no_local_connection: no_local.then_some(connection),
+                    temporary,
+                });
+            }
+            queue.send(QueueCommand::Subscribe(spec));
+            attachment.private = Some(queue);
+        }
+        registry.consumers.insert(consumer, attachment);
         Ok(())
     }
 
@@ -400,9 +586,14 @@ impl Core {
                     }
                 }
                 registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
-                registry
-                    .consumers
-                    .insert(consumer, Attachment::Durable { key, queue: queue.clone() });
+                registry.consumers.insert(
+                    consumer,
+                    Attachment {
+                        queues: vec![queue.clone()],
+                        durable: Some(key),
+                        ..Default::default()
+                    },
+                );
                 return Ok((queue, false));
             }
             // Subscribing under the same name to another topic replaces the subscription, as
@@ -422,9 +613,13 @@ impl Core {
             filter: DestinationFilter::new(&topic.name),
             queue: queue.clone(),
             no_local_connection: no_local,
+            temporary: false,
         });
         registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
-        registry.consumers.insert(consumer, Attachment::Durable { key, queue: queue.clone() });
+        registry.consumers.insert(
+            consumer,
+            Attachment { queues: vec![queue.clone()], durable: Some(key), ..Default::default() },
+        );
         Ok((queue, true))
     }
 

@@ -18,16 +18,31 @@ pub(crate) struct TopicSubscription {
     pub queue: QueueHandle,
     /// A subscriber that asked not to receive its own connection's messages.
     pub no_local_connection: Option<u64>,
+    /// Subscribed to a temporary topic: temporary and ordinary topics never match each
+    /// other, even through wildcards (as in ActiveMQ).
+    pub temporary: bool,
 }
 
-/// Where a consumer is attached, so that closing it detaches it everywhere.
-pub(crate) enum Attachment {
-    /// A consumer on one queue, or on every queue matching a wildcard (new ones included).
-    Queue { queues: Vec<QueueHandle>, wildcard: Option<(DestinationFilter, ConsumerSpec)> },
-    /// A non-durable topic subscriber and its private, never-stored queue.
-    Topic { queue: QueueHandle },
-    /// The active consumer of a durable subscription.
-    Durable { key: SubscriptionKey, queue: QueueHandle },
+/// Where a consumer is attached, so that closing it detaches it everywhere. A composite
+/// consumer (`A,B`) may be attached to several queues and topics at once.
+#[derive(Default)]
+pub(crate) struct Attachment {
+    /// Shared queues it consumes from: queue destinations (wildcard matches included),
+    /// temporary queues, a durable subscription's queue.
+    pub queues: Vec<QueueHandle>,
+    /// Queue-name wildcards: queues created later that match get the consumer too.
+    pub wildcards: Vec<(DestinationFilter, ConsumerSpec)>,
+    /// Its own non-durable topic subscription queue, which ends with it.
+    pub private: Option<QueueHandle>,
+    /// The durable subscription it is the active consumer of.
+    pub durable: Option<SubscriptionKey>,
+}
+
+/// A temporary destination: lives as long as the connection that created it.
+pub(crate) struct Temporary {
+    pub owner: u64,
+    /// A temporary queue's queue (never stored); `None` for a temporary topic.
+    pub queue: Option<QueueHandle>,
 }
 
 /// Recently published messages per topic, replayed to retroactive subscribers (ActiveMQ's
@@ -63,6 +78,8 @@ pub(crate) struct Registry {
     pub durable: HashMap<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
     pub consumers: HashMap<ConsumerId, Attachment>,
     pub recent: HashMap<Arc<str>, RecentMessages>,
+    /// Temporary queues and topics by destination.
+    pub temporary: HashMap<Destination, Temporary>,
 }
 
 impl Registry {
@@ -79,10 +96,10 @@ impl Registry {
         let key = QueueKey::destination(Destination::queue(name.clone()));
         let handle = queue::spawn(key, true, store.clone())?;
         for attachment in self.consumers.values_mut() {
-            if let Attachment::Queue { queues, wildcard: Some((filter, spec)) } = attachment {
+            for (filter, spec) in &attachment.wildcards {
                 if filter.matches(name) {
                     handle.send(QueueCommand::Subscribe(spec.clone()));
-                    queues.push(handle.clone());
+                    attachment.queues.push(handle.clone());
                 }
             }
         }
@@ -90,12 +107,9 @@ impl Registry {
         Ok((handle, true))
     }
 
-    /// Keeps `message` (just published to its topic) for retroactive subscribers.
-    pub fn remember_recent(&mut self, message: &Arc<Message>, limit: usize) {
-        self.recent
-            .entry(message.destination.name.clone())
-            .or_default()
-            .push(message.clone(), limit);
+    /// Keeps `message` (just published to `topic`) for retroactive subscribers.
+    pub fn remember_recent(&mut self, topic: &Arc<str>, message: &Arc<Message>, limit: usize) {
+        self.recent.entry(topic.clone()).or_default().push(message.clone(), limit);
     }
 
     /// Every queue a message sent to topic `topic` lands in: matching subscriptions (minus
@@ -103,15 +117,23 @@ impl Registry {
     pub fn topic_route(
         &self,
         topic: &str,
+        temporary: bool,
         connection: u64,
         virtual_topics: &[VirtualTopicRule],
     ) -> Vec<QueueHandle> {
         let mut route: Vec<QueueHandle> = self
             .topic_subscriptions
             .iter()
-            .filter(|s| s.filter.matches(topic) && s.no_local_connection != Some(connection))
+            .filter(|s| {
+                s.temporary == temporary
+                    && s.filter.matches(topic)
+                    && s.no_local_connection != Some(connection)
+            })
             .map(|s| s.queue.clone())
             .collect();
+        if temporary {
+            return route;
+        }
         for rule in virtual_topics {
             if !rule.name.matches(topic) {
                 continue;
@@ -130,23 +152,18 @@ impl Registry {
     /// Detaches a consumer from everything it is attached to.
     pub fn detach(&mut self, consumer: ConsumerId) {
         let Some(attachment) = self.consumers.remove(&consumer) else { return };
-        match attachment {
-            Attachment::Queue { queues, .. } => {
-                for queue in queues {
-                    queue.send(QueueCommand::Unsubscribe(consumer));
-                }
-            }
-            Attachment::Topic { queue } => {
-                // A non-durable subscription ends with its subscriber.
-                self.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
-                queue.send(QueueCommand::Stop);
-            }
-            Attachment::Durable { key, queue } => {
-                queue.send(QueueCommand::Unsubscribe(consumer));
-                if let Some((_, active)) = self.durable.get_mut(&key) {
-                    if *active == Some(consumer) {
-                        *active = None;
-                    }
+        for queue in attachment.queues {
+            queue.send(QueueCommand::Unsubscribe(consumer));
+        }
+        if let Some(queue) = attachment.private {
+            // A non-durable subscription ends with its subscriber.
+            self.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
+            queue.send(QueueCommand::Stop);
+        }
+        if let Some(key) = attachment.durable {
+            if let Some((_, active)) = self.durable.get_mut(&key) {
+                if *active == Some(consumer) {
+                    *active = None;
                 }
             }
         }

@@ -5,12 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use store::{
-    Completion, DestinationKind, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork,
-};
+use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork};
 
 use super::queue::{QueueCommand, QueueHandle};
-use super::{ConsumerId, Core, CoreError};
+use super::{composite_parts, ConsumerId, Core, CoreError};
 
 /// An open local transaction, owned by the connection that began it.
 #[derive(Debug)]
@@ -130,15 +128,12 @@ impl Core {
     fn route_at_commit(&self, transaction: &mut Transaction) {
         let mut registry = self.registry.lock();
         for (route, message, connection) in &mut transaction.sends {
-            if message.destination.kind != DestinationKind::Topic {
+            if composite_parts(&message.destination).iter().all(|d| d.kind.is_queue()) {
                 continue;
             }
-            registry.remember_recent(message, self.settings().retroactive_buffer);
-            let now = registry.topic_route(
-                &message.destination.name,
-                *connection,
-                &self.settings().virtual_topics,
-            );
+            // The stored route stays the one the store record names; a destination that went
+            // meanwhile (a temporary one) leaves only that.
+            let Ok(now) = self.route(&mut registry, message, *connection, true) else { continue };
             route.retain(|queue| queue.stored);
             route.extend(now.into_iter().filter(|queue| !queue.stored));
         }

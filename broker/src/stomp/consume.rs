@@ -8,7 +8,7 @@ use protocol::stomp::{Command, Frame, Version};
 use store::{DestinationKind, Message, MessageId, SubscriptionKey};
 
 use super::writer::WriteItem;
-use super::{mapping, parse_destination, Connection, Fatal, Outcome, Subscription};
+use super::{mapping, Connection, Fatal, Outcome, Subscription};
 use crate::core::{AckMode, ConsumerSpec, Delivery, QueueHandle, SubscribeRequest};
 
 /// ActiveMQ's subscription headers that ferromq honours.
@@ -40,8 +40,7 @@ impl Connection {
         let destination = frame.get("destination").ok_or_else(|| {
             Fatal::new(Some(frame), "SUBSCRIBE frame has no destination header", "")
         })?;
-        let destination = parse_destination(destination)
-            .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+        let destination = self.resolve_destination(frame, destination)?;
         let id = match (frame.get("id"), self.codec.version()) {
             (Some(id), _) => id.to_owned(),
             // STOMP 1.0 makes the id optional; ActiveMQ then names it after the destination.
@@ -317,8 +316,13 @@ impl Connection {
             (AckMode::Auto, _) | (_, Version::V1_0 | Version::V1_1) => None,
             _ => Some(ack_id(subscription_id, message)),
         };
-        let frame =
-            mapping::message_frame(message, subscription_id, ack.as_deref(), delivery.redelivered);
+        let frame = mapping::message_frame(
+            message,
+            &self.temp_names,
+            subscription_id,
+            ack.as_deref(),
+            delivery.redelivered,
+        );
         let mut bytes = BytesMut::new();
         self.codec.encode(&frame, &mut bytes);
         let item = if subscription.ack_mode == AckMode::Auto {

@@ -4,7 +4,7 @@
 //! `content-length` is a bytes message, without it a text message (ActiveMQ's rule, which its
 //! `amq-msg-type` header overrides).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -48,16 +48,18 @@ pub enum MappingError {
     InvalidHeader { header: &'static str, value: String, reason: &'static str },
 }
 
-/// Parses STOMP's destination form (`/queue/A.B`, `/topic/A.B`, `/temp-queue/X`,
-/// `/temp-topic/X`).
+/// Parses STOMP's destination form for queues and topics (`/queue/A.B`, `/topic/A.B`) and
+/// the names of other connections' temporary destinations (`/remote-temp-queue/ID`,
+/// `/remote-temp-topic/ID`). A connection's own `/temp-queue/NAME` goes through
+/// [`TempNames`].
 pub fn parse_destination(text: &str) -> Result<Destination, MappingError> {
     let (kind, name) = if let Some(name) = text.strip_prefix("/queue/") {
         (DestinationKind::Queue, name)
     } else if let Some(name) = text.strip_prefix("/topic/") {
         (DestinationKind::Topic, name)
-    } else if let Some(name) = text.strip_prefix("/temp-queue/") {
+    } else if let Some(name) = text.strip_prefix("/remote-temp-queue/") {
         (DestinationKind::TempQueue, name)
-    } else if let Some(name) = text.strip_prefix("/temp-topic/") {
+    } else if let Some(name) = text.strip_prefix("/remote-temp-topic/") {
         (DestinationKind::TempTopic, name)
     } else {
         return Err(MappingError::IllegalDestination(text.to_owned()));
@@ -68,15 +70,61 @@ pub fn parse_destination(text: &str) -> Result<Destination, MappingError> {
     Ok(Destination { kind, name: name.into() })
 }
 
-/// STOMP's form of a destination, the inverse of [`parse_destination`].
-pub fn format_destination(destination: &Destination) -> String {
-    let prefix = match destination.kind {
-        DestinationKind::Queue => "/queue/",
-        DestinationKind::Topic => "/topic/",
-        DestinationKind::TempQueue => "/temp-queue/",
-        DestinationKind::TempTopic => "/temp-topic/",
-    };
-    format!("{prefix}{}", destination.name)
+/// A connection's temporary destinations, as ActiveMQ maps them for STOMP: the client names
+/// one `/temp-queue/NAME` (or `/temp-topic/NAME`), the broker gives it a unique name on first
+/// use, shows it to its owner under the client's name and to everyone else as
+/// `/remote-temp-queue/<unique name>`, which others can send to (a reply-to, say).
+#[derive(Debug, Default)]
+pub struct TempNames {
+    prefix: String,
+    by_client: HashMap<(DestinationKind, String), Arc<str>>,
+    by_broker: HashMap<Arc<str>, String>,
+}
+
+impl TempNames {
+    /// `prefix` makes the broker's names unique (the connection's id).
+    pub fn new(prefix: String) -> Self {
+        TempNames { prefix, ..TempNames::default() }
+    }
+
+    /// The destination STOMP text names; the flag says it is a temporary destination this
+    /// connection names for the first time (the broker must create it).
+    pub fn resolve(&mut self, text: &str) -> Result<(Destination, bool), MappingError> {
+        let (kind, name) = if let Some(name) = text.strip_prefix("/temp-queue/") {
+            (DestinationKind::TempQueue, name)
+        } else if let Some(name) = text.strip_prefix("/temp-topic/") {
+            (DestinationKind::TempTopic, name)
+        } else {
+            return parse_destination(text).map(|destination| (destination, false));
+        };
+        if name.is_empty() {
+            return Err(MappingError::IllegalDestination(text.to_owned()));
+        }
+        if let Some(unique) = self.by_client.get(&(kind, name.to_owned())) {
+            return Ok((Destination { kind, name: unique.clone() }, false));
+        }
+        let unique: Arc<str> = format!("{}:{}", self.prefix, self.by_client.len() + 1).into();
+        self.by_client.insert((kind, name.to_owned()), unique.clone());
+        self.by_broker.insert(unique.clone(), name.to_owned());
+        Ok((Destination { kind, name: unique }, true))
+    }
+
+    /// STOMP's form of a destination for this connection.
+    pub fn format(&self, destination: &Destination) -> String {
+        let own = self.by_broker.get(&destination.name);
+        match (destination.kind, own) {
+            (DestinationKind::TempQueue, Some(name)) => format!("/temp-queue/{name}"),
+            (DestinationKind::TempTopic, Some(name)) => format!("/temp-topic/{name}"),
+            (DestinationKind::TempQueue, None) => {
+                format!("/remote-temp-queue/{}", destination.name)
+            }
+            (DestinationKind::TempTopic, None) => {
+                format!("/remote-temp-topic/{}", destination.name)
+            }
+            (DestinationKind::Queue, _) => format!("/queue/{}", destination.name),
+            (DestinationKind::Topic, _) => format!("/topic/{}", destination.name),
+        }
+    }
 }
 
 fn parse_number<T: std::str::FromStr>(
@@ -91,14 +139,24 @@ fn parse_number<T: std::str::FromStr>(
     })
 }
 
-/// Builds the broker's message from a SEND frame.
+/// Builds the broker's message from a SEND frame. Temporary destinations the frame names
+/// for the first time (its destination or reply-to) are pushed onto `created`.
 pub fn message_from_send(
     frame: Frame,
     id: MessageId,
     message_id: String,
+    names: &mut TempNames,
+    created: &mut Vec<Destination>,
 ) -> Result<Message, MappingError> {
+    let mut resolve = |text: &str| -> Result<Destination, MappingError> {
+        let (destination, new) = names.resolve(text)?;
+        if new {
+            created.push(destination.clone());
+        }
+        Ok(destination)
+    };
     let destination = frame.get("destination").ok_or(MappingError::MissingDestination)?;
-    let destination = parse_destination(destination)?;
+    let destination = resolve(destination)?;
     let mut message = Message::new(id, message_id, destination);
     message.headers.timestamp = now_millis();
     // ActiveMQ's STOMP default is non-persistent unless the producer says otherwise.
@@ -135,7 +193,7 @@ pub fn message_from_send(
                     parse_number("expires", value, "expected milliseconds since the epoch")?
             }
             "correlation-id" => message.headers.correlation_id = Some(value.as_str().into()),
-            "reply-to" => message.headers.reply_to = Some(parse_destination(value)?),
+            "reply-to" => message.headers.reply_to = Some(resolve(value)?),
             "type" => message.headers.message_type = Some(value.as_str().into()),
             "JMSXGroupID" => message.headers.group_id = Some(value.as_str().into()),
             "JMSXGroupSeq" => {
@@ -173,6 +231,7 @@ pub fn message_from_send(
 /// Builds the MESSAGE frame for a delivery.
 pub fn message_frame(
     message: &Message,
+    names: &TempNames,
     subscription: &str,
     ack: Option<&str>,
     redelivered: bool,
@@ -181,7 +240,7 @@ pub fn message_frame(
     let mut frame = Frame::new(Command::Message)
         .header("subscription", subscription)
         .header("message-id", &*message.message_id)
-        .header("destination", format_destination(&message.destination));
+        .header("destination", names.format(&message.destination));
     if let Some(ack) = ack {
         frame.push_header("ack", ack);
     }
@@ -194,7 +253,7 @@ pub fn message_frame(
         frame.push_header("correlation-id", &**value);
     }
     if let Some(value) = &headers.reply_to {
-        frame.push_header("reply-to", format_destination(value));
+        frame.push_header("reply-to", names.format(value));
     }
     if let Some(value) = &headers.message_type {
         frame.push_header("type", &**value);
@@ -235,7 +294,14 @@ mod tests {
             .header("colour", "blue")
             .header("colour", "red")
             .with_body("hi");
-        let message = message_from_send(frame, MessageId(1), "ID:x".into()).expect("maps");
+        let message = message_from_send(
+            frame,
+            MessageId(1),
+            "ID:x".into(),
+            &mut TempNames::default(),
+            &mut Vec::new(),
+        )
+        .expect("maps");
         assert_eq!(message.destination, Destination::queue("A.B"));
         assert!(message.is_persistent());
         assert_eq!(message.headers.priority, 7);
@@ -248,12 +314,41 @@ mod tests {
     fn bad_priority_and_destination_are_refused() {
         let frame =
             Frame::new(Command::Send).header("destination", "/queue/A").header("priority", "x");
-        assert!(message_from_send(frame, MessageId(1), "ID:x".into()).is_err());
+        assert!(message_from_send(
+            frame,
+            MessageId(1),
+            "ID:x".into(),
+            &mut TempNames::default(),
+            &mut Vec::new()
+        )
+        .is_err());
         let frame = Frame::new(Command::Send).header("destination", "A");
         assert!(matches!(
-            message_from_send(frame, MessageId(1), "ID:x".into()),
+            message_from_send(
+                frame,
+                MessageId(1),
+                "ID:x".into(),
+                &mut TempNames::default(),
+                &mut Vec::new()
+            ),
             Err(MappingError::IllegalDestination(_))
         ));
+    }
+
+    #[test]
+    fn temporary_destinations_are_named_per_connection() {
+        let mut names = TempNames::new("c1".into());
+        let (first, created) = names.resolve("/temp-queue/replies").expect("resolves");
+        assert!(created);
+        assert_eq!(first.kind, DestinationKind::TempQueue);
+        let (again, created) = names.resolve("/temp-queue/replies").expect("resolves");
+        assert!(!created);
+        assert_eq!(again, first);
+        assert_eq!(names.format(&first), "/temp-queue/replies");
+        let other = TempNames::new("c2".into());
+        let remote = other.format(&first);
+        assert_eq!(remote, format!("/remote-temp-queue/{}", first.name));
+        assert_eq!(parse_destination(&remote).expect("parses"), first);
     }
 
     #[test]
@@ -262,9 +357,16 @@ mod tests {
             .header("destination", "/queue/A")
             .header("content-length", "3")
             .with_body(&b"a\0b"[..]);
-        let message = message_from_send(frame, MessageId(1), "ID:x".into()).expect("maps");
+        let message = message_from_send(
+            frame,
+            MessageId(1),
+            "ID:x".into(),
+            &mut TempNames::default(),
+            &mut Vec::new(),
+        )
+        .expect("maps");
         assert_eq!(message.body_kind, BodyKind::Bytes);
-        let out = message_frame(&message, "s", None, false);
+        let out = message_frame(&message, &TempNames::default(), "s", None, false);
         assert_eq!(out.get("content-length"), Some("3"));
     }
 }

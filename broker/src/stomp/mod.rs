@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use protocol::stomp::{self, Codec, Command, Decoded, Frame, Version, WireError};
-use store::Message;
+use store::{Destination, Message};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -24,8 +24,6 @@ use tokio::time::Instant;
 use crate::core::{AckMode, ConsumerId, Delivery, QueueHandle, Transaction};
 use crate::transport::ConnectionContext;
 use writer::WriteItem;
-
-pub use mapping::parse_destination;
 
 /// How long a closing connection's last frames may take to be written.
 const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -76,6 +74,7 @@ where
     let writer = tokio::spawn(writer::run(write_half, items, context.core.clone()));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
+    let temp_names = mapping::TempNames::new(format!("ID:{}-{}", context.id_prefix, connection_id));
     let mut connection = Connection {
         codec: Codec::new(context.limits),
         context,
@@ -93,6 +92,7 @@ where
         read_timeout: None,
         next_message_seq: 1,
         disconnect_receipt: None,
+        temp_names,
     };
     connection.run(reader).await;
     let writer_abort = writer.abort_handle();
@@ -152,6 +152,8 @@ struct Connection {
     next_message_seq: u64,
     /// The RECEIPT a DISCONNECT asked for, written once the connection is released.
     disconnect_receipt: Option<Frame>,
+    /// The connection's `/temp-queue/` and `/temp-topic/` names.
+    temp_names: mapping::TempNames,
 }
 
 impl Connection {
@@ -333,6 +335,21 @@ impl Connection {
         self.connected = true;
         tracing::debug!(peer = %self.peer, version = version.as_str(), "STOMP connected");
         Ok(())
+    }
+
+    /// The destination a SUBSCRIBE names, creating a temporary one on its first mention.
+    fn resolve_destination(&mut self, frame: &Frame, text: &str) -> Result<Destination, Fatal> {
+        let (destination, created) = self
+            .temp_names
+            .resolve(text)
+            .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+        if created {
+            self.context
+                .core
+                .create_temporary(destination.clone(), self.connection_id)
+                .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+        }
+        Ok(destination)
     }
 
     /// Answers a frame's `receipt` header, in order behind anything still waiting for the store.

@@ -30,10 +30,18 @@ impl Connection {
             self.context.id_prefix, self.connection_id, self.next_message_seq
         );
         self.next_message_seq += 1;
-        let message = match mapping::message_from_send(frame, id, message_id) {
+        let mut created = Vec::new();
+        let mapped =
+            mapping::message_from_send(frame, id, message_id, &mut self.temp_names, &mut created);
+        let message = match mapped {
             Ok(message) => Arc::new(message),
             Err(error) => return Err(Fatal(error_frame(&error))),
         };
+        for destination in created {
+            if let Err(error) = core.create_temporary(destination, self.connection_id) {
+                return Err(Fatal(error_frame(&error)));
+            }
+        }
         let open = transaction.as_ref().and_then(|name| self.transactions.get_mut(name));
         let completion = match core.send(message, self.connection_id, open) {
             Ok(completion) => completion,
@@ -151,5 +159,6 @@ impl Connection {
         for (_, subscription) in self.subscriptions.drain() {
             core.unsubscribe(subscription.consumer);
         }
+        core.release_connection(self.connection_id);
     }
 }

@@ -14,3 +14,4 @@ mod topics;
 mod transactions;
 mod virtual_topics;
 mod wildcards;
+mod temporary;
