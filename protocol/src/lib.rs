@@ -17,6 +17,14 @@
 //!   - `escape.rs`: header escaping per version;
 //!   - `version.rs`, `heart_beat.rs`: version negotiation and heart-beat headers;
 //!   - `error.rs`: [`stomp::WireError`], the one error type of the codec.
+//! - [`openwire`]: OpenWire versions 1 and 9 to 12, ActiveMQ's native protocol (what the
+//!   stock ActiveMQ 5.x JMS client speaks):
+//!   - `codec.rs`: [`openwire::Codec`]: framing, limits, negotiation state, marshalling caches;
+//!   - `format.rs`: [`openwire::WireFormatInfo`] and [`openwire::WireFormat`] (negotiation);
+//!   - `marshal.rs`: tight and loose encoding of fields, and the table macro declaring types;
+//!   - `commands/`: [`openwire::Command`] and every command and data structure;
+//!   - `map.rs`, `body.rs`: [`openwire::PrimitiveMap`], message bodies and compression;
+//!   - `error.rs`: [`openwire::WireError`].
 //!
 //! ## Example
 //!
@@ -39,4 +47,5 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+pub mod openwire;
 pub mod stomp;

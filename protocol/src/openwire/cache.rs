@@ -1,0 +1,204 @@
+//! The marshalling cache: when negotiated, ids and destinations that a command holds in a
+//! *cached* field are sent in full once, with a slot index, and afterwards as the index alone.
+//!
+//! Each direction has its own cache: the encoder side decides the indexes ([`EncodeCache`]),
+//! the decoder side stores what it is told ([`DecodeCache`]). The encoder follows Java's
+//! `OpenWireFormat` exactly (slots handed out round-robin; before each command, the oldest
+//! entries are evicted until 100 slots are free; `null` is a cacheable value) so that our
+//! bytes match what a Java peer would write for the same commands.
+
+use std::collections::HashMap;
+
+use super::commands::DataStructure;
+use super::error::WireError;
+
+/// Slots kept free by the eviction sweep before each command (Java's constant).
+const FREE_SLOTS: usize = 100;
+
+/// Java's cache size when a peer negotiates 0 (`Short.MAX_VALUE / 2`).
+pub(crate) const DEFAULT_WHEN_ZERO: usize = (i16::MAX / 2) as usize;
+
+/// A cached value: `None` is Java's `null`, which is cached like any other value.
+pub(crate) type CacheValue = Option<DataStructure>;
+
+/// The sending side's cache.
+#[derive(Debug)]
+pub(crate) struct EncodeCache {
+    slots: Vec<CacheValue>,
+    index: HashMap<CacheValue, i16>,
+    next: usize,
+    next_eviction: usize,
+    /// Additions of the command being encoded (slot, what the slot held, key indexed), so
+    /// that a command that fails to encode leaves the cache as it was.
+    journal: Vec<(usize, CacheValue, Option<CacheValue>)>,
+    journal_next: usize,
+}
+
+impl EncodeCache {
+    /// A cache of `size` slots (at most `i16::MAX`, as indexes are shorts).
+    pub(crate) fn new(size: usize) -> EncodeCache {
+        let size = size.clamp(1, i16::MAX as usize);
+        EncodeCache {
+            slots: vec![None; size],
+            index: HashMap::new(),
+            next: 0,
+            next_eviction: 0,
+            journal: Vec::new(),
+            journal_next: 0,
+        }
+    }
+
+    /// Starts a command: what it adds can be undone with [`Self::rollback`].
+    pub(crate) fn begin(&mut self) {
+        self.journal.clear();
+        self.journal_next = self.next;
+    }
+
+    /// Undoes the additions since [`Self::begin`].
+    pub(crate) fn rollback(&mut self) {
+        while let Some((slot, previous, key)) = self.journal.pop() {
+            if let Some(key) = key {
+                self.index.remove(&key);
+            }
+            self.slots[slot] = previous;
+        }
+        self.next = self.journal_next;
+    }
+
+    /// Evicts the oldest entries until [`FREE_SLOTS`] are free; run before each command.
+    pub(crate) fn sweep(&mut self) {
+        let keep = self.slots.len().saturating_sub(FREE_SLOTS);
+        // Java loops `while size > length - 100`, which never ends for caches of at most 100
+        // slots; stopping when the map is empty makes those caches merely useless.
+        while self.index.len() > keep && !self.index.is_empty() {
+            let evicted = self.slots[self.next_eviction].take();
+            self.index.remove(&evicted);
+            self.next_eviction = (self.next_eviction + 1) % self.slots.len();
+        }
+    }
+
+    /// The slot of `value`, if cached.
+    pub(crate) fn get(&self, value: &CacheValue) -> Option<i16> {
+        self.index.get(value).copied()
+    }
+
+    /// Caches `value` in the next slot; `-1` when the cache is full (the value is then sent
+    /// in full every time).
+    pub(crate) fn add(&mut self, value: CacheValue) -> i16 {
+        let slot = self.next;
+        self.next = (self.next + 1) % self.slots.len();
+        if self.index.len() < self.slots.len() {
+            let previous = std::mem::replace(&mut self.slots[slot], value.clone());
+            self.journal.push((slot, previous, Some(value.clone())));
+            self.index.insert(value, slot as i16);
+            // `slot` < slots.len() <= i16::MAX.
+            slot as i16
+        } else {
+            -1
+        }
+    }
+}
+
+/// The receiving side's cache.
+#[derive(Debug)]
+pub(crate) struct DecodeCache {
+    /// `None`: never set; `Some(None)`: a cached `null`.
+    slots: Vec<Option<CacheValue>>,
+}
+
+impl DecodeCache {
+    /// A cache of `size` slots.
+    pub(crate) fn new(size: usize) -> DecodeCache {
+        let size = size.clamp(1, i16::MAX as usize);
+        DecodeCache { slots: vec![None; size] }
+    }
+
+    /// Checks that `index` may be stored (`-1`: the sender's cache was full; not stored).
+    pub(crate) fn check(&self, index: i16) -> Result<Option<usize>, WireError> {
+        if index == -1 {
+            return Ok(None);
+        }
+        match usize::try_from(index) {
+            Ok(i) if i < self.slots.len() => Ok(Some(i)),
+            _ => Err(WireError::CacheIndexOutOfRange { index, size: self.slots.len() }),
+        }
+    }
+
+    /// The value at `index`.
+    pub(crate) fn get(&self, index: i16) -> Result<&CacheValue, WireError> {
+        let i = self.check(index)?.ok_or(WireError::CacheMiss(index))?;
+        self.slots[i].as_ref().ok_or(WireError::CacheMiss(index))
+    }
+
+    /// Stores `value` at slot `i` (checked with [`Self::check`]).
+    pub(crate) fn set(&mut self, i: usize, value: CacheValue) {
+        if let Some(slot) = self.slots.get_mut(i) {
+            *slot = Some(value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openwire::commands::ConnectionId;
+
+    fn id(n: usize) -> CacheValue {
+        Some(DataStructure::ConnectionId(ConnectionId { value: format!("ID:{n}") }))
+    }
+
+    #[test]
+    fn slots_are_handed_out_in_order_and_found_again() {
+        let mut c = EncodeCache::new(1024);
+        assert_eq!(c.add(id(0)), 0);
+        assert_eq!(c.add(None), 1);
+        assert_eq!(c.get(&id(0)), Some(0));
+        assert_eq!(c.get(&None), Some(1));
+        assert_eq!(c.get(&id(2)), None);
+    }
+
+    #[test]
+    fn the_sweep_keeps_a_hundred_slots_free() {
+        let mut c = EncodeCache::new(200);
+        for n in 0..150 {
+            c.sweep();
+            c.add(id(n));
+        }
+        c.sweep();
+        assert_eq!(c.get(&id(0)), None);
+        assert_eq!(c.get(&id(49)), None);
+        assert_eq!(c.get(&id(50)), Some(50));
+        assert_eq!(c.add(id(150)), 150);
+    }
+
+    #[test]
+    fn rollback_forgets_the_failed_commands_additions() {
+        let mut c = EncodeCache::new(1024);
+        c.begin();
+        c.add(id(0));
+        c.begin();
+        c.add(id(1));
+        c.rollback();
+        assert_eq!(c.get(&id(0)), Some(0));
+        assert_eq!(c.get(&id(1)), None);
+        assert_eq!(c.add(id(2)), 1);
+    }
+
+    #[test]
+    fn tiny_caches_do_not_loop_forever() {
+        let mut c = EncodeCache::new(10);
+        c.add(id(1));
+        c.sweep();
+        assert_eq!(c.get(&id(1)), None);
+    }
+
+    #[test]
+    fn the_decoder_rejects_unknown_and_out_of_range_slots() {
+        let mut c = DecodeCache::new(4);
+        assert_eq!(c.get(0), Err(WireError::CacheMiss(0)));
+        assert!(matches!(c.check(4), Err(WireError::CacheIndexOutOfRange { .. })));
+        assert_eq!(c.check(-1), Ok(None));
+        c.set(0, None);
+        assert_eq!(c.get(0), Ok(&None));
+    }
+}
