@@ -2,168 +2,26 @@
 //! process over TCP: what an ActiveMQ user running `activemq producer` / `activemq consumer`
 //! sees. Plus the load generator's API (`client::load`) against an embedded broker.
 //!
-//! Every spawned process is wrapped in [`Process`] (the approach of `cli.rs`), killed when
-//! the test ends, passes or fails; its stdout and stderr go to files in the test's
-//! temporary directory.
+//! Every spawned process is wrapped in [`Process`] (from `common/`, shared with `cli.rs`),
+//! killed when the test ends, passes or fails; its stdout and stderr go to files in the
+//! test's temporary directory.
 
-use std::fs::File;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
 
 use client::load::{
     run_consumer, run_producer, ConsumerAckMode, ConsumerOptions, DestinationName, ProducerOptions,
 };
+use common::{free_port, loopback, refused_start, temp_dir, Process};
 
-/// How long a broker may take to start accepting connections.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a producer or consumer run may take (debug builds on two shared cores).
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long a command that should fail at once may take.
 const REFUSE_TIMEOUT: Duration = Duration::from_secs(20);
 /// The consumers' --receiveTimeout: a lost message fails the test instead of hanging it.
 const RECEIVE_TIMEOUT_MS: &str = "60000";
-
-/// A running `ferromq` process, killed on drop unless it has exited.
-struct Process {
-    name: String,
-    child: Child,
-    stdout_path: PathBuf,
-    stderr_path: PathBuf,
-    exited: Option<ExitStatus>,
-}
-
-impl Process {
-    /// Starts `ferromq ARGS...` with its output in `dir/<name>.stdout` and `.stderr`.
-    fn start(dir: &Path, name: &str, args: &[&str]) -> Process {
-        let stdout_path = dir.join(format!("{name}.stdout"));
-        let stderr_path = dir.join(format!("{name}.stderr"));
-        let stdout = File::create(&stdout_path).expect("create the stdout file");
-        let stderr = File::create(&stderr_path).expect("create the stderr file");
-        let child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
-            .args(args)
-            .current_dir(dir)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn ferromq");
-        Process { name: name.to_owned(), child, stdout_path, stderr_path, exited: None }
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    /// Both outputs, for failure messages.
-    fn output(&self) -> String {
-        format!("--- {} stdout:\n{}--- stderr:\n{}", self.name, self.stdout(), self.stderr())
-    }
-
-    fn try_status(&mut self) -> Option<ExitStatus> {
-        if self.exited.is_none() {
-            self.exited = self.child.try_wait().expect("query the child's status");
-        }
-        self.exited
-    }
-
-    /// Waits for the process to exit, at most `timeout`; fails the test otherwise.
-    fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.try_status() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not exit within {timeout:?}\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits for a successful exit and returns stdout.
-    fn succeed(&mut self) -> String {
-        let status = self.wait_exit(RUN_TIMEOUT);
-        assert!(status.success(), "{} exited with {status}\n{}", self.name, self.output());
-        self.stdout()
-    }
-
-    /// Waits until stdout has `count` lines containing `text`, failing early on an exit.
-    fn wait_for_lines(&mut self, text: &str, count: usize) {
-        let deadline = Instant::now() + START_TIMEOUT;
-        while self.stdout().lines().filter(|line| line.contains(text)).count() < count {
-            if let Some(status) = self.try_status() {
-                panic!(
-                    "{} exited ({status}) before printing {text:?}\n{}",
-                    self.name,
-                    self.output()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not print {count} x {text:?} within {START_TIMEOUT:?}\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits until `addr` accepts connections, failing early if the process exits.
-    fn wait_accepting(&mut self, addr: SocketAddr) {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            if let Some(status) = self.try_status() {
-                panic!(
-                    "{} exited ({status}) instead of accepting on {addr}\n{}",
-                    self.name,
-                    self.output()
-                );
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not accept on {addr} within {START_TIMEOUT:?}\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if self.try_status().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local address").port()
-}
-
-fn temp_dir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("ferromq-load-")
-        .tempdir()
-        .expect("create a temporary directory")
-}
 
 /// A `ferromq start` on a free port, with the URL to give the tools.
 struct RunningBroker {
@@ -173,13 +31,9 @@ struct RunningBroker {
 
 fn start_broker(dir: &Path) -> RunningBroker {
     let port = free_port();
-    let url = format!("stomp://127.0.0.1:{port}");
-    let data = dir.join("data");
-    let data = data.to_str().expect("UTF-8 temporary path");
-    let mut process =
-        Process::start(dir, "broker", &["start", "--connector", &url, "--data-dir", data]);
-    process.wait_accepting(SocketAddr::from(([127, 0, 0, 1], port)));
-    RunningBroker { url, _process: process }
+    let mut process = Process::start_broker(dir, "broker", &dir.join("data"), port);
+    process.wait_accepting(loopback(port));
+    RunningBroker { url: format!("stomp://127.0.0.1:{port}"), _process: process }
 }
 
 /// The number in the summary line `<verb> N messages in ...`; fails unless there is
@@ -207,7 +61,7 @@ fn start_consumer(dir: &Path, broker: &RunningBroker, threads: usize, args: &[&s
 fn run_producer_process(dir: &Path, broker: &RunningBroker, args: &[&str]) -> String {
     let mut all = vec!["producer", "--brokerUrl", &broker.url];
     all.extend_from_slice(args);
-    Process::start(dir, "producer", &all).succeed()
+    Process::start(dir, "producer", &all).succeed(RUN_TIMEOUT)
 }
 
 #[test]
@@ -225,7 +79,7 @@ fn producer_and_consumer_exchange_10000_messages_over_a_queue() {
     assert!(produced.contains("producer-1: produced 10000 messages"), "{produced}");
     // Persistent sends are synchronous by default: the summary has their latency.
     assert!(produced.contains("send latency p50"), "{produced}");
-    let consumed = consumer.succeed();
+    let consumed = consumer.succeed(RUN_TIMEOUT);
     assert_eq!(summary_count(&consumed, "Consumed"), 10_000, "{consumed}");
     assert!(consumed.contains("consumer-1: consumed 10000 messages"), "{consumed}");
 }
@@ -245,7 +99,7 @@ fn parallel_threads_share_the_work_on_both_sides() {
     let mut consumer = start_consumer(dir.path(), &broker, 2, &common);
     let produced = run_producer_process(dir.path(), &broker, &common);
     assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
-    let consumed = consumer.succeed();
+    let consumed = consumer.succeed(RUN_TIMEOUT);
     assert_eq!(summary_count(&consumed, "Consumed"), 10_000, "{consumed}");
     for thread in ["consumer-1", "consumer-2"] {
         assert!(consumed.contains(&format!("{thread}: consumed 5000 messages")), "{consumed}");
@@ -272,7 +126,7 @@ fn transacted_producer_and_consumer_commit_in_batches() {
     let produced = run_producer_process(dir.path(), &broker, &common);
     assert_eq!(summary_count(&produced, "Produced"), 10_050, "{produced}");
     assert!(produced.contains("commit latency p50"), "{produced}");
-    let consumed = consumer.succeed();
+    let consumed = consumer.succeed(RUN_TIMEOUT);
     assert_eq!(summary_count(&consumed, "Consumed"), 10_050, "{consumed}");
     assert!(consumed.contains("commit latency p50"), "{consumed}");
 }
@@ -295,7 +149,7 @@ fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away() {
         &["--messageCount", "10000", "--destination", "topic://load.topic"],
     );
     assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
-    let consumed = consumer.succeed();
+    let consumed = consumer.succeed(RUN_TIMEOUT);
     assert_eq!(summary_count(&consumed, "Consumed"), 10_000, "{consumed}");
     assert!(consumed.contains("durable subscription ferromq-consumer"), "{consumed}");
 
@@ -308,16 +162,13 @@ fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away() {
     assert_eq!(summary_count(&produced, "Produced"), 500, "{produced}");
     let mut args = vec!["consumer", "--brokerUrl", &broker.url, "--receiveTimeout", "10000"];
     args.extend_from_slice(&[&durable[..], &["--messageCount", "500"]].concat());
-    let consumed = Process::start(dir.path(), "returning", &args).succeed();
+    let consumed = Process::start(dir.path(), "returning", &args).succeed(RUN_TIMEOUT);
     assert_eq!(summary_count(&consumed, "Consumed"), 500, "{consumed}");
 }
 
 /// Runs `ferromq ARGS...` expecting a quick failure; returns its stderr.
 fn refused(dir: &Path, name: &str, args: &[&str]) -> String {
-    let mut process = Process::start(dir, name, args);
-    let status = process.wait_exit(REFUSE_TIMEOUT);
-    assert!(!status.success(), "ferromq {args:?} should fail\n{}", process.output());
-    process.stderr()
+    refused_start(dir, name, args, REFUSE_TIMEOUT)
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! Destination wildcards as ActiveMQ defines them: `.` separates levels, `*` matches exactly
-//! one level, `>` matches one or more remaining levels (and only as the last level).
+//! one level, `>` matches every remaining level, none included (ActiveMQ 5.17 delivers a
+//! message sent to `A.B` to a subscriber on `A.B.>`; the JMS interop check pins it), and
+//! only as the last level.
 
 use std::fmt;
 
@@ -45,7 +47,7 @@ impl DestinationFilter {
         let mut parts = name.split('.');
         for level in self.levels.iter() {
             match level {
-                Level::AnyRest => return parts.next().is_some(),
+                Level::AnyRest => return true,
                 Level::AnyOne => {
                     if parts.next().is_none() {
                         return false;
@@ -86,11 +88,11 @@ mod tests {
     }
 
     #[test]
-    fn greater_than_matches_one_or_more_remaining_levels() {
+    fn greater_than_matches_every_remaining_level_none_included() {
         let filter = DestinationFilter::new("PRICE.>");
         assert!(filter.matches("PRICE.STOCK"));
         assert!(filter.matches("PRICE.STOCK.NYSE.IBM"));
-        assert!(!filter.matches("PRICE"));
+        assert!(filter.matches("PRICE"));
         assert!(!filter.matches("PRICES.STOCK"));
         assert!(DestinationFilter::new(">").matches("ANYTHING.AT.ALL"));
     }

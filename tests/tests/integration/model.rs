@@ -38,6 +38,94 @@ const RECEIVE_WAIT: Duration = Duration::from_millis(10);
 /// Steps of history kept for the failure message.
 const TRACE_LEN: usize = 40;
 
+// ---------------------------------------------------------------------------------------------
+// Shared by both models.
+
+/// The run's base seed: `FERROMQ_MODEL_SEED`, or one drawn from the clock.
+fn base_seed() -> anyhow::Result<u64> {
+    match std::env::var("FERROMQ_MODEL_SEED") {
+        Ok(text) => text.trim().parse().with_context(|| format!("FERROMQ_MODEL_SEED={text:?}")),
+        Err(_) => {
+            Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos()
+                as u64)
+        }
+    }
+}
+
+/// The last [`TRACE_LEN`] steps of a run, for the failure message.
+#[derive(Default)]
+struct Trace(VecDeque<String>);
+
+impl Trace {
+    fn note(&mut self, event: String) {
+        if self.0.len() == TRACE_LEN {
+            self.0.pop_front();
+        }
+        self.0.push_back(event);
+    }
+
+    /// `error` with the `model`'s seed, the iteration and the last steps.
+    fn failure(
+        &self,
+        error: anyhow::Error,
+        model: &str,
+        seed: u64,
+        iteration: u64,
+    ) -> anyhow::Error {
+        let trace: Vec<String> = self.0.iter().cloned().collect();
+        error.context(format!(
+            "{model} seed {seed}, iteration {iteration}; last steps:\n  {}",
+            trace.join("\n  ")
+        ))
+    }
+}
+
+/// One iteration of a model: random steps checked against the model, then a final drain.
+trait ModelRun {
+    async fn step(&mut self) -> anyhow::Result<()>;
+    async fn drain(&mut self) -> anyhow::Result<()>;
+}
+
+/// Takes `steps` random steps, stopping at the first failure, then the final drain.
+async fn steps_then_drain(run: &mut impl ModelRun, steps: usize) -> anyhow::Result<()> {
+    for step in 0..steps {
+        run.step().await.with_context(|| format!("step {step}"))?;
+    }
+    run.drain().await.context("final drain")
+}
+
+/// A step drawn at random, each with its weight's share of the sum of `weights`.
+fn pick<S: Copy>(rng: &mut StdRng, weights: &[(S, u32)]) -> S {
+    let total: u32 = weights.iter().map(|(_, w)| w).sum();
+    let mut roll = rng.gen_range(0..total);
+    for (step, weight) in weights {
+        if roll < *weight {
+            return *step;
+        }
+        roll -= weight;
+    }
+    unreachable!("a roll below the sum of the weights")
+}
+
+/// A delivery already buffered, or arriving within [`RECEIVE_WAIT`]; `None` if none came.
+/// `whose` names the consumer if its connection ended.
+async fn receive_soon(
+    subscription: &mut Subscription,
+    whose: impl FnOnce() -> String,
+) -> anyhow::Result<Option<ReceivedMessage>> {
+    if let Some(message) = subscription.try_recv() {
+        return Ok(Some(message));
+    }
+    match tokio::time::timeout(RECEIVE_WAIT, subscription.recv()).await {
+        Err(_) => Ok(None),
+        Ok(Some(message)) => Ok(Some(message)),
+        Ok(None) => bail!("the connection of {} ended", whose()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The queue model.
+
 /// A consumer as the model sees it.
 struct Consumer {
     name: String,
@@ -63,7 +151,7 @@ struct Run {
     delivered: HashSet<u64>,
     next_seq: u64,
     next_consumer: usize,
-    trace: VecDeque<String>,
+    trace: Trace,
     counts: Counts,
 }
 
@@ -123,42 +211,11 @@ impl Run {
             delivered: HashSet::new(),
             next_seq: 0,
             next_consumer: 0,
-            trace: VecDeque::new(),
+            trace: Trace::default(),
             counts: Counts::default(),
         };
         run.open().await?;
         Ok(run)
-    }
-
-    fn note(&mut self, event: String) {
-        if self.trace.len() == TRACE_LEN {
-            self.trace.pop_front();
-        }
-        self.trace.push_back(event);
-    }
-
-    fn pick_step(&mut self) -> Step {
-        let total: u32 = WEIGHTS.iter().map(|(_, w)| w).sum();
-        let mut roll = self.rng.gen_range(0..total);
-        for (step, weight) in WEIGHTS {
-            if roll < *weight {
-                return *step;
-            }
-            roll -= weight;
-        }
-        Step::Send
-    }
-
-    async fn step(&mut self) -> anyhow::Result<()> {
-        match self.pick_step() {
-            Step::Send => self.send().await,
-            Step::Receive => self.receive().await,
-            Step::Ack => self.acknowledge(true).await,
-            Step::Nack => self.acknowledge(false).await,
-            Step::Close => self.close_one().await,
-            Step::Open if self.consumers.len() < MAX_CONSUMERS => self.open().await,
-            Step::Open => Ok(()),
-        }
     }
 
     async fn send(&mut self) -> anyhow::Result<()> {
@@ -171,7 +228,7 @@ impl Run {
             .with_context(|| format!("sending m{seq}"))?;
         self.unacked.insert(seq);
         self.counts.sent += 1;
-        self.note(format!("send m{seq}"));
+        self.trace.note(format!("send m{seq}"));
         Ok(())
     }
 
@@ -186,7 +243,7 @@ impl Run {
             .subscribe(QUEUE, mode, &[("activemq.prefetchSize", &prefetch_text)])
             .await
             .with_context(|| format!("subscribing {name}"))?;
-        self.note(format!("open {name} ({}, prefetch {prefetch})", mode.as_str()));
+        self.trace.note(format!("open {name} ({}, prefetch {prefetch})", mode.as_str()));
         self.consumers.push(Consumer {
             name,
             client,
@@ -205,13 +262,9 @@ impl Run {
         }
         let index = self.rng.gen_range(0..self.consumers.len());
         let consumer = &mut self.consumers[index];
-        let message = match consumer.subscription.try_recv() {
-            Some(message) => message,
-            None => match tokio::time::timeout(RECEIVE_WAIT, consumer.subscription.recv()).await {
-                Err(_) => return Ok(()),
-                Ok(Some(message)) => message,
-                Ok(None) => bail!("the connection of consumer {} ended", consumer.name),
-            },
+        let whose = || format!("consumer {}", consumer.name);
+        let Some(message) = receive_soon(&mut consumer.subscription, whose).await? else {
+            return Ok(());
         };
         self.accept_delivery(index, message)
     }
@@ -224,7 +277,7 @@ impl Run {
             .parse()?;
         let redelivered = message.redelivered();
         let name = self.consumers[index].name.clone();
-        self.note(format!(
+        self.trace.note(format!(
             "{name} receives m{seq}{}",
             if redelivered { " (redelivered)" } else { "" }
         ));
@@ -288,7 +341,7 @@ impl Run {
             _ => vec![consumer.held.remove(position).0],
         };
         let name = consumer.name.clone();
-        self.note(format!("{name} {verb} m{target}, covering {covered:?}"));
+        self.trace.note(format!("{name} {verb} m{target}, covering {covered:?}"));
         if !positive {
             self.counts.nacked += covered.len() as u64;
         }
@@ -327,8 +380,22 @@ impl Run {
         }
         self.counts.closed += 1;
         let how = if abrupt { "drops its connection" } else { "unsubscribes" };
-        self.note(format!("{name} {how}, returning {held:?}"));
+        self.trace.note(format!("{name} {how}, returning {held:?}"));
         Ok(())
+    }
+}
+
+impl ModelRun for Run {
+    async fn step(&mut self) -> anyhow::Result<()> {
+        match pick(&mut self.rng, WEIGHTS) {
+            Step::Send => self.send().await,
+            Step::Receive => self.receive().await,
+            Step::Ack => self.acknowledge(true).await,
+            Step::Nack => self.acknowledge(false).await,
+            Step::Close => self.close_one().await,
+            Step::Open if self.consumers.len() < MAX_CONSUMERS => self.open().await,
+            Step::Open => Ok(()),
+        }
     }
 
     /// Closes every consumer, then drains the queue with a fresh one and checks that exactly
@@ -342,7 +409,7 @@ impl Run {
         let mut subscription = client.subscribe(QUEUE, AckMode::ClientIndividual, &[]).await?;
         let mut missing = self.unacked.clone();
         let mut last_first_delivery = None;
-        self.note(format!("drain expects {missing:?}"));
+        self.trace.note(format!("drain expects {missing:?}"));
         while let Some(&next) = missing.first() {
             let message = subscription
                 .recv_timeout(ARRIVES)
@@ -383,17 +450,6 @@ impl Run {
     }
 }
 
-/// The run's base seed: `FERROMQ_MODEL_SEED`, or one drawn from the clock.
-fn base_seed() -> anyhow::Result<u64> {
-    match std::env::var("FERROMQ_MODEL_SEED") {
-        Ok(text) => text.trim().parse().with_context(|| format!("FERROMQ_MODEL_SEED={text:?}")),
-        Err(_) => {
-            Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos()
-                as u64)
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_matches_the_reference_model_under_random_steps() -> anyhow::Result<()> {
     let seed = base_seed()?;
@@ -402,22 +458,8 @@ async fn queue_matches_the_reference_model_under_random_steps() -> anyhow::Resul
     let mut counts = Counts::default();
     for iteration in 0..ITERATIONS {
         let mut run = Run::start(seed.wrapping_add(iteration)).await?;
-        let mut outcome = Ok(());
-        for step in 0..STEPS {
-            outcome = run.step().await.with_context(|| format!("step {step}"));
-            if outcome.is_err() {
-                break;
-            }
-        }
-        if outcome.is_ok() {
-            outcome = run.drain().await.context("final drain");
-        }
-        if let Err(error) = outcome {
-            let trace: Vec<String> = run.trace.iter().cloned().collect();
-            return Err(error.context(format!(
-                "model seed {seed}, iteration {iteration}; last steps:\n  {}",
-                trace.join("\n  ")
-            )));
+        if let Err(error) = steps_then_drain(&mut run, STEPS).await {
+            return Err(run.trace.failure(error, "model", seed, iteration));
         }
         counts.add(run.counts);
         let Run { broker, .. } = run;
@@ -561,7 +603,7 @@ struct TopicRun {
     non_durables: Vec<NonDurable>,
     next_seq: u64,
     next_name: u64,
-    trace: VecDeque<String>,
+    trace: Trace,
     counts: TopicCounts,
 }
 
@@ -580,7 +622,7 @@ impl TopicRun {
             non_durables: Vec::new(),
             next_seq: 0,
             next_name: 0,
-            trace: VecDeque::new(),
+            trace: Trace::default(),
             counts: TopicCounts::default(),
         };
         // Every durable subscription is created before anything is published (the model
@@ -604,80 +646,9 @@ impl TopicRun {
         Ok(run)
     }
 
-    fn note(&mut self, event: String) {
-        if self.trace.len() == TRACE_LEN {
-            self.trace.pop_front();
-        }
-        self.trace.push_back(event);
-    }
-
     fn fresh_name(&mut self, prefix: &str) -> String {
         self.next_name += 1;
         format!("{prefix}{}", self.next_name)
-    }
-
-    fn pick_step(&mut self) -> TopicStep {
-        let total: u32 = TOPIC_WEIGHTS.iter().map(|(_, w)| w).sum();
-        let mut roll = self.rng.gen_range(0..total);
-        for (step, weight) in TOPIC_WEIGHTS {
-            if roll < *weight {
-                return *step;
-            }
-            roll -= weight;
-        }
-        TopicStep::Send
-    }
-
-    async fn step(&mut self) -> anyhow::Result<()> {
-        match self.pick_step() {
-            TopicStep::Send => self.send().await,
-            TopicStep::Begin => self.begin().await,
-            TopicStep::Commit => self.end_send_transaction(true).await,
-            TopicStep::Abort => self.end_send_transaction(false).await,
-            TopicStep::Receive => self.receive().await,
-            TopicStep::Ack => self.acknowledge(true, false).await,
-            TopicStep::AckInTransaction => self.acknowledge(true, true).await,
-            TopicStep::Nack => self.acknowledge(false, false).await,
-            TopicStep::EndAckTransaction => {
-                let open: Vec<usize> = (0..self.durables.len())
-                    .filter(|&i| {
-                        self.durables[i].consumer.as_ref().is_some_and(|c| c.transaction.is_some())
-                    })
-                    .collect();
-                if open.is_empty() {
-                    return Ok(());
-                }
-                let index = open[self.rng.gen_range(0..open.len())];
-                let commit = self.rng.gen_bool(0.5);
-                self.end_ack_transaction(index, commit).await
-            }
-            TopicStep::Attach => {
-                let detached: Vec<usize> = (0..self.durables.len())
-                    .filter(|&i| self.durables[i].consumer.is_none())
-                    .collect();
-                if detached.is_empty() {
-                    return Ok(());
-                }
-                let index = detached[self.rng.gen_range(0..detached.len())];
-                self.attach(index).await
-            }
-            TopicStep::Detach => {
-                let attached: Vec<usize> = (0..self.durables.len())
-                    .filter(|&i| self.durables[i].consumer.is_some())
-                    .collect();
-                if attached.is_empty() {
-                    return Ok(());
-                }
-                let index = attached[self.rng.gen_range(0..attached.len())];
-                let abrupt = self.rng.gen_bool(0.5);
-                self.detach(index, abrupt).await
-            }
-            TopicStep::Subscribe if self.non_durables.len() < MAX_NON_DURABLE => {
-                self.subscribe().await
-            }
-            TopicStep::Subscribe => Ok(()),
-            TopicStep::Unsubscribe => self.unsubscribe().await,
-        }
     }
 
     /// A message becomes visible: every durable subscription and every current non-durable
@@ -713,11 +684,11 @@ impl TopicRun {
             Some((name, pending)) => {
                 pending.push(seq);
                 let name = name.clone();
-                self.note(format!("send m{seq} in {name} (persistent {persistent})"));
+                self.trace.note(format!("send m{seq} in {name} (persistent {persistent})"));
             }
             None => {
                 self.publish(seq);
-                self.note(format!("publish m{seq} (persistent {persistent})"));
+                self.trace.note(format!("publish m{seq} (persistent {persistent})"));
             }
         }
         Ok(())
@@ -729,7 +700,7 @@ impl TopicRun {
         }
         let name = self.fresh_name("send-tx-");
         self.producer.begin(&name).await.with_context(|| format!("BEGIN {name}"))?;
-        self.note(format!("producer begins {name}"));
+        self.trace.note(format!("producer begins {name}"));
         self.producer_tx = Some((name, Vec::new()));
         Ok(())
     }
@@ -746,7 +717,7 @@ impl TopicRun {
             self.counts.sent_in_aborted += pending.len() as u64;
         }
         let verb = if commit { "commits" } else { "aborts" };
-        self.note(format!("producer {verb} {name} with {pending:?}"));
+        self.trace.note(format!("producer {verb} {name} with {pending:?}"));
         Ok(())
     }
 
@@ -769,7 +740,7 @@ impl TopicRun {
             )
             .await
             .with_context(|| format!("attaching to durable {name}"))?;
-        self.note(format!("attach {name} ({}, prefetch {prefetch})", mode.as_str()));
+        self.trace.note(format!("attach {name} ({}, prefetch {prefetch})", mode.as_str()));
         let durable = &mut self.durables[index];
         durable.dropped = false;
         durable.consumer = Some(DurableConsumer {
@@ -799,7 +770,7 @@ impl TopicRun {
             consumer.client.disconnect().await.with_context(|| format!("disconnecting {name}"))?;
         }
         let how = if abrupt { "drops its connection" } else { "disconnects" };
-        self.note(format!(
+        self.trace.note(format!(
             "{name} {how}, returning {held:?} and rolling back acks {in_transaction:?}"
         ));
         self.counts.detached += 1;
@@ -816,7 +787,7 @@ impl TopicRun {
             .subscribe(TOPIC, mode, &[("activemq.prefetchSize", &prefetch_text)])
             .await
             .with_context(|| format!("subscribing {name}"))?;
-        self.note(format!("subscribe {name} ({}, prefetch {prefetch})", mode.as_str()));
+        self.trace.note(format!("subscribe {name} ({}, prefetch {prefetch})", mode.as_str()));
         self.non_durables.push(NonDurable {
             name,
             client,
@@ -840,7 +811,7 @@ impl TopicRun {
         let name = subscriber.name.clone();
         if self.rng.gen_bool(0.5) {
             drop(subscriber);
-            self.note(format!("{name} drops its connection"));
+            self.trace.note(format!("{name} drops its connection"));
         } else {
             subscriber
                 .subscription
@@ -852,7 +823,7 @@ impl TopicRun {
                 .disconnect()
                 .await
                 .with_context(|| format!("disconnecting {name}"))?;
-            self.note(format!("{name} unsubscribes"));
+            self.trace.note(format!("{name} unsubscribes"));
         }
         Ok(())
     }
@@ -880,13 +851,8 @@ impl TopicRun {
         }
         let who = receivers[self.rng.gen_range(0..receivers.len())];
         let Some(subscription) = self.subscription_of(who) else { return Ok(()) };
-        let message = match subscription.try_recv() {
-            Some(message) => message,
-            None => match tokio::time::timeout(RECEIVE_WAIT, subscription.recv()).await {
-                Err(_) => return Ok(()),
-                Ok(Some(message)) => message,
-                Ok(None) => bail!("the connection of {who:?} ended"),
-            },
+        let Some(message) = receive_soon(subscription, || format!("{who:?}")).await? else {
+            return Ok(());
         };
         self.accept(who, message)
     }
@@ -939,7 +905,7 @@ impl TopicRun {
                     consumer.held.len(),
                     consumer.prefetch
                 );
-                self.note(event);
+                self.trace.note(event);
             }
             Who::NonDurable(index) => {
                 let subscriber = &mut self.non_durables[index];
@@ -983,7 +949,7 @@ impl TopicRun {
                         subscriber.prefetch
                     );
                 }
-                self.note(event);
+                self.trace.note(event);
             }
         }
         Ok(())
@@ -1058,7 +1024,7 @@ impl TopicRun {
                         "nacks".to_owned()
                     }
                 };
-                self.note(format!("{name} {what} m{target}, covering {covered:?}"));
+                self.trace.note(format!("{name} {what} m{target}, covering {covered:?}"));
             }
             Who::NonDurable(index) => {
                 let subscriber = &mut self.non_durables[index];
@@ -1080,7 +1046,7 @@ impl TopicRun {
                 }
                 let verb = if positive { "acks" } else { "nacks" };
                 let event = format!("{} {verb} m{target}", subscriber.name);
-                self.note(event);
+                self.trace.note(event);
             }
         }
         Ok(())
@@ -1102,30 +1068,7 @@ impl TopicRun {
             self.counts.acked_in_aborted += acked.len() as u64;
         }
         let verb = if commit { "commits" } else { "aborts" };
-        self.note(format!("{name} {verb} {tx}, which acked {acked:?}"));
-        Ok(())
-    }
-
-    /// Ends every transaction, then checks that every subscriber gets exactly what the model
-    /// expects: non-durable subscribers in place, durable subscriptions through a fresh
-    /// consumer each; then that nothing is left in the broker or the store.
-    async fn drain(&mut self) -> anyhow::Result<()> {
-        let commit = self.rng.gen_bool(0.5);
-        self.end_send_transaction(commit).await?;
-        for index in 0..self.durables.len() {
-            let commit = self.rng.gen_bool(0.5);
-            self.end_ack_transaction(index, commit).await?;
-        }
-        for index in 0..self.non_durables.len() {
-            self.drain_non_durable(index).await?;
-        }
-        for index in 0..self.durables.len() {
-            let abrupt = self.rng.gen_bool(0.5);
-            self.detach(index, abrupt).await?;
-        }
-        for index in 0..self.durables.len() {
-            self.drain_durable(index).await?;
-        }
+        self.trace.note(format!("{name} {verb} {tx}, which acked {acked:?}"));
         Ok(())
     }
 
@@ -1137,7 +1080,7 @@ impl TopicRun {
         }
         let name = subscriber.name.clone();
         let missing = subscriber.expected.clone();
-        self.note(format!("drain {name} expects {missing:?}"));
+        self.trace.note(format!("drain {name} expects {missing:?}"));
         while let Some(&next) = self.non_durables[index].expected.first() {
             let message = self.non_durables[index]
                 .subscription
@@ -1163,7 +1106,7 @@ impl TopicRun {
         self.attach(index).await?;
         let name = self.durables[index].name.clone();
         let client_id = self.durables[index].client_id.clone();
-        self.note(format!("drain {name} expects {:?}", self.durables[index].expected));
+        self.trace.note(format!("drain {name} expects {:?}", self.durables[index].expected));
         while let Some(&next) = self.durables[index].expected.first() {
             let consumer = self.durables[index].consumer.as_mut().context("attached")?;
             let message = consumer
@@ -1205,6 +1148,83 @@ impl TopicRun {
     }
 }
 
+impl ModelRun for TopicRun {
+    async fn step(&mut self) -> anyhow::Result<()> {
+        match pick(&mut self.rng, TOPIC_WEIGHTS) {
+            TopicStep::Send => self.send().await,
+            TopicStep::Begin => self.begin().await,
+            TopicStep::Commit => self.end_send_transaction(true).await,
+            TopicStep::Abort => self.end_send_transaction(false).await,
+            TopicStep::Receive => self.receive().await,
+            TopicStep::Ack => self.acknowledge(true, false).await,
+            TopicStep::AckInTransaction => self.acknowledge(true, true).await,
+            TopicStep::Nack => self.acknowledge(false, false).await,
+            TopicStep::EndAckTransaction => {
+                let open: Vec<usize> = (0..self.durables.len())
+                    .filter(|&i| {
+                        self.durables[i].consumer.as_ref().is_some_and(|c| c.transaction.is_some())
+                    })
+                    .collect();
+                if open.is_empty() {
+                    return Ok(());
+                }
+                let index = open[self.rng.gen_range(0..open.len())];
+                let commit = self.rng.gen_bool(0.5);
+                self.end_ack_transaction(index, commit).await
+            }
+            TopicStep::Attach => {
+                let detached: Vec<usize> = (0..self.durables.len())
+                    .filter(|&i| self.durables[i].consumer.is_none())
+                    .collect();
+                if detached.is_empty() {
+                    return Ok(());
+                }
+                let index = detached[self.rng.gen_range(0..detached.len())];
+                self.attach(index).await
+            }
+            TopicStep::Detach => {
+                let attached: Vec<usize> = (0..self.durables.len())
+                    .filter(|&i| self.durables[i].consumer.is_some())
+                    .collect();
+                if attached.is_empty() {
+                    return Ok(());
+                }
+                let index = attached[self.rng.gen_range(0..attached.len())];
+                let abrupt = self.rng.gen_bool(0.5);
+                self.detach(index, abrupt).await
+            }
+            TopicStep::Subscribe if self.non_durables.len() < MAX_NON_DURABLE => {
+                self.subscribe().await
+            }
+            TopicStep::Subscribe => Ok(()),
+            TopicStep::Unsubscribe => self.unsubscribe().await,
+        }
+    }
+
+    /// Ends every transaction, then checks that every subscriber gets exactly what the model
+    /// expects: non-durable subscribers in place, durable subscriptions through a fresh
+    /// consumer each; then that nothing is left in the broker or the store.
+    async fn drain(&mut self) -> anyhow::Result<()> {
+        let commit = self.rng.gen_bool(0.5);
+        self.end_send_transaction(commit).await?;
+        for index in 0..self.durables.len() {
+            let commit = self.rng.gen_bool(0.5);
+            self.end_ack_transaction(index, commit).await?;
+        }
+        for index in 0..self.non_durables.len() {
+            self.drain_non_durable(index).await?;
+        }
+        for index in 0..self.durables.len() {
+            let abrupt = self.rng.gen_bool(0.5);
+            self.detach(index, abrupt).await?;
+        }
+        for index in 0..self.durables.len() {
+            self.drain_durable(index).await?;
+        }
+        Ok(())
+    }
+}
+
 /// The topic model: each iteration starts a broker with one topic, one to three durable
 /// subscriptions (each its own client id and name, created first) and zero to two
 /// non-durable subscribers, and takes random steps: publish (persistent or not, inside or
@@ -1229,22 +1249,8 @@ async fn topic_matches_the_reference_model_under_random_steps() -> anyhow::Resul
     let mut counts = TopicCounts::default();
     for iteration in 0..TOPIC_ITERATIONS {
         let mut run = TopicRun::start(seed.wrapping_add(iteration)).await?;
-        let mut outcome = Ok(());
-        for step in 0..TOPIC_STEPS {
-            outcome = run.step().await.with_context(|| format!("step {step}"));
-            if outcome.is_err() {
-                break;
-            }
-        }
-        if outcome.is_ok() {
-            outcome = run.drain().await.context("final drain");
-        }
-        if let Err(error) = outcome {
-            let trace: Vec<String> = run.trace.iter().cloned().collect();
-            return Err(error.context(format!(
-                "topic model seed {seed}, iteration {iteration}; last steps:\n  {}",
-                trace.join("\n  ")
-            )));
+        if let Err(error) = steps_then_drain(&mut run, TOPIC_STEPS).await {
+            return Err(run.trace.failure(error, "topic model", seed, iteration));
         }
         counts.add(run.counts);
         let TopicRun { broker, .. } = run;

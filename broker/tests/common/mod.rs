@@ -1,0 +1,480 @@
+//! What the process-level tests (`cli.rs`, `crash.rs`, `producer_consumer.rs`) share: the
+//! real `ferromq` binary behind a kill-on-drop guard ([`Process`]), free ports, temporary
+//! directories, and just enough STOMP over a blocking socket ([`RawStomp`]) to talk to the
+//! binary without another crate's client.
+//!
+//! Every test file is a crate of its own and uses only part of this module.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a broker may take to refuse a bad start, or to stop after a signal.
+pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a broker may take to start accepting connections (recovery included), and a
+/// process to print what it prints when ready.
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long to wait for one STOMP frame.
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the waits below look at the process again.
+const POLL: Duration = Duration::from_millis(10);
+
+// ----- the ferromq process -----
+
+/// A running `ferromq` process, killed on drop unless it has exited. Its stdout and stderr go
+/// to files in its directory, shown when a check fails.
+pub struct Process {
+    name: String,
+    child: Child,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+    exited: Option<ExitStatus>,
+}
+
+impl Process {
+    /// Starts `ferromq ARGS...` in `dir`, with its output in `dir/<name>.stdout` and
+    /// `dir/<name>.stderr`.
+    pub fn start(dir: &Path, name: &str, args: &[&str]) -> Process {
+        let stdout_path = dir.join(format!("{name}.stdout"));
+        let stderr_path = dir.join(format!("{name}.stderr"));
+        let stdout = File::create(&stdout_path).expect("create the stdout file");
+        let stderr = File::create(&stderr_path).expect("create the stderr file");
+        let child = Command::new(env!("CARGO_BIN_EXE_ferromq"))
+            .args(args)
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn ferromq");
+        Process { name: name.to_owned(), child, stdout_path, stderr_path, exited: None }
+    }
+
+    /// `ferromq start` with a STOMP connector on `port`, on `data`.
+    pub fn start_broker(dir: &Path, name: &str, data: &Path, port: u16) -> Process {
+        let uri = format!("stomp://127.0.0.1:{port}");
+        Process::start(dir, name, &["start", "--connector", &uri, "--data-dir", path_str(data)])
+    }
+
+    /// [`Process::start_broker`] with the configuration file `config`.
+    pub fn start_configured(
+        dir: &Path,
+        name: &str,
+        config: &Path,
+        data: &Path,
+        port: u16,
+    ) -> Process {
+        let uri = format!("stomp://127.0.0.1:{port}");
+        let args = [
+            "start",
+            "--config",
+            path_str(config),
+            "--connector",
+            &uri,
+            "--data-dir",
+            path_str(data),
+        ];
+        Process::start(dir, name, &args)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Both outputs, for failure messages.
+    pub fn output(&self) -> String {
+        format!("--- {} stdout:\n{}--- stderr:\n{}", self.name, self.stdout(), self.stderr())
+    }
+
+    /// The exit status if the process has exited.
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().expect("query the child's status");
+        }
+        self.exited
+    }
+
+    /// Waits for the process to exit, at most `timeout`; fails the test otherwise.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.try_status() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ferromq {} (pid {}) did not exit within {timeout:?}\n{}",
+                self.name,
+                self.pid(),
+                self.output()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits, at most `timeout`, for a successful exit and returns stdout.
+    pub fn succeed(&mut self, timeout: Duration) -> String {
+        let status = self.wait_exit(timeout);
+        assert!(status.success(), "ferromq {} exited with {status}\n{}", self.name, self.output());
+        self.stdout()
+    }
+
+    /// Waits until stdout has `count` lines containing `text`, failing early on an exit.
+    pub fn wait_for_lines(&mut self, text: &str, count: usize) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while self.stdout().lines().filter(|line| line.contains(text)).count() < count {
+            if let Some(status) = self.try_status() {
+                panic!(
+                    "ferromq {} exited ({status}) before printing {text:?}\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ferromq {} did not print {count} x {text:?} within {START_TIMEOUT:?}\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits until `addr` accepts connections, failing early if the process exits.
+    pub fn wait_accepting(&mut self, addr: SocketAddr) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = self.try_status() {
+                panic!(
+                    "ferromq {} exited ({status}) instead of accepting on {addr}\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ferromq {} did not accept on {addr} within {START_TIMEOUT:?}\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Sends `signal` (KILL, TERM, INT...) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {} failed: {status}", self.pid());
+    }
+
+    /// SIGKILL, then reap the process (its data directory lock is released with it).
+    pub fn kill_9(&mut self) {
+        if self.try_status().is_none() {
+            self.signal("KILL");
+        }
+        self.wait_exit(EXIT_TIMEOUT);
+    }
+
+    /// SIGTERM and expect a clean exit.
+    pub fn stop(&mut self) {
+        self.signal("TERM");
+        let status = self.wait_exit(EXIT_TIMEOUT);
+        assert!(
+            status.success(),
+            "ferromq {} exited with {status} after SIGTERM\n{}",
+            self.name,
+            self.output()
+        );
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.try_status().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs `ferromq ARGS...` expecting it to refuse: it must exit, unsuccessfully, within
+/// `timeout`. Returns its stderr.
+pub fn refused_start(dir: &Path, name: &str, args: &[&str], timeout: Duration) -> String {
+    let mut process = Process::start(dir, name, args);
+    let status = process.wait_exit(timeout);
+    assert!(
+        !status.success(),
+        "ferromq {args:?} should have failed, but exited with {status}\n{}",
+        process.output()
+    );
+    process.stderr()
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local address").port()
+}
+
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// A temporary directory named after the test file: `ferromq-<file>-...`.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferromq-{}-", env!("CARGO_CRATE_NAME")))
+        .tempdir()
+        .expect("create a temporary directory")
+}
+
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 temporary path")
+}
+
+// ----- STOMP over a blocking socket -----
+
+/// A frame read by [`RawStomp`], headers unescaped.
+#[derive(Debug)]
+pub struct RawFrame {
+    pub command: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawFrame {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{} {:?} {}", self.command, self.headers, String::from_utf8_lossy(&self.body))
+    }
+}
+
+/// Just enough STOMP 1.2 over a blocking socket to talk to the real binary: header escaping,
+/// bodies by content-length or up to the NUL. The operations that return an I/O error instead
+/// of panicking are for connections under which the broker is killed on purpose.
+pub struct RawStomp {
+    socket: TcpStream,
+    buffer: Vec<u8>,
+}
+
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ':' => out.push_str("\\c"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('c') => out.push(':'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('\\') => out.push('\\'),
+            other => panic!("invalid escape \\{other:?} in header {text:?}"),
+        }
+    }
+    out
+}
+
+impl RawStomp {
+    /// Opens the TCP connection only: the caller sends CONNECT.
+    pub fn tcp(addr: SocketAddr) -> std::io::Result<RawStomp> {
+        let socket = TcpStream::connect_timeout(&addr, FRAME_TIMEOUT)?;
+        socket.set_read_timeout(Some(FRAME_TIMEOUT))?;
+        socket.set_nodelay(true)?;
+        Ok(RawStomp { socket, buffer: Vec::new() })
+    }
+
+    /// Connects and exchanges CONNECT / CONNECTED (STOMP 1.2, no heart-beats).
+    pub fn connect(addr: SocketAddr) -> std::io::Result<RawStomp> {
+        let mut stomp = RawStomp::tcp(addr)?;
+        stomp.send_frame("CONNECT", &[("accept-version", "1.2"), ("host", "localhost")], b"")?;
+        let connected = stomp.read_frame()?;
+        if connected.command != "CONNECTED" {
+            return Err(std::io::Error::other(format!(
+                "expected CONNECTED, got {}",
+                connected.describe()
+            )));
+        }
+        Ok(stomp)
+    }
+
+    /// Connects, panicking on failure (for the tests that expect a healthy broker).
+    pub fn open(addr: SocketAddr) -> RawStomp {
+        RawStomp::connect(addr).unwrap_or_else(|e| panic!("connecting to {addr}: {e}"))
+    }
+
+    pub fn set_read_timeout(&self, timeout: Duration) {
+        self.socket.set_read_timeout(Some(timeout)).expect("set the read timeout");
+    }
+
+    pub fn send_frame(
+        &mut self,
+        command: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<()> {
+        let escaped = command != "CONNECT";
+        let mut frame = format!("{command}\n").into_bytes();
+        for (name, value) in headers {
+            let line = if escaped {
+                format!("{}:{}\n", escape(name), escape(value))
+            } else {
+                format!("{name}:{value}\n")
+            };
+            frame.extend_from_slice(line.as_bytes());
+        }
+        if !body.is_empty() {
+            frame.extend_from_slice(format!("content-length:{}\n", body.len()).as_bytes());
+        }
+        frame.push(b'\n');
+        frame.extend_from_slice(body);
+        frame.push(0);
+        self.socket.write_all(&frame)
+    }
+
+    /// [`RawStomp::send_frame`], panicking on failure.
+    pub fn send(&mut self, command: &str, headers: &[(&str, &str)], body: &[u8]) {
+        self.send_frame(command, headers, body)
+            .unwrap_or_else(|e| panic!("sending {command}: {e}"));
+    }
+
+    /// Reads the next frame (skipping heart-beats). A read timeout comes back as an error
+    /// of kind `WouldBlock` or `TimedOut`, with nothing lost: call again to go on waiting.
+    pub fn read_frame(&mut self) -> std::io::Result<RawFrame> {
+        loop {
+            if let Some(frame) = self.parse()? {
+                return Ok(frame);
+            }
+            let mut chunk = [0u8; 16384];
+            let read = self.socket.read(&mut chunk)?;
+            if read == 0 {
+                return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "connection closed"));
+            }
+            self.buffer.extend_from_slice(&chunk[..read]);
+        }
+    }
+
+    /// Reads the next frame and checks its command, panicking otherwise.
+    pub fn expect_frame(&mut self, command: &str) -> RawFrame {
+        let frame = self.read_frame().unwrap_or_else(|e| panic!("reading a {command} frame: {e}"));
+        assert_eq!(frame.command, command, "expected {command}, got {}", frame.describe());
+        frame
+    }
+
+    /// Sends a frame with a `receipt` header and waits for that RECEIPT, panicking otherwise.
+    pub fn request(&mut self, command: &str, headers: &[(&str, &str)], body: &[u8], receipt: &str) {
+        let mut all = headers.to_vec();
+        all.push(("receipt", receipt));
+        self.send(command, &all, body);
+        let frame = self.expect_frame("RECEIPT");
+        assert_eq!(frame.header("receipt-id"), Some(receipt));
+    }
+
+    /// True once the broker has closed the connection (after any frames still in flight).
+    pub fn at_eof(&mut self) -> bool {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match self.socket.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(error) if error.kind() == ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn parse(&mut self) -> std::io::Result<Option<RawFrame>> {
+        let bad = |what: String| std::io::Error::new(ErrorKind::InvalidData, what);
+        // Heart-beats (EOLs) between frames.
+        let Some(start) = self.buffer.iter().position(|b| *b != b'\n' && *b != b'\r') else {
+            self.buffer.clear();
+            return Ok(None);
+        };
+        self.buffer.drain(..start);
+        let Some(head_end) = self.buffer.windows(2).position(|w| w == b"\n\n") else {
+            return Ok(None);
+        };
+        let head = String::from_utf8(self.buffer[..head_end].to_vec())
+            .map_err(|_| bad("frame head is not UTF-8".into()))?;
+        let mut lines = head.lines();
+        let command = lines.next().unwrap_or_default().to_owned();
+        let escaped = command != "CONNECTED";
+        let headers: Vec<(String, String)> =
+            lines
+                .filter_map(|line| line.split_once(':'))
+                .map(|(n, v)| {
+                    if escaped {
+                        (unescape(n), unescape(v))
+                    } else {
+                        (n.to_owned(), v.to_owned())
+                    }
+                })
+                .collect();
+        let body_start = head_end + 2;
+        let length = match headers.iter().find(|(n, _)| n == "content-length") {
+            Some((_, v)) => Some(v.parse::<usize>().map_err(|_| bad(format!("length {v}")))?),
+            None => None,
+        };
+        let body_end = match length {
+            Some(length) => {
+                if self.buffer.len() < body_start + length + 1 {
+                    return Ok(None);
+                }
+                body_start + length
+            }
+            None => match self.buffer[body_start..].iter().position(|b| *b == 0) {
+                Some(at) => body_start + at,
+                None => return Ok(None),
+            },
+        };
+        if self.buffer[body_end] != 0 {
+            return Err(bad(format!("{command} frame does not end with NUL")));
+        }
+        let body = self.buffer[body_start..body_end].to_vec();
+        self.buffer.drain(..=body_end);
+        Ok(Some(RawFrame { command, headers, body }))
+    }
+}
+
+/// True for the error a read timeout gives.
+pub fn is_timeout(error: &std::io::Error) -> bool {
+    matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}

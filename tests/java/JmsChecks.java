@@ -1,0 +1,1322 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.Date;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import javax.jms.BytesMessage;
+import javax.jms.Connection;
+import javax.jms.DeliveryMode;
+import javax.jms.Destination;
+import javax.jms.InvalidClientIDException;
+import javax.jms.JMSException;
+import javax.jms.MapMessage;
+import javax.jms.Message;
+import javax.jms.MessageConsumer;
+import javax.jms.MessageEOFException;
+import javax.jms.MessageProducer;
+import javax.jms.ObjectMessage;
+import javax.jms.Queue;
+import javax.jms.Session;
+import javax.jms.StreamMessage;
+import javax.jms.TemporaryQueue;
+import javax.jms.TextMessage;
+import javax.jms.Topic;
+import javax.jms.TopicSubscriber;
+
+import org.apache.activemq.ActiveMQConnection;
+import org.apache.activemq.ActiveMQConnectionFactory;
+import org.apache.activemq.ActiveMQSession;
+import org.apache.activemq.DestinationDoesNotExistException;
+import org.apache.activemq.transport.TransportListener;
+
+/**
+ * Checks of a broker's behaviour as seen through the real ActiveMQ 5.x JMS client (OpenWire).
+ *
+ * <pre>
+ *   java -cp $FERROMQ_JMS_CLASSPATH JmsChecks --url tcp://127.0.0.1:61616 --check queue_send_receive
+ *   java -cp $FERROMQ_JMS_CLASSPATH JmsChecks --list
+ * </pre>
+ *
+ * Each check uses destinations of its own (unique per run), prints "ok CHECK" and exits 0 when the
+ * broker behaves as Apache ActiveMQ Classic does, or prints "FAIL CHECK: why" and exits 1.
+ *
+ * The failover check needs the caller to restart the broker in the middle: it prints the line
+ * "READY-FOR-RESTART" once the first half is done, then reads one line from stdin, which the
+ * caller writes once the broker is back on the same address.
+ */
+public final class JmsChecks {
+    /** How long a message that should arrive may take. */
+    static final long RECEIVE_MS = 10_000;
+    /** How long to wait to be confident that a message does not arrive. */
+    static final long QUIET_MS = 1_000;
+    /** The program gives up (with thread dumps) after this long; callers kill it at 180 s. */
+    static final long WATCHDOG_MS = 160_000;
+
+    static final String RESTART_MARKER = "READY-FOR-RESTART";
+
+    static final List<String> CHECKS = List.of(
+            "queue_send_receive",
+            "competing_consumers",
+            "topic_fanout",
+            "durable_offline",
+            "transactions",
+            "client_ack_redelivery",
+            "all_message_types",
+            "request_reply_temp_queue",
+            "virtual_topic",
+            "wildcard_topic",
+            "prefetch_zero",
+            "large_message",
+            "failover");
+
+    /** A check's expectation that did not hold. */
+    static final class CheckFailed extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        CheckFailed(String message) {
+            super(message);
+        }
+    }
+
+    final String url;
+    final String check;
+    final String unique;
+    final List<Connection> connections = new ArrayList<>();
+
+    JmsChecks(String url, String check) {
+        this.url = url;
+        this.check = check;
+        this.unique = Long.toString(System.currentTimeMillis(), 36)
+                + Integer.toString(new Random().nextInt(1 << 30), 36);
+    }
+
+    public static void main(String[] args) {
+        // The client logs through slf4j; keep it to warnings (reconnects, errors), on stderr.
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
+        String url = null;
+        String check = null;
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--url" -> url = i + 1 < args.length ? args[++i] : null;
+                case "--check" -> check = i + 1 < args.length ? args[++i] : null;
+                case "--list" -> {
+                    CHECKS.forEach(System.out::println);
+                    System.exit(0);
+                }
+                default -> usage("unknown argument " + args[i]);
+            }
+        }
+        if (url == null || check == null) {
+            usage("--url and --check are required");
+        }
+        if (!CHECKS.contains(check)) {
+            usage("unknown check " + check + "; checks: " + String.join(", ", CHECKS));
+        }
+        startWatchdog(check);
+        JmsChecks checks = new JmsChecks(url, check);
+        int status;
+        try {
+            checks.run();
+            System.out.println("ok " + check);
+            status = 0;
+        } catch (CheckFailed failure) {
+            System.out.println("FAIL " + check + ": " + failure.getMessage());
+            System.err.println("FAIL " + check + ": " + failure.getMessage());
+            failure.printStackTrace();
+            status = 1;
+        } catch (Throwable unexpected) {
+            System.out.println("FAIL " + check + ": unexpected " + unexpected);
+            System.err.println("FAIL " + check + ": unexpected " + unexpected);
+            unexpected.printStackTrace();
+            status = 1;
+        } finally {
+            checks.closeAll();
+        }
+        System.out.flush();
+        System.exit(status);
+    }
+
+    static void usage(String problem) {
+        System.err.println(problem);
+        System.err.println("usage: JmsChecks --url BROKER_URL --check CHECK   (or --list)");
+        System.exit(2);
+    }
+
+    static void startWatchdog(String check) {
+        Thread watchdog = new Thread(() -> {
+            try {
+                Thread.sleep(WATCHDOG_MS);
+            } catch (InterruptedException e) {
+                return;
+            }
+            System.out.println("FAIL " + check + ": still running after " + WATCHDOG_MS / 1000 + " s");
+            System.err.println("FAIL " + check + ": still running after " + WATCHDOG_MS / 1000 + " s; threads:");
+            for (Map.Entry<Thread, StackTraceElement[]> entry : Thread.getAllStackTraces().entrySet()) {
+                System.err.println("thread " + entry.getKey().getName());
+                for (StackTraceElement frame : entry.getValue()) {
+                    System.err.println("    at " + frame);
+                }
+            }
+            System.out.flush();
+            System.err.flush();
+            Runtime.getRuntime().halt(3);
+        }, "watchdog");
+        watchdog.setDaemon(true);
+        watchdog.start();
+    }
+
+    void run() throws Exception {
+        switch (check) {
+            case "queue_send_receive" -> queueSendReceive();
+            case "competing_consumers" -> competingConsumers();
+            case "topic_fanout" -> topicFanout();
+            case "durable_offline" -> durableOffline();
+            case "transactions" -> transactions();
+            case "client_ack_redelivery" -> clientAckRedelivery();
+            case "all_message_types" -> allMessageTypes();
+            case "request_reply_temp_queue" -> requestReplyTempQueue();
+            case "virtual_topic" -> virtualTopic();
+            case "wildcard_topic" -> wildcardTopic();
+            case "prefetch_zero" -> prefetchZero();
+            case "large_message" -> largeMessage();
+            case "failover" -> failover();
+            default -> throw new CheckFailed("unknown check " + check);
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Checks
+
+    /** Persistent messages on a queue come back in order, with every typed property intact. */
+    void queueSendReceive() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue queue = session.createQueue(name("queue"));
+        MessageProducer producer = session.createProducer(queue);
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        int count = 20;
+        List<String> sentIds = new ArrayList<>();
+        long before = System.currentTimeMillis();
+        for (int i = 0; i < count; i++) {
+            TextMessage message = session.createTextMessage("message " + i);
+            setTypedProperties(message, i);
+            producer.send(message);
+            sentIds.add(message.getJMSMessageID());
+        }
+        long after = System.currentTimeMillis();
+        expect(new HashSet<>(sentIds).size() == count && !sentIds.contains(null),
+                "the client gave every sent message its own JMSMessageID: " + sentIds);
+
+        MessageConsumer consumer = session.createConsumer(queue);
+        for (int i = 0; i < count; i++) {
+            Message message = receive(consumer, "message " + i);
+            expectEquals("message " + i, text(message), "body of message " + i);
+            checkTypedProperties(message, i, "message " + i);
+            expectEquals(sentIds.get(i), message.getJMSMessageID(), "JMSMessageID of message " + i);
+            expectEquals(queue, message.getJMSDestination(), "JMSDestination of message " + i);
+            expectEquals(DeliveryMode.PERSISTENT, message.getJMSDeliveryMode(), "JMSDeliveryMode of message " + i);
+            expectEquals(Message.DEFAULT_PRIORITY, message.getJMSPriority(), "JMSPriority of message " + i);
+            expectEquals(0L, message.getJMSExpiration(), "JMSExpiration of message " + i);
+            expectEquals(false, message.getJMSRedelivered(), "JMSRedelivered of message " + i);
+            expect(message.getJMSTimestamp() >= before - 1 && message.getJMSTimestamp() <= after + 1,
+                    "JMSTimestamp of message " + i + " is the send time (" + before + ".." + after + "), got "
+                            + message.getJMSTimestamp());
+            expectEquals(1, message.getIntProperty("JMSXDeliveryCount"), "JMSXDeliveryCount of message " + i);
+        }
+        expectNothing(consumer, "the queue was drained");
+    }
+
+    /** Two consumers on one queue share its messages: each message reaches exactly one of them. */
+    void competingConsumers() throws Exception {
+        // Prefetch 1, so that the broker has to spread the messages over both consumers.
+        String consumerUrl = withOptions(url, "jms.prefetchPolicy.queuePrefetch=1");
+        String queueName = name("queue");
+        int count = 100;
+        List<List<Integer>> received = List.of(
+                Collections.synchronizedList(new ArrayList<>()),
+                Collections.synchronizedList(new ArrayList<>()));
+        List<MessageConsumer> consumers = new ArrayList<>();
+        for (int c = 0; c < 2; c++) {
+            Connection connection = connect(consumerUrl);
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            consumers.add(session.createConsumer(session.createQueue(queueName)));
+        }
+        Connection producerConnection = connect();
+        Session producerSession = producerConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+        for (int i = 0; i < count; i++) {
+            TextMessage message = producerSession.createTextMessage("work " + i);
+            message.setIntProperty("index", i);
+            producer.send(message);
+        }
+        AtomicInteger total = new AtomicInteger();
+        long deadline = System.currentTimeMillis() + 60_000;
+        List<CompletableFuture<Void>> workers = new ArrayList<>();
+        for (int c = 0; c < 2; c++) {
+            final int which = c;
+            workers.add(CompletableFuture.runAsync(() -> {
+                try {
+                    while (total.get() < count && System.currentTimeMillis() < deadline) {
+                        Message message = consumers.get(which).receive(250);
+                        if (message != null) {
+                            received.get(which).add(message.getIntProperty("index"));
+                            total.incrementAndGet();
+                            Thread.sleep(5); // some work, so that both consumers take part
+                        }
+                    }
+                } catch (Exception e) {
+                    throw new RuntimeException(e);
+                }
+            }, daemonExecutor()));
+        }
+        for (CompletableFuture<Void> worker : workers) {
+            worker.get(90, TimeUnit.SECONDS);
+        }
+        List<Integer> all = new ArrayList<>(received.get(0));
+        all.addAll(received.get(1));
+        Collections.sort(all);
+        expectEquals(range(0, count), all,
+                "every message reached exactly one consumer (consumer 1 got " + received.get(0)
+                        + ", consumer 2 got " + received.get(1) + ")");
+        for (int c = 0; c < 2; c++) {
+            List<Integer> mine = received.get(c);
+            expect(!mine.isEmpty(), "consumer " + (c + 1) + " got a share of the messages; the other got them all");
+            List<Integer> sorted = new ArrayList<>(mine);
+            Collections.sort(sorted);
+            expectEquals(sorted, mine, "consumer " + (c + 1) + " got its messages in queue order");
+        }
+        for (MessageConsumer consumer : consumers) {
+            expectNothing(consumer, "the queue was drained");
+        }
+        System.out.println("consumer 1 got " + received.get(0).size() + ", consumer 2 got " + received.get(1).size());
+    }
+
+    /** Every subscriber of a topic gets every message, selectors filter, noLocal and late subscribers. */
+    void topicFanout() throws Exception {
+        String topicName = name("topic");
+        List<MessageConsumer> subscribers = new ArrayList<>();
+        for (int c = 0; c < 2; c++) {
+            Connection connection = connect();
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            subscribers.add(session.createConsumer(session.createTopic(topicName)));
+        }
+        Connection selectorConnection = connect();
+        Session selectorSession = selectorConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer evenOnly = selectorSession.createConsumer(selectorSession.createTopic(topicName),
+                "parity = 'even' AND index >= 0");
+
+        Connection publisherConnection = connect();
+        Session publisherSession = publisherConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Topic topic = publisherSession.createTopic(topicName);
+        Session ownSession = publisherConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer noLocal = ownSession.createConsumer(topic, null, true);
+        MessageConsumer local = ownSession.createConsumer(topic, null, false);
+        MessageProducer producer = publisherSession.createProducer(topic);
+        int count = 10;
+        for (int i = 0; i < count; i++) {
+            TextMessage message = publisherSession.createTextMessage("news " + i);
+            message.setIntProperty("index", i);
+            message.setStringProperty("parity", i % 2 == 0 ? "even" : "odd");
+            producer.send(message);
+        }
+        for (int c = 0; c < subscribers.size(); c++) {
+            for (int i = 0; i < count; i++) {
+                Message message = receive(subscribers.get(c), "news " + i + " on subscriber " + (c + 1));
+                expectEquals("news " + i, text(message), "subscriber " + (c + 1) + " message " + i);
+                expectEquals(topic, message.getJMSDestination(), "JMSDestination");
+            }
+            expectNothing(subscribers.get(c), "subscriber " + (c + 1) + " got all 10 and nothing more");
+        }
+        for (int i = 0; i < count; i += 2) {
+            expectEquals("news " + i, text(receive(evenOnly, "news " + i + " through the selector")),
+                    "the selector subscriber gets the even messages only");
+        }
+        expectNothing(evenOnly, "the selector subscriber gets the even messages only");
+        for (int i = 0; i < count; i++) {
+            expectEquals("news " + i, text(receive(local, "news " + i + " on the publisher's connection")),
+                    "a subscriber on the publishing connection without noLocal");
+        }
+        expectNothing(noLocal, "a noLocal subscriber on the publishing connection gets nothing");
+
+        Connection lateConnection = connect();
+        Session lateSession = lateConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer late = lateSession.createConsumer(lateSession.createTopic(topicName));
+        expectNothing(late, "a subscriber that joins after the publication gets nothing (not durable)");
+    }
+
+    /** A durable subscriber gets what was published while it was offline; client ids are exclusive. */
+    void durableOffline() throws Exception {
+        String topicName = name("topic");
+        String clientId = "jms-durable-" + unique;
+        String subscription = "sub";
+
+        Connection subscriberConnection = connect(url, clientId);
+        Session subscriberSession = subscriberConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Topic topic = subscriberSession.createTopic(topicName);
+        TopicSubscriber subscriber = subscriberSession.createDurableSubscriber(topic, subscription);
+
+        Connection publisherConnection = connect();
+        Session publisherSession = publisherConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = publisherSession.createProducer(publisherSession.createTopic(topicName));
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        producer.send(publisherSession.createTextMessage("online"));
+        expectEquals("online", text(receive(subscriber, "the message published while online")), "online message");
+
+        // The client id is taken while the subscriber's connection is open.
+        Connection intruder = new ActiveMQConnectionFactory(url).createConnection();
+        connections.add(intruder);
+        try {
+            intruder.setClientID(clientId);
+            intruder.start();
+            throw new CheckFailed("a second connection with client id " + clientId + " was accepted");
+        } catch (InvalidClientIDException expected) {
+            // as ActiveMQ: "Broker: ... - Client: ... already connected from ..."
+        }
+        intruder.close();
+
+        // A subscription in use cannot be removed.
+        try {
+            subscriberSession.unsubscribe(subscription);
+            throw new CheckFailed("unsubscribe succeeded while the durable subscriber was active");
+        } catch (CheckFailed e) {
+            throw e;
+        } catch (JMSException expected) {
+            // as ActiveMQ: "Durable consumer is in use for client: ... and subscriptionName: ..."
+        }
+
+        subscriber.close();
+        subscriberConnection.close();
+
+        int count = 10;
+        for (int i = 0; i < count; i++) {
+            TextMessage message = publisherSession.createTextMessage("offline " + i);
+            setTypedProperties(message, i);
+            producer.send(message);
+        }
+
+        subscriberConnection = connect(url, clientId);
+        subscriberSession = subscriberConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        subscriber = subscriberSession.createDurableSubscriber(subscriberSession.createTopic(topicName), subscription);
+        for (int i = 0; i < count; i++) {
+            Message message = receive(subscriber, "offline " + i + " after reconnecting");
+            expectEquals("offline " + i, text(message), "message " + i + " kept for the offline durable subscriber");
+            checkTypedProperties(message, i, "offline " + i);
+        }
+        expectNothing(subscriber, "the durable subscriber got what it missed, once");
+        producer.send(publisherSession.createTextMessage("online again"));
+        expectEquals("online again", text(receive(subscriber, "a message published after reconnecting")),
+                "online again");
+
+        // Unsubscribing removes the subscription and what it holds; the name can be reused afresh.
+        subscriber.close();
+        subscriberSession.unsubscribe(subscription);
+        producer.send(publisherSession.createTextMessage("nobody is subscribed"));
+        subscriber = subscriberSession.createDurableSubscriber(subscriberSession.createTopic(topicName), subscription);
+        expectNothing(subscriber, "a new subscription does not see what was published before it existed");
+        producer.send(publisherSession.createTextMessage("new subscription"));
+        expectEquals("new subscription", text(receive(subscriber, "a message for the new subscription")),
+                "new subscription");
+        subscriber.close();
+        subscriberSession.unsubscribe(subscription);
+    }
+
+    /** Transacted sessions: rollback discards sends and redelivers receives; commit makes them stick. */
+    void transactions() throws Exception {
+        String queueName = name("queue");
+        String outName = name("out");
+
+        Connection producerConnection = connect();
+        Session producerSession = producerConnection.createSession(true, Session.SESSION_TRANSACTED);
+        Queue queue = producerSession.createQueue(queueName);
+        MessageProducer producer = producerSession.createProducer(queue);
+        for (int i = 0; i < 3; i++) {
+            producer.send(producerSession.createTextMessage("rolled back " + i));
+        }
+        producerSession.rollback();
+        for (int i = 0; i < 5; i++) {
+            producer.send(producerSession.createTextMessage("committed " + i));
+        }
+
+        Connection probeConnection = connect();
+        Session probeSession = probeConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer probe = probeSession.createConsumer(probeSession.createQueue(queueName));
+        expectNothing(probe, "uncommitted sends are invisible");
+        probe.close();
+        producerSession.commit();
+
+        Connection consumerConnection = connect();
+        Session consumerSession = consumerConnection.createSession(true, Session.SESSION_TRANSACTED);
+        MessageConsumer consumer = consumerSession.createConsumer(consumerSession.createQueue(queueName));
+        for (int i = 0; i < 3; i++) {
+            Message message = receive(consumer, "committed " + i);
+            expectEquals("committed " + i, text(message), "only committed sends arrive, in order");
+            expectEquals(false, message.getJMSRedelivered(), "JMSRedelivered on first delivery");
+        }
+        consumerSession.rollback();
+        for (int i = 0; i < 5; i++) {
+            Message message = receive(consumer, "committed " + i + " after the rollback");
+            expectEquals("committed " + i, text(message), "messages after the rollback, in order");
+            boolean redelivered = i < 3;
+            expectEquals(redelivered, message.getJMSRedelivered(), "JMSRedelivered of committed " + i);
+            expectEquals(redelivered ? 2 : 1, message.getIntProperty("JMSXDeliveryCount"),
+                    "JMSXDeliveryCount of committed " + i);
+        }
+        consumerSession.commit();
+        expectNothing(consumer, "rolled back sends never arrive");
+        consumer.close();
+        consumerConnection.close();
+
+        Connection checkConnection = connect();
+        Session checkSession = checkConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer check = checkSession.createConsumer(checkSession.createQueue(queueName));
+        expectNothing(check, "committed receives are gone from the queue");
+        check.close();
+
+        // Receive and send in one transaction: all or nothing.
+        producer.send(producerSession.createTextMessage("request"));
+        producerSession.commit();
+        consumerConnection = connect();
+        consumerSession = consumerConnection.createSession(true, Session.SESSION_TRANSACTED);
+        consumer = consumerSession.createConsumer(consumerSession.createQueue(queueName));
+        MessageProducer forwarder = consumerSession.createProducer(consumerSession.createQueue(outName));
+        Message request = receive(consumer, "request");
+        forwarder.send(consumerSession.createTextMessage("forwarded " + text(request)));
+        consumerSession.rollback();
+        MessageConsumer out = checkSession.createConsumer(checkSession.createQueue(outName));
+        expectNothing(out, "the rolled back forward");
+        request = receive(consumer, "request, redelivered after the rollback");
+        expectEquals(true, request.getJMSRedelivered(), "JMSRedelivered after the rollback");
+        forwarder.send(consumerSession.createTextMessage("forwarded " + text(request)));
+        consumerSession.commit();
+        expectEquals("forwarded request", text(receive(out, "the committed forward")), "forward");
+
+        // Closing a session with a transaction open rolls it back.
+        producer.send(producerSession.createTextMessage("abandoned 0"));
+        producer.send(producerSession.createTextMessage("abandoned 1"));
+        producerSession.commit();
+        for (int i = 0; i < 2; i++) {
+            expectEquals("abandoned " + i, text(receive(consumer, "abandoned " + i)), "abandoned " + i);
+        }
+        consumerConnection.close();
+        check = checkSession.createConsumer(checkSession.createQueue(queueName));
+        for (int i = 0; i < 2; i++) {
+            Message message = receive(check, "abandoned " + i + " after its transaction was dropped");
+            expectEquals("abandoned " + i, text(message), "messages of a dropped transaction come back in order");
+            expectEquals(true, message.getJMSRedelivered(), "JMSRedelivered of abandoned " + i);
+        }
+        expectNothing(check, "the queue was drained");
+    }
+
+    /** Client acknowledgement: unacknowledged messages come back after recover() and after a reconnect. */
+    void clientAckRedelivery() throws Exception {
+        String queueName = name("queue");
+        Connection producerConnection = connect();
+        Session producerSession = producerConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        for (int i = 0; i < 10; i++) {
+            producer.send(producerSession.createTextMessage("m" + i));
+        }
+
+        Connection first = connect();
+        Session session = first.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+        Message last = null;
+        for (int i = 0; i < 5; i++) {
+            last = receive(consumer, "m" + i);
+            expectEquals("m" + i, text(last), "first delivery in order");
+        }
+        last.acknowledge(); // acknowledges m0..m4, everything the session consumed so far
+        for (int i = 5; i < 8; i++) {
+            Message message = receive(consumer, "m" + i);
+            expectEquals("m" + i, text(message), "first delivery in order");
+            expectEquals(false, message.getJMSRedelivered(), "JMSRedelivered of m" + i + " on first delivery");
+        }
+        session.recover();
+        for (int i = 5; i < 9; i++) {
+            Message message = receive(consumer, "m" + i + " after recover()");
+            expectEquals("m" + i, text(message), "recover() restarts after the last acknowledged message");
+            expectEquals(i < 8, message.getJMSRedelivered(), "JMSRedelivered of m" + i + " after recover()");
+        }
+        // m5..m8 consumed, not acknowledged: closing the connection hands them back.
+        first.close();
+
+        Connection second = connect();
+        session = second.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        consumer = session.createConsumer(session.createQueue(queueName));
+        for (int i = 5; i < 10; i++) {
+            last = receive(consumer, "m" + i + " after reconnecting");
+            expectEquals("m" + i, text(last), "unacknowledged messages come back in order after reconnecting");
+            expectEquals(i < 9, last.getJMSRedelivered(), "JMSRedelivered of m" + i + " after reconnecting");
+        }
+        last.acknowledge();
+        expectNothing(consumer, "acknowledged messages do not come back");
+        second.close();
+
+        Connection third = connect();
+        session = third.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        consumer = session.createConsumer(session.createQueue(queueName));
+        expectNothing(consumer, "acknowledged messages are gone for good");
+        third.close();
+
+        // ActiveMQ's INDIVIDUAL_ACKNOWLEDGE acknowledges one message, not those before it.
+        String individualName = name("individual");
+        MessageProducer individualProducer = producerSession.createProducer(producerSession.createQueue(individualName));
+        for (int i = 0; i < 4; i++) {
+            individualProducer.send(producerSession.createTextMessage("i" + i));
+        }
+        Connection fourth = connect();
+        session = fourth.createSession(false, ActiveMQSession.INDIVIDUAL_ACKNOWLEDGE);
+        consumer = session.createConsumer(session.createQueue(individualName));
+        for (int i = 0; i < 4; i++) {
+            Message message = receive(consumer, "i" + i);
+            expectEquals("i" + i, text(message), "individual ack queue order");
+            if (i % 2 == 1) {
+                message.acknowledge();
+            }
+        }
+        fourth.close();
+        Connection fifth = connect();
+        session = fifth.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        consumer = session.createConsumer(session.createQueue(individualName));
+        for (int i = 0; i < 4; i += 2) {
+            Message message = receive(consumer, "i" + i + " (not individually acknowledged)");
+            expectEquals("i" + i, text(message), "only the unacknowledged messages come back");
+            // JMSRedelivered is not checked here: once a consumer has acknowledged individually,
+            // ActiveMQ 5.17 hands its unacknowledged messages back with JMSRedelivered=false and
+            // JMSXDeliveryCount=1 when it closes (unlike CLIENT_ACKNOWLEDGE, above).
+        }
+        expectNothing(consumer, "individually acknowledged messages are gone");
+    }
+
+    /** Every JMS message type, with non-ASCII text, a 70 KB body and the standard headers. */
+    void allMessageTypes() throws Exception {
+        // ObjectMessage bodies are only deserialized from packages the client trusts.
+        ActiveMQConnectionFactory factory = new ActiveMQConnectionFactory(url);
+        factory.setTrustedPackages(List.of("java.util", "java.lang"));
+        Connection connection = factory.createConnection();
+        connections.add(connection);
+        connection.start();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue queue = session.createQueue(name("queue"));
+        Topic replyTopic = session.createTopic(name("reply-topic"));
+        MessageProducer producer = session.createProducer(queue);
+
+        // The text body takes any Unicode. Strings inside map and stream bodies (and properties)
+        // go through the client's own UTF-8 coder (MarshallingSupport), which mangles characters
+        // outside the Basic Multilingual Plane on its own, with no broker involved: keep those BMP.
+        String bmp = "Grüße, naïve café — 日本語のテキスト — Ελληνικά — עברית — \u00a0\u2028 end";
+        String unicode = bmp + " — emoji 🚀🎉";
+        byte[] bytes = randomBytes(70 * 1024, 70);
+        Map<String, Object> object = new HashMap<>();
+        object.put("list", new ArrayList<>(List.of("a", "β", "🚀")));
+        object.put("number", 42);
+        object.put("date", new Date(1_700_000_000_000L));
+
+        List<Message> sent = new ArrayList<>();
+        TextMessage text = session.createTextMessage(unicode);
+        sent.add(text);
+        TextMessage emptyText = session.createTextMessage();
+        sent.add(emptyText);
+        BytesMessage bytesMessage = session.createBytesMessage();
+        bytesMessage.writeBytes(bytes);
+        sent.add(bytesMessage);
+        MapMessage map = session.createMapMessage();
+        map.setBoolean("boolean", true);
+        map.setByte("byte", (byte) -7);
+        map.setShort("short", (short) -30000);
+        map.setChar("char", 'ß');
+        map.setInt("int", Integer.MIN_VALUE);
+        map.setLong("long", Long.MAX_VALUE);
+        map.setFloat("float", 3.25f);
+        map.setDouble("double", -Math.E);
+        map.setString("string", bmp);
+        map.setBytes("bytes", new byte[] {0, 1, -1, 127, -128});
+        map.setJMSReplyTo(replyTopic);
+        sent.add(map);
+        StreamMessage stream = session.createStreamMessage();
+        stream.writeBoolean(false);
+        stream.writeByte((byte) 12);
+        stream.writeShort((short) 1234);
+        stream.writeChar('€');
+        stream.writeInt(-123456789);
+        stream.writeLong(1L << 62);
+        stream.writeFloat(-0.5f);
+        stream.writeDouble(1e300);
+        stream.writeString(bmp);
+        stream.writeBytes(new byte[] {9, 8, 7});
+        sent.add(stream);
+        ObjectMessage objectMessage = session.createObjectMessage((Serializable) object);
+        sent.add(objectMessage);
+        Message plain = session.createMessage();
+        sent.add(plain);
+
+        String[] kinds = {"text", "empty-text", "bytes", "map", "stream", "object", "plain"};
+        for (int i = 0; i < sent.size(); i++) {
+            Message message = sent.get(i);
+            setTypedProperties(message, i);
+            message.setJMSCorrelationID("correlation-" + kinds[i] + "-" + unique);
+            message.setJMSType("type-" + kinds[i]);
+            if (i == 0) {
+                // Highest priority and a time to live.
+                producer.send(message, DeliveryMode.PERSISTENT, 9, 600_000);
+            } else {
+                producer.send(message, i % 2 == 0 ? DeliveryMode.PERSISTENT : DeliveryMode.NON_PERSISTENT,
+                        Message.DEFAULT_PRIORITY, 0);
+            }
+        }
+
+        // ActiveMQ keeps persistent and non-persistent messages in separate cursors, so their
+        // relative order is not guaranteed: match the messages up by JMSType.
+        MessageConsumer consumer = session.createConsumer(queue);
+        Map<String, Message> byType = new HashMap<>();
+        for (int i = 0; i < sent.size(); i++) {
+            Message message = receive(consumer, (sent.size() - i) + " more messages, types seen: " + byType.keySet());
+            Message previous = byType.put(message.getJMSType(), message);
+            expect(previous == null, "two messages of JMSType " + message.getJMSType());
+        }
+        for (int i = 0; i < sent.size(); i++) {
+            Message message = byType.get("type-" + kinds[i]);
+            expect(message != null, "no message of JMSType type-" + kinds[i] + " among " + byType.keySet());
+            checkTypedProperties(message, i, "the " + kinds[i] + " message");
+            expectEquals("correlation-" + kinds[i] + "-" + unique, message.getJMSCorrelationID(),
+                    "JMSCorrelationID of the " + kinds[i] + " message");
+            expectEquals("type-" + kinds[i], message.getJMSType(), "JMSType of the " + kinds[i] + " message");
+            expectEquals(sent.get(i).getJMSMessageID(), message.getJMSMessageID(), "JMSMessageID of " + kinds[i]);
+            expectEquals(i % 2 == 0 ? DeliveryMode.PERSISTENT : DeliveryMode.NON_PERSISTENT,
+                    message.getJMSDeliveryMode(), "JMSDeliveryMode of the " + kinds[i] + " message");
+            if (i == 0) {
+                expectEquals(9, message.getJMSPriority(), "JMSPriority of the text message");
+                long ttl = message.getJMSExpiration() - message.getJMSTimestamp();
+                expectEquals(600_000L, ttl, "JMSExpiration - JMSTimestamp of the text message");
+            } else {
+                expectEquals(Message.DEFAULT_PRIORITY, message.getJMSPriority(), "JMSPriority of " + kinds[i]);
+                expectEquals(0L, message.getJMSExpiration(), "JMSExpiration of the " + kinds[i] + " message");
+            }
+            switch (kinds[i]) {
+                case "text" -> expectEquals(unicode, expectType(TextMessage.class, message).getText(), "non-ASCII text");
+                case "empty-text" -> expectEquals(null, expectType(TextMessage.class, message).getText(),
+                        "a text message without a body");
+                case "bytes" -> {
+                    BytesMessage received = expectType(BytesMessage.class, message);
+                    expectEquals((long) bytes.length, received.getBodyLength(), "bytes message length");
+                    byte[] body = new byte[bytes.length];
+                    expectEquals(bytes.length, received.readBytes(body), "bytes read");
+                    expect(Arrays.equals(bytes, body), "the 70 KB bytes body arrives unchanged");
+                    expectEquals(-1, received.readBytes(new byte[1]), "nothing after the body");
+                }
+                case "map" -> {
+                    MapMessage received = expectType(MapMessage.class, message);
+                    Set<String> names = new TreeSet<>(Collections.list(castEnumeration(received.getMapNames())));
+                    expectEquals(new TreeSet<>(List.of("boolean", "byte", "short", "char", "int", "long", "float",
+                            "double", "string", "bytes")), names, "map names");
+                    expectTyped(received.getObject("boolean"), Boolean.TRUE, "map boolean");
+                    expectTyped(received.getObject("byte"), (byte) -7, "map byte");
+                    expectTyped(received.getObject("short"), (short) -30000, "map short");
+                    expectTyped(received.getObject("char"), 'ß', "map char");
+                    expectTyped(received.getObject("int"), Integer.MIN_VALUE, "map int");
+                    expectTyped(received.getObject("long"), Long.MAX_VALUE, "map long");
+                    expectTyped(received.getObject("float"), 3.25f, "map float");
+                    expectTyped(received.getObject("double"), -Math.E, "map double");
+                    expectTyped(received.getObject("string"), bmp, "map string");
+                    expect(Arrays.equals(new byte[] {0, 1, -1, 127, -128}, received.getBytes("bytes")),
+                            "map bytes: " + Arrays.toString(received.getBytes("bytes")));
+                    expectEquals(replyTopic, received.getJMSReplyTo(), "JMSReplyTo (a topic) of the map message");
+                }
+                case "stream" -> {
+                    StreamMessage received = expectType(StreamMessage.class, message);
+                    expectTyped(received.readObject(), false, "stream boolean");
+                    expectTyped(received.readObject(), (byte) 12, "stream byte");
+                    expectTyped(received.readObject(), (short) 1234, "stream short");
+                    expectTyped(received.readObject(), '€', "stream char");
+                    expectTyped(received.readObject(), -123456789, "stream int");
+                    expectTyped(received.readObject(), 1L << 62, "stream long");
+                    expectTyped(received.readObject(), -0.5f, "stream float");
+                    expectTyped(received.readObject(), 1e300, "stream double");
+                    expectTyped(received.readObject(), bmp, "stream string");
+                    Object streamBytes = received.readObject();
+                    expect(streamBytes instanceof byte[] b && Arrays.equals(b, new byte[] {9, 8, 7}),
+                            "stream bytes: " + streamBytes);
+                    try {
+                        Object extra = received.readObject();
+                        throw new CheckFailed("the stream has more than was written: " + extra);
+                    } catch (MessageEOFException expected) {
+                        // the end
+                    }
+                }
+                case "object" -> {
+                    Object received = expectType(ObjectMessage.class, message).getObject();
+                    expectEquals(object, received, "the object message's object");
+                }
+                case "plain" -> expect(message.getClass().getSimpleName().equals("ActiveMQMessage"),
+                        "a message without a body arrives as a plain Message, got " + message.getClass().getName());
+                default -> throw new IllegalStateException(kinds[i]);
+            }
+        }
+        expectNothing(consumer, "the queue was drained");
+    }
+
+    /** Request/reply over a temporary queue between two connections, matched by correlation id. */
+    void requestReplyTempQueue() throws Exception {
+        String serviceName = name("service");
+        List<String> responderErrors = Collections.synchronizedList(new ArrayList<>());
+        List<Destination> replyTos = Collections.synchronizedList(new ArrayList<>());
+
+        Connection responderConnection = connect();
+        Session responderSession = responderConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer replier = responderSession.createProducer(null);
+        MessageConsumer service = responderSession.createConsumer(responderSession.createQueue(serviceName));
+        service.setMessageListener(request -> {
+            try {
+                Destination replyTo = request.getJMSReplyTo();
+                replyTos.add(replyTo);
+                if (replyTo == null) {
+                    responderErrors.add("request " + request.getJMSMessageID() + " has no JMSReplyTo");
+                    return;
+                }
+                TextMessage reply = responderSession.createTextMessage("reply to " + text(request));
+                reply.setJMSCorrelationID(request.getJMSCorrelationID());
+                replier.send(replyTo, reply);
+            } catch (Exception e) {
+                responderErrors.add("responder: " + e);
+            }
+        });
+
+        Connection requesterConnection = connect();
+        Session requesterSession = requesterConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        TemporaryQueue replyQueue = requesterSession.createTemporaryQueue();
+        MessageConsumer replies = requesterSession.createConsumer(replyQueue);
+        MessageProducer requester = requesterSession.createProducer(requesterSession.createQueue(serviceName));
+        int count = 5;
+        for (int i = 0; i < count; i++) {
+            TextMessage request = requesterSession.createTextMessage("request " + i);
+            request.setJMSReplyTo(replyQueue);
+            request.setJMSCorrelationID("call-" + i + "-" + unique);
+            requester.send(request);
+        }
+        for (int i = 0; i < count; i++) {
+            Message reply = receive(replies, "reply " + i + " (responder errors: " + responderErrors + ")");
+            expectEquals("reply to request " + i, text(reply), "reply body");
+            expectEquals("call-" + i + "-" + unique, reply.getJMSCorrelationID(), "reply correlation id");
+            expectEquals(replyQueue, reply.getJMSDestination(), "the reply's JMSDestination is the temporary queue");
+        }
+        expect(responderErrors.isEmpty(), "responder errors: " + responderErrors);
+        for (Destination replyTo : replyTos) {
+            expect(replyTo instanceof TemporaryQueue, "JMSReplyTo arrives as a TemporaryQueue, got " + replyTo);
+            expectEquals(replyQueue, replyTo, "the JMSReplyTo the responder saw");
+        }
+        expectNothing(replies, "one reply per request");
+
+        // A temporary queue lives as long as its connection: once that is closed, persistent
+        // (synchronous) sends to it fail. Advisories are off for this sender, so that the error
+        // comes from the broker ("The destination temp-queue://... does not exist.") and not from
+        // the client's own advisory-fed list of deleted temporary destinations.
+        Destination oldReplyTo = replyTos.get(0);
+        requesterConnection.close();
+        Connection lateConnection = connect(withOptions(url, "jms.watchTopicAdvisories=false"));
+        Session lateSession = lateConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer lateProducer = lateSession.createProducer(null);
+        lateProducer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        long deadline = System.currentTimeMillis() + RECEIVE_MS;
+        while (true) {
+            try {
+                lateProducer.send(oldReplyTo, lateSession.createTextMessage("too late"));
+            } catch (DestinationDoesNotExistException expected) {
+                break;
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new CheckFailed("sending to the temporary queue of a closed connection still succeeds after "
+                        + RECEIVE_MS / 1000 + " s");
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /** ActiveMQ virtual topics: each Consumer.X.VirtualTopic.T queue gets every message of topic VirtualTopic.T. */
+    void virtualTopic() throws Exception {
+        String topicName = "VirtualTopic." + name("vt");
+        String queueA = "Consumer.A." + topicName;
+        String queueB = "Consumer.B." + topicName;
+
+        Connection publisherConnection = connect();
+        Session publisherSession = publisherConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = publisherSession.createProducer(publisherSession.createTopic(topicName));
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        // No consumer queue exists yet: this message goes nowhere.
+        producer.send(publisherSession.createTextMessage("before anyone"));
+
+        Connection connectionA = connect();
+        Session sessionA = connectionA.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer consumerA = sessionA.createConsumer(sessionA.createQueue(queueA));
+        Connection connectionB = connect();
+        Session sessionB = connectionB.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer consumerB = sessionB.createConsumer(sessionB.createQueue(queueB));
+        Connection connectionT = connect();
+        Session sessionT = connectionT.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer subscriber = sessionT.createConsumer(sessionT.createTopic(topicName));
+
+        int count = 10;
+        for (int i = 0; i < count; i++) {
+            TextMessage message = publisherSession.createTextMessage("event " + i);
+            message.setIntProperty("index", i);
+            producer.send(message);
+        }
+        for (int i = 0; i < count; i++) {
+            Message a = receive(consumerA, "event " + i + " on " + queueA);
+            expectEquals("event " + i, text(a), queueA + " message " + i);
+            expectEquals(i, a.getIntProperty("index"), "property on " + queueA);
+            expectEquals(sessionA.createQueue(queueA), a.getJMSDestination(), "JMSDestination on " + queueA);
+            Message b = receive(consumerB, "event " + i + " on " + queueB);
+            expectEquals("event " + i, text(b), queueB + " message " + i);
+            Message t = receive(subscriber, "event " + i + " on the plain topic subscriber");
+            expectEquals("event " + i, text(t), "topic subscriber message " + i);
+            expectEquals(sessionT.createTopic(topicName), t.getJMSDestination(), "JMSDestination on the topic");
+        }
+        expectNothing(consumerA, queueA + " got each event once");
+        expectNothing(consumerB, queueB + " got each event once");
+        expectNothing(subscriber, "the topic subscriber got each event once");
+
+        // The consumer queues are queues: they keep messages while their consumers are away.
+        consumerA.close();
+        for (int i = count; i < count + 5; i++) {
+            producer.send(publisherSession.createTextMessage("event " + i));
+        }
+        for (int i = count; i < count + 5; i++) {
+            expectEquals("event " + i, text(receive(consumerB, "event " + i + " on " + queueB)), queueB);
+            expectEquals("event " + i, text(receive(subscriber, "event " + i + " on the topic")), "topic");
+        }
+        consumerA = sessionA.createConsumer(sessionA.createQueue(queueA));
+        for (int i = count; i < count + 5; i++) {
+            expectEquals("event " + i, text(receive(consumerA, "event " + i + " kept by " + queueA)),
+                    queueA + " kept messages while its consumer was away");
+        }
+        expectNothing(consumerA, queueA + " holds nothing more");
+
+        // Consumers of one consumer queue compete.
+        MessageConsumer secondA = connect().createSession(false, Session.AUTO_ACKNOWLEDGE)
+                .createConsumer(sessionA.createQueue(queueA));
+        for (int i = 0; i < 20; i++) {
+            TextMessage message = publisherSession.createTextMessage("shared " + i);
+            message.setIntProperty("index", i);
+            producer.send(message);
+        }
+        List<Integer> shared = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + 2 * RECEIVE_MS;
+        while (shared.size() < 20 && System.currentTimeMillis() < deadline) {
+            for (MessageConsumer consumer : List.of(consumerA, secondA)) {
+                Message message = consumer.receive(100);
+                if (message != null) {
+                    shared.add(message.getIntProperty("index"));
+                }
+            }
+        }
+        Collections.sort(shared);
+        expectEquals(range(0, 20), shared, "two consumers of " + queueA + " share its messages, each once");
+        expectNothing(consumerA, queueA + " drained");
+        expectNothing(secondA, queueA + " drained");
+    }
+
+    /** Topic wildcards: `*` matches one name element, `>` one or more trailing elements. */
+    void wildcardTopic() throws Exception {
+        String base = name("wild");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer star = session.createConsumer(session.createTopic(base + ".A.*.C"));
+        MessageConsumer tail = session.createConsumer(session.createTopic(base + ".A.>"));
+
+        Connection publisherConnection = connect();
+        Session publisherSession = publisherConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = publisherSession.createProducer(null);
+        String[] targets = {"A.B.C", "A.B", "A.B.C.D", "A.X.C", "B.B.C", "A", "A.C", "A.B.D"};
+        for (String target : targets) {
+            TextMessage message = publisherSession.createTextMessage("to " + target);
+            producer.send(publisherSession.createTopic(base + "." + target), message);
+        }
+        Map<MessageConsumer, List<String>> expected = new LinkedHashMap<>();
+        expected.put(star, List.of("A.B.C", "A.X.C"));
+        expected.put(tail, List.of("A.B.C", "A.B", "A.B.C.D", "A.X.C", "A", "A.C", "A.B.D"));
+        Map<MessageConsumer, String> names = Map.of(star, base + ".A.*.C", tail, base + ".A.>");
+        for (Map.Entry<MessageConsumer, List<String>> entry : expected.entrySet()) {
+            String subscription = names.get(entry.getKey());
+            for (String target : entry.getValue()) {
+                Message message = receive(entry.getKey(), "the message to " + target + " on " + subscription);
+                expectEquals("to " + target, text(message), "messages on " + subscription + " in publication order");
+                expectEquals(publisherSession.createTopic(base + "." + target), message.getJMSDestination(),
+                        "JMSDestination is the topic published to, not the wildcard");
+            }
+            expectNothing(entry.getKey(), subscription + " gets nothing else");
+        }
+    }
+
+    /** Prefetch 0: the broker hands out a message only when receive() asks for it. */
+    void prefetchZero() throws Exception {
+        String zeroUrl = withOptions(url, "jms.prefetchPolicy.all=0");
+        String queueName = name("queue");
+        Connection connection = connect(zeroUrl);
+        expectEquals(0, ((ActiveMQConnection) connection).getPrefetchPolicy().getQueuePrefetch(),
+                "queue prefetch set from the URL");
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+        expectEquals(null, consumer.receiveNoWait(), "receiveNoWait() on an empty queue");
+        long start = System.currentTimeMillis();
+        expectEquals(null, consumer.receive(1000), "receive(1000) on an empty queue");
+        expect(System.currentTimeMillis() - start >= 900, "receive(1000) on an empty queue waited its timeout");
+
+        Connection producerConnection = connect();
+        Session producerSession = producerConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+        for (int i = 0; i < 3; i++) {
+            producer.send(producerSession.createTextMessage("p" + i));
+        }
+        expectEquals("p0", text(receive(consumer, "p0")), "receive(timeout)");
+        Message second = consumer.receiveNoWait();
+        expect(second != null, "receiveNoWait() returns a message that waits on the broker");
+        expectEquals("p1", text(second), "receiveNoWait()");
+        expectEquals("p2", text(consumer.receiveNoWait()), "receiveNoWait()");
+        expectEquals(null, consumer.receiveNoWait(), "receiveNoWait() once the queue is empty");
+
+        // An idle consumer with prefetch 0 holds nothing back from a consumer that asks.
+        Session idleSession = connect(zeroUrl).createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer idle = idleSession.createConsumer(idleSession.createQueue(queueName));
+        producer.send(producerSession.createTextMessage("p3"));
+        expectEquals("p3", text(receive(consumer, "p3 while another consumer idles")), "p3");
+
+        // A receive that is already waiting gets a message sent afterwards.
+        CompletableFuture<Message> waiting = CompletableFuture.supplyAsync(() -> {
+            try {
+                return consumer.receive(RECEIVE_MS);
+            } catch (JMSException e) {
+                throw new RuntimeException(e);
+            }
+        }, daemonExecutor());
+        Thread.sleep(500);
+        producer.send(producerSession.createTextMessage("p4"));
+        Message late = waiting.get(2 * RECEIVE_MS, TimeUnit.MILLISECONDS);
+        expect(late != null, "a waiting receive(timeout) gets a message sent while it waits");
+        expectEquals("p4", text(late), "p4");
+
+        expectEquals(null, consumer.receiveNoWait(), "receiveNoWait() at the end");
+        expectEquals(null, idle.receiveNoWait(), "the idle consumer's receiveNoWait() at the end");
+    }
+
+    /** A 5 MB persistent message arrives whole, and the queue goes on working after it. */
+    void largeMessage() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue queue = session.createQueue(name("queue"));
+        MessageProducer producer = session.createProducer(queue);
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        byte[] payload = randomBytes(5 * 1024 * 1024, 5);
+        BytesMessage big = session.createBytesMessage();
+        big.writeBytes(payload);
+        big.setStringProperty("sha256", sha256(payload));
+        producer.send(big);
+        producer.send(session.createTextMessage("after the big one"));
+
+        MessageConsumer consumer = session.createConsumer(queue);
+        BytesMessage received = expectType(BytesMessage.class, receive(consumer, "the 5 MB message"));
+        expectEquals((long) payload.length, received.getBodyLength(), "length of the 5 MB message");
+        byte[] body = new byte[payload.length];
+        received.readBytes(body);
+        expectEquals(sha256(payload), received.getStringProperty("sha256"), "sha256 property");
+        expectEquals(sha256(payload), sha256(body), "sha256 of the body received");
+        expectEquals(DeliveryMode.PERSISTENT, received.getJMSDeliveryMode(), "JMSDeliveryMode");
+        expectEquals("after the big one", text(receive(consumer, "the message after the big one")), "after");
+        expectNothing(consumer, "the queue was drained");
+    }
+
+    /**
+     * A failover: connection rides out a broker restart: no persistent message lost or duplicated.
+     * The caller restarts the broker between "READY-FOR-RESTART" and the line it writes to stdin.
+     */
+    void failover() throws Exception {
+        String failoverUrl = "failover:(" + url + ")?initialReconnectDelay=100&maxReconnectDelay=1000"
+                + "&timeout=" + 6 * RECEIVE_MS + "&startupMaxReconnectAttempts=5";
+        String queueName = name("queue");
+        AtomicInteger interruptions = new AtomicInteger();
+        CountDownLatch resumed = new CountDownLatch(1);
+        ActiveMQConnection connection = (ActiveMQConnection) new ActiveMQConnectionFactory(failoverUrl)
+                .createConnection();
+        connections.add(connection);
+        connection.addTransportListener(new TransportListener() {
+            @Override
+            public void onCommand(Object command) {
+            }
+
+            @Override
+            public void onException(java.io.IOException error) {
+            }
+
+            @Override
+            public void transportInterupted() {
+                interruptions.incrementAndGet();
+            }
+
+            @Override
+            public void transportResumed() {
+                if (interruptions.get() > 0) {
+                    resumed.countDown();
+                }
+            }
+        });
+        connection.start();
+        Session producerSession = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        Session consumerSession = connection.createSession(true, Session.SESSION_TRANSACTED);
+        MessageConsumer consumer = consumerSession.createConsumer(consumerSession.createQueue(queueName));
+
+        int total = 100;
+        int half = total / 2;
+        int consumedBefore = 20;
+        for (int i = 0; i < half; i++) {
+            producer.send(indexed(producerSession, "f", i));
+        }
+        List<Integer> received = new ArrayList<>();
+        for (int i = 0; i < consumedBefore; i++) {
+            received.add(receive(consumer, "f" + i + " before the restart").getIntProperty("index"));
+        }
+        consumerSession.commit();
+        expectEquals(range(0, consumedBefore), received, "messages before the restart, in order");
+
+        System.out.println(RESTART_MARKER);
+        System.out.flush();
+        String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+        if (line == null) {
+            throw new CheckFailed("stdin closed before the caller said the broker was restarted");
+        }
+        if (!resumed.await(6 * RECEIVE_MS, TimeUnit.MILLISECONDS)) {
+            throw new CheckFailed(interruptions.get() == 0
+                    ? "the connection was never interrupted: was the broker restarted?"
+                    : "the failover transport did not reconnect within " + 6 * RECEIVE_MS / 1000 + " s");
+        }
+
+        for (int i = half; i < total; i++) {
+            producer.send(indexed(producerSession, "f", i));
+        }
+        List<Integer> after = new ArrayList<>();
+        while (received.size() + after.size() < total) {
+            Message message = consumer.receive(RECEIVE_MS);
+            if (message == null) {
+                break;
+            }
+            after.add(message.getIntProperty("index"));
+        }
+        consumerSession.commit();
+        Message extra = consumer.receive(2 * QUIET_MS);
+        if (extra != null) {
+            after.add(extra.getIntProperty("index"));
+            consumerSession.commit();
+        }
+        List<Integer> all = new ArrayList<>(received);
+        all.addAll(after);
+        List<Integer> sorted = new ArrayList<>(all);
+        Collections.sort(sorted);
+        Set<Integer> distinct = new TreeSet<>(all);
+        List<Integer> missing = new ArrayList<>(range(0, total));
+        missing.removeAll(distinct);
+        List<Integer> duplicated = new ArrayList<>(all);
+        for (Integer index : distinct) {
+            duplicated.remove(index);
+        }
+        expect(missing.isEmpty(), "persistent messages lost across the restart: " + missing);
+        expect(duplicated.isEmpty(), "messages delivered twice across the restart: " + duplicated);
+        expectEquals(range(consumedBefore, total), after, "messages after the restart, in order");
+        System.out.println("interruptions: " + interruptions.get());
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Helpers
+
+    String name(String what) {
+        return "jms-" + check.replace('_', '-') + "-" + what + "-" + unique;
+    }
+
+    Connection connect() throws JMSException {
+        return connect(url, null);
+    }
+
+    Connection connect(String brokerUrl) throws JMSException {
+        return connect(brokerUrl, null);
+    }
+
+    Connection connect(String brokerUrl, String clientId) throws JMSException {
+        Connection connection = new ActiveMQConnectionFactory(brokerUrl).createConnection();
+        connections.add(connection);
+        if (clientId != null) {
+            connection.setClientID(clientId);
+        }
+        connection.start();
+        return connection;
+    }
+
+    void closeAll() {
+        Collections.reverse(connections);
+        for (Connection connection : connections) {
+            try {
+                connection.close();
+            } catch (Exception ignored) {
+                // already closed, or the broker is gone
+            }
+        }
+    }
+
+    static String withOptions(String brokerUrl, String options) {
+        return brokerUrl + (brokerUrl.contains("?") ? "&" : "?") + options;
+    }
+
+    static java.util.concurrent.Executor daemonExecutor() {
+        return task -> {
+            Thread thread = new Thread(task, "check-worker");
+            thread.setDaemon(true);
+            thread.start();
+        };
+    }
+
+    static Message indexed(Session session, String prefix, int index) throws JMSException {
+        TextMessage message = session.createTextMessage(prefix + index);
+        message.setIntProperty("index", index);
+        return message;
+    }
+
+    static void setTypedProperties(Message message, int i) throws JMSException {
+        message.setBooleanProperty("pBoolean", i % 2 == 0);
+        message.setByteProperty("pByte", (byte) (i - 100));
+        message.setShortProperty("pShort", (short) (i * 1000 - 20000));
+        message.setIntProperty("pInt", Integer.MIN_VALUE + i);
+        message.setLongProperty("pLong", i % 2 == 0 ? Long.MIN_VALUE + i : Long.MAX_VALUE - i);
+        message.setFloatProperty("pFloat", i + 0.5f);
+        message.setDoubleProperty("pDouble", i * Math.PI);
+        message.setStringProperty("pString", "värde-" + i + "-日本");
+        message.setStringProperty("pEmpty", "");
+        message.setObjectProperty("pObject", Integer.valueOf(i));
+    }
+
+    static void checkTypedProperties(Message message, int i, String what) throws JMSException {
+        expectProperty(message, "pBoolean", i % 2 == 0, what);
+        expectProperty(message, "pByte", (byte) (i - 100), what);
+        expectProperty(message, "pShort", (short) (i * 1000 - 20000), what);
+        expectProperty(message, "pInt", Integer.MIN_VALUE + i, what);
+        expectProperty(message, "pLong", i % 2 == 0 ? Long.MIN_VALUE + i : Long.MAX_VALUE - i, what);
+        expectProperty(message, "pFloat", i + 0.5f, what);
+        expectProperty(message, "pDouble", i * Math.PI, what);
+        expectProperty(message, "pString", "värde-" + i + "-日本", what);
+        expectProperty(message, "pEmpty", "", what);
+        expectProperty(message, "pObject", i, what);
+        Set<String> names = new TreeSet<>(Collections.list(castEnumeration(message.getPropertyNames())));
+        Set<String> expected = new TreeSet<>(List.of("pBoolean", "pByte", "pShort", "pInt", "pLong", "pFloat",
+                "pDouble", "pString", "pEmpty", "pObject"));
+        expect(names.containsAll(expected), what + ": property names " + names + " include " + expected);
+    }
+
+    static void expectProperty(Message message, String name, Object expected, String what) throws JMSException {
+        expectTyped(message.getObjectProperty(name), expected, what + ": property " + name);
+    }
+
+    static void expectTyped(Object actual, Object expected, String what) {
+        if (actual == null || actual.getClass() != expected.getClass() || !actual.equals(expected)) {
+            throw new CheckFailed(what + ": expected " + show(expected) + ", got " + show(actual));
+        }
+    }
+
+    static String show(Object value) {
+        return value == null ? "null" : value.getClass().getSimpleName() + " " + value;
+    }
+
+    @SuppressWarnings("unchecked")
+    static java.util.Enumeration<String> castEnumeration(java.util.Enumeration<?> names) {
+        return (java.util.Enumeration<String>) names;
+    }
+
+    static Message receive(MessageConsumer consumer, String what) throws JMSException {
+        Message message = consumer.receive(RECEIVE_MS);
+        if (message == null) {
+            throw new CheckFailed("nothing arrived within " + RECEIVE_MS / 1000 + " s; expected " + what);
+        }
+        return message;
+    }
+
+    static void expectNothing(MessageConsumer consumer, String why) throws JMSException {
+        Message message = consumer.receive(QUIET_MS);
+        if (message != null) {
+            throw new CheckFailed("expected no message (" + why + "), got " + describe(message));
+        }
+    }
+
+    static String text(Message message) throws JMSException {
+        return expectType(TextMessage.class, message).getText();
+    }
+
+    static <T> T expectType(Class<T> type, Message message) throws JMSException {
+        if (!type.isInstance(message)) {
+            throw new CheckFailed("expected a " + type.getSimpleName() + ", got " + describe(message));
+        }
+        return type.cast(message);
+    }
+
+    static String describe(Message message) throws JMSException {
+        StringBuilder out = new StringBuilder(message.getClass().getSimpleName());
+        out.append(" ").append(message.getJMSMessageID());
+        out.append(" to ").append(message.getJMSDestination());
+        if (message instanceof TextMessage textMessage) {
+            String body = textMessage.getText();
+            out.append(" text ").append(body == null ? "null"
+                    : '"' + (body.length() > 80 ? body.substring(0, 80) + "..." : body) + '"');
+        }
+        out.append(" redelivered=").append(message.getJMSRedelivered());
+        return out.toString();
+    }
+
+    static void expect(boolean condition, String what) {
+        if (!condition) {
+            throw new CheckFailed(what);
+        }
+    }
+
+    static void expectEquals(Object expected, Object actual, String what) {
+        if (expected == null ? actual != null : !expected.equals(actual)) {
+            throw new CheckFailed(what + ": expected " + expected + ", got " + actual);
+        }
+    }
+
+    static List<Integer> range(int from, int to) {
+        List<Integer> numbers = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            numbers.add(i);
+        }
+        return numbers;
+    }
+
+    static byte[] randomBytes(int size, long seed) {
+        byte[] bytes = new byte[size];
+        new Random(seed).nextBytes(bytes);
+        return bytes;
+    }
+
+    static String sha256(byte[] data) throws Exception {
+        StringBuilder hex = new StringBuilder();
+        for (byte b : MessageDigest.getInstance("SHA-256").digest(data)) {
+            hex.append(String.format("%02x", b));
+        }
+        return hex.toString();
+    }
+}

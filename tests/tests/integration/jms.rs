@@ -1,0 +1,478 @@
+//! ferromq through the real Apache ActiveMQ 5.x JMS client (OpenWire): each test starts an
+//! embedded broker with a `tcp://` connector on a free port and runs one check of
+//! `tests/java/JmsChecks.java` against it, with `java -cp $FERROMQ_JMS_CLASSPATH JmsChecks`.
+//!
+//! `scripts/test` installs the client (Debian's `libactivemq-java`), compiles the checks and
+//! sets `FERROMQ_JMS_CLASSPATH`; without it the tests fail. The checks themselves are validated
+//! against Apache ActiveMQ by [`jms_checks_pass_against_apache_activemq`], which needs the peer
+//! broker and is run by hand:
+//!
+//! ```text
+//! cargo test -p tests --test integration jms_checks_pass_against_apache_activemq -- --ignored --nocapture
+//! ```
+//!
+//! The `failover` check needs its broker restarted in the middle: the Java program prints
+//! [`RESTART_MARKER`] once its first half is done and waits for a line on stdin, which
+//! [`run_java_check`] writes once the broker is back on the same port.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use broker::BrokerHandle;
+
+/// The longest one check may run; the checks wait at most 10 s for any one message.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The line the `failover` check prints when the broker should be restarted.
+const RESTART_MARKER: &str = "READY-FOR-RESTART";
+
+/// Every check of `JmsChecks.java`, in its order (`JmsChecks --list`).
+const CHECKS: &[&str] = &[
+    "queue_send_receive",
+    "competing_consumers",
+    "topic_fanout",
+    "durable_offline",
+    "transactions",
+    "client_ack_redelivery",
+    "all_message_types",
+    "request_reply_temp_queue",
+    "virtual_topic",
+    "wildcard_topic",
+    "prefetch_zero",
+    "large_message",
+    "failover",
+];
+
+/// The class path with the compiled checks and the ActiveMQ client's jars.
+fn classpath() -> anyhow::Result<String> {
+    match std::env::var("FERROMQ_JMS_CLASSPATH") {
+        Ok(classpath) if !classpath.is_empty() => Ok(classpath),
+        _ => bail!(
+            "FERROMQ_JMS_CLASSPATH is not set: run scripts/test, which installs libactivemq-java and compiles tests/java"
+        ),
+    }
+}
+
+/// What a check printed and how it ended.
+struct CheckOutput {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    restarts: usize,
+}
+
+/// Runs `JmsChecks --url url --check check`, calling `restart` each time the program asks for a
+/// broker restart and telling it when that is done; kills it after [`CHECK_TIMEOUT`]. Fails
+/// unless the check exits 0 and reports `ok CHECK`, with everything it printed.
+fn run_java_check(
+    classpath: &str,
+    url: &str,
+    check: &str,
+    restart: &mut dyn FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let output = run_java(classpath, url, check, restart)?;
+    let transcript = format!("--- stdout\n{}--- stderr\n{}", output.stdout, output.stderr);
+    if !output.status.success() {
+        bail!("JMS check `{check}` against {url} failed ({})\n{transcript}", output.status);
+    }
+    if !output.stdout.lines().any(|line| line == format!("ok {check}")) {
+        bail!("JMS check `{check}` against {url} did not report success\n{transcript}");
+    }
+    if check == "failover" && output.restarts == 0 {
+        bail!("JMS check `failover` never asked for the broker restart ({RESTART_MARKER})\n{transcript}");
+    }
+    Ok(())
+}
+
+fn run_java(
+    classpath: &str,
+    url: &str,
+    check: &str,
+    restart: &mut dyn FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<CheckOutput> {
+    let mut child = Command::new("java")
+        .args(["-cp", classpath, "JmsChecks", "--url", url, "--check", check])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run java (scripts/test installs a JDK with libactivemq-java)")?;
+    let mut stdin = child.stdin.take();
+    let (lines_tx, lines) = mpsc::channel::<String>();
+    let stdout = child.stdout.take().context("the check's stdout")?;
+    let stdout = std::thread::spawn(move || {
+        let mut transcript = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            transcript.push_str(&line);
+            transcript.push('\n');
+            let _ = lines_tx.send(line);
+        }
+        transcript
+    });
+    let stderr = drain(child.stderr.take());
+    let deadline = Instant::now() + CHECK_TIMEOUT;
+    let mut restarts = 0;
+    let mut failure = None;
+    let status = loop {
+        match lines.recv_timeout(Duration::from_millis(50)) {
+            Ok(line) if line.trim() == RESTART_MARKER => {
+                restarts += 1;
+                let done =
+                    restart().context("restarting the broker for the check").and_then(|()| {
+                        let stdin = stdin.as_mut().context("the check's stdin is closed")?;
+                        writeln!(stdin, "restarted").and_then(|()| stdin.flush()).context(
+                            "telling the check that the broker was restarted (did it exit early?)",
+                        )
+                    });
+                if let Err(error) = done {
+                    failure = Some(error);
+                    let _ = child.kill();
+                }
+            }
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+        }
+        if let Some(status) = child.try_wait().context("waiting for the check")? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+    };
+    drop(stdin);
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    if let Some(error) = failure {
+        bail!("{error:#}\n--- stdout\n{stdout}--- stderr\n{stderr}");
+    }
+    match status {
+        Some(status) => Ok(CheckOutput { status, stdout, stderr, restarts }),
+        None => bail!(
+            "JMS check `{check}` did not finish within {CHECK_TIMEOUT:?} and was killed\n--- stdout\n{stdout}--- stderr\n{stderr}"
+        ),
+    }
+}
+
+/// Reads a child's pipe to the end on a thread of its own (so that neither pipe can fill up).
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut text);
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against ferromq
+
+/// A broker with one OpenWire connector on `127.0.0.1:port`; with a journal under `data_dir`
+/// if given (so that it keeps persistent messages across a restart), else in memory.
+fn openwire_config(data_dir: Option<&Path>, port: u16) -> anyhow::Result<conf::Config> {
+    let mut config = conf::Config::default();
+    match data_dir {
+        Some(dir) => {
+            config.store.kind = conf::StoreKind::Journal;
+            config.broker.data_dir = dir.to_path_buf();
+        }
+        None => config.store.kind = conf::StoreKind::Memory,
+    }
+    let connector = format!("tcp://127.0.0.1:{port}");
+    config.transport.connectors =
+        vec![connector.parse().with_context(|| format!("connector {connector}"))?];
+    Ok(config)
+}
+
+/// The address of the broker's OpenWire connector.
+fn openwire_addr(broker: &BrokerHandle) -> anyhow::Result<SocketAddr> {
+    broker
+        .connectors()
+        .iter()
+        .find(|connector| matches!(connector.uri.scheme.as_str(), "tcp" | "nio"))
+        .map(|connector| connector.local_addr)
+        .context("the broker has no OpenWire (tcp://) connector")
+}
+
+/// Starts ferromq on a free port and runs JMS check `check` against it; the `failover` check
+/// gets its broker shut down and started again on the same port and journal.
+async fn run_against_ferromq(check: &str) -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let data = tempfile::tempdir()?;
+    let data_dir = (check == "failover").then(|| data.path().to_path_buf());
+    let broker = broker::Broker::start(openwire_config(data_dir.as_deref(), 0)?)
+        .await
+        .context("starting the broker")?;
+    let addr = openwire_addr(&broker)?;
+    let url = format!("tcp://{addr}");
+    let runtime = tokio::runtime::Handle::current();
+    let mut broker = Some(broker);
+    let result = tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, check, &mut || {
+            runtime.block_on(async {
+                if let Some(running) = broker.take() {
+                    running.shutdown().await;
+                }
+                let config = openwire_config(data_dir.as_deref(), addr.port())?;
+                let restarted = broker::Broker::start(config)
+                    .await
+                    .with_context(|| format!("starting the broker again on {addr}"))?;
+                broker = Some(restarted);
+                Ok(())
+            })
+        })
+    });
+    if let Some(broker) = broker {
+        broker.shutdown().await;
+    }
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_queue_send_receive() -> anyhow::Result<()> {
+    run_against_ferromq("queue_send_receive").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_competing_consumers() -> anyhow::Result<()> {
+    run_against_ferromq("competing_consumers").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_topic_fanout() -> anyhow::Result<()> {
+    run_against_ferromq("topic_fanout").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_durable_offline() -> anyhow::Result<()> {
+    run_against_ferromq("durable_offline").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_transactions() -> anyhow::Result<()> {
+    run_against_ferromq("transactions").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_client_ack_redelivery() -> anyhow::Result<()> {
+    run_against_ferromq("client_ack_redelivery").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_all_message_types() -> anyhow::Result<()> {
+    run_against_ferromq("all_message_types").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_request_reply_temp_queue() -> anyhow::Result<()> {
+    run_against_ferromq("request_reply_temp_queue").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_virtual_topic() -> anyhow::Result<()> {
+    run_against_ferromq("virtual_topic").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_wildcard_topic() -> anyhow::Result<()> {
+    run_against_ferromq("wildcard_topic").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_prefetch_zero() -> anyhow::Result<()> {
+    run_against_ferromq("prefetch_zero").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_large_message() -> anyhow::Result<()> {
+    run_against_ferromq("large_message").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the OpenWire adapter (issue 5)"]
+async fn jms_failover() -> anyhow::Result<()> {
+    run_against_ferromq("failover").await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against Apache ActiveMQ, to validate the checks
+
+/// The script that starts Apache ActiveMQ as a peer: `start.sh DIR [OPENWIRE STOMP MQTT]`,
+/// printing the broker's process id.
+fn activemq_start_script() -> PathBuf {
+    std::env::var_os("FERROMQ_ACTIVEMQ_START")
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/work/shared/peers/activemq/start.sh"))
+}
+
+/// Apache ActiveMQ started by [`activemq_start_script`] on loopback; stopped when dropped.
+struct ActiveMq {
+    dir: PathBuf,
+    ports: [u16; 3],
+    pid: Option<u32>,
+}
+
+impl ActiveMq {
+    fn start(dir: &Path) -> anyhow::Result<ActiveMq> {
+        let mut peer = ActiveMq { dir: dir.to_path_buf(), ports: free_ports()?, pid: None };
+        peer.launch()?;
+        Ok(peer)
+    }
+
+    /// The OpenWire URL.
+    fn url(&self) -> String {
+        format!("tcp://127.0.0.1:{}", self.ports[0])
+    }
+
+    fn launch(&mut self) -> anyhow::Result<()> {
+        let script = activemq_start_script();
+        let output = Command::new(&script)
+            .arg(&self.dir)
+            .args(self.ports.map(|port| port.to_string()))
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {}", script.display()))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            bail!(
+                "{} failed ({}): {}{}",
+                script.display(),
+                output.status,
+                stdout,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let pid = stdout
+            .lines()
+            .last()
+            .and_then(|line| line.trim().parse().ok())
+            .with_context(|| format!("{} printed no process id: {stdout}", script.display()))?;
+        self.pid = Some(pid);
+        Ok(())
+    }
+
+    /// Stops the broker (SIGTERM, so that it shuts down cleanly; SIGKILL after 60 s).
+    fn stop(&mut self) -> anyhow::Result<()> {
+        let Some(pid) = self.pid.take() else { return Ok(()) };
+        signal(pid, "-TERM")?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while process_alive(pid) {
+            if Instant::now() >= deadline {
+                signal(pid, "-KILL")?;
+                while process_alive(pid) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Stops the broker and starts it again on the same ports and data directory.
+    fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop()?;
+        self.launch()
+    }
+}
+
+impl Drop for ActiveMq {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
+    let status = Command::new("kill").args([signal, &pid.to_string()]).status()?;
+    if !status.success() && process_alive(pid) {
+        bail!("kill {signal} {pid} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Whether process `pid` still runs (a zombie does not: the broker is not our child).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+            state != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Three distinct free loopback ports (OpenWire, STOMP, MQTT).
+fn free_ports() -> anyhow::Result<[u16; 3]> {
+    let listeners = [
+        TcpListener::bind("127.0.0.1:0")?,
+        TcpListener::bind("127.0.0.1:0")?,
+        TcpListener::bind("127.0.0.1:0")?,
+    ];
+    let mut ports = [0; 3];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr()?.port();
+    }
+    Ok(ports)
+}
+
+/// Every check passes against the real Apache ActiveMQ, which proves the checks right: run it
+/// whenever `JmsChecks.java` changes. The `failover` check restarts the peer.
+#[test]
+#[ignore = "needs Apache ActiveMQ (FERROMQ_ACTIVEMQ_START, default /work/shared/peers/activemq/start.sh) and libactivemq-java"]
+fn jms_checks_pass_against_apache_activemq() -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let listed = Command::new("java")
+        .args(["-cp", &classpath, "JmsChecks", "--list"])
+        .output()
+        .context("cannot run java")?;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.lines().collect::<Vec<_>>(), CHECKS, "JmsChecks --list and CHECKS differ");
+
+    let dir = tempfile::tempdir()?;
+    let mut peer = ActiveMq::start(dir.path()).context("starting Apache ActiveMQ")?;
+    let url = peer.url();
+    let mut failures = Vec::new();
+    for check in CHECKS {
+        let started = Instant::now();
+        match run_java_check(&classpath, &url, check, &mut || peer.restart()) {
+            Ok(()) => eprintln!("ok   {check} ({:.1} s)", started.elapsed().as_secs_f64()),
+            Err(error) => {
+                eprintln!("FAIL {check} ({:.1} s)", started.elapsed().as_secs_f64());
+                failures.push(format!("{error:#}"));
+            }
+        }
+    }
+    peer.stop()?;
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} checks failed against Apache ActiveMQ:\n\n{}",
+            failures.len(),
+            CHECKS.len(),
+            failures.join("\n\n")
+        );
+    }
+    Ok(())
+}
