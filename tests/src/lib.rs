@@ -17,8 +17,10 @@
 //!   records every operation the broker submits, for assertions on what was stored and how;
 //! - `tests/integration/`: one test binary, one module per area (`queues`, `receipts`,
 //!   `stomp_protocol`, `bad_input`, `connectors`, `model`, `topics`, `durable`, `wildcards`,
-//!   `virtual_topics`, `transactions`, `extensions`);
-//! - `python/`: checks with a real third-party client (stomp.py), run separately.
+//!   `virtual_topics`, `transactions`, `extensions`, `temporary`, `stomp_py`, `jms`);
+//! - `python/`: checks with a real third-party client (stomp.py), driven by `stomp_py`;
+//! - `java/`: checks with the stock ActiveMQ JMS client (`JmsChecks.java`, compiled by
+//!   `scripts/test`, which exports `FERROMQ_JMS_CLASSPATH`), driven by `jms`.
 //!
 //! ## Timing
 //!
