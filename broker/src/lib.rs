@@ -7,6 +7,7 @@
 //! - `transport`: the connectors (one accept loop per configured URI, a connection limit,
 //!   shutdown) that hand each socket to a protocol adapter;
 //! - `stomp`: the STOMP adapter, frames to core commands and deliveries to frames;
+//! - `openwire`: the OpenWire adapter, for the ActiveMQ JMS client (`tcp://`, `nio://`);
 //! - [`Broker`] / [`BrokerHandle`]: the embedded API; `src/main.rs` is the `ferromq` binary.
 //!
 //! ```no_run
@@ -24,6 +25,7 @@
 pub mod core;
 mod embedded;
 mod error;
+mod openwire;
 mod stomp;
 mod transport;
 

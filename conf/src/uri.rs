@@ -35,6 +35,10 @@ pub enum Scheme {
     /// `stomp+nio://`: accepted for ActiveMQ compatibility and identical to `stomp://`, since
     /// every ferromq connector is asynchronous.
     StompNio,
+    /// `tcp://`: OpenWire, the protocol of the ActiveMQ JMS client.
+    OpenWire,
+    /// `nio://`: accepted for ActiveMQ compatibility and identical to `tcp://`.
+    OpenWireNio,
 }
 
 impl Scheme {
@@ -43,6 +47,8 @@ impl Scheme {
         match self {
             Scheme::Stomp => "stomp",
             Scheme::StompNio => "stomp+nio",
+            Scheme::OpenWire => "tcp",
+            Scheme::OpenWireNio => "nio",
         }
     }
 }
@@ -75,7 +81,7 @@ pub enum UriError {
     MissingScheme,
     /// A scheme of a protocol ferromq will support but does not yet.
     #[error(
-        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://"
+        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://"
     )]
     SchemeNotImplemented {
         /// The scheme as written.
@@ -84,7 +90,7 @@ pub enum UriError {
         protocol: &'static str,
     },
     /// A scheme nobody knows.
-    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://")]
+    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://")]
     UnknownScheme {
         /// The scheme as written.
         scheme: String,
@@ -173,8 +179,6 @@ fn suggestion(did_you_mean: &Option<&'static str>) -> String {
 
 /// Schemes ActiveMQ has and ferromq will have, with the protocol each stands for.
 const PLANNED_SCHEMES: &[(&str, &str)] = &[
-    ("tcp", "OpenWire"),
-    ("nio", "OpenWire"),
     ("ssl", "OpenWire over TLS"),
     ("nio+ssl", "OpenWire over TLS"),
     ("stomp+ssl", "STOMP over TLS"),
@@ -231,6 +235,8 @@ fn parse_scheme(scheme: &str) -> Result<Scheme, UriError> {
         "" => Err(UriError::MissingScheme),
         "stomp" => Ok(Scheme::Stomp),
         "stomp+nio" => Ok(Scheme::StompNio),
+        "tcp" => Ok(Scheme::OpenWire),
+        "nio" => Ok(Scheme::OpenWireNio),
         _ => match PLANNED_SCHEMES.iter().find(|(name, _)| *name == lower) {
             Some((_, protocol)) => Err(UriError::SchemeNotImplemented { scheme: lower, protocol }),
             None => Err(UriError::UnknownScheme { scheme: scheme.to_owned() }),

@@ -396,9 +396,9 @@ fn a_bad_connector_is_refused_on_its_own_line() {
         "ferromq.toml:4: `transport.connectors[1]`: port 99999 is out of range (0-65535)"
     );
     assert_eq!(
-        error_of("[transport]\nconnectors = [\"tcp://0.0.0.0:61616\"]\n"),
-        "ferromq.toml:2: `transport.connectors[0]`: `tcp://` (OpenWire) connectors are not implemented \
-         yet; available: stomp://, stomp+nio://"
+        error_of("[transport]\nconnectors = [\"ssl://0.0.0.0:61617\"]\n"),
+        "ferromq.toml:2: `transport.connectors[0]`: `ssl://` (OpenWire over TLS) connectors are not \
+         implemented yet; available: stomp://, stomp+nio://, tcp://, nio://"
     );
     assert_eq!(
         error_of("[transport]\nconnectors = [\"stomp://h:1?soTimeout=5\"]\n"),

@@ -18,6 +18,8 @@ fn valid_uris_parse_to_scheme_host_and_port() {
     for (text, scheme, host, port) in [
         ("stomp://127.0.0.1:61613", Scheme::Stomp, "127.0.0.1", 61613),
         ("stomp+nio://0.0.0.0:61613", Scheme::StompNio, "0.0.0.0", 61613),
+        ("tcp://127.0.0.1:61616", Scheme::OpenWire, "127.0.0.1", 61616),
+        ("nio://0.0.0.0:61616", Scheme::OpenWireNio, "0.0.0.0", 61616),
         ("stomp://localhost:0", Scheme::Stomp, "localhost", 0),
         ("stomp://broker-1.example.com:65535", Scheme::Stomp, "broker-1.example.com", 65535),
         ("stomp://[::1]:61613", Scheme::Stomp, "::1", 61613),
@@ -95,8 +97,6 @@ fn activemq_only_options_are_accepted_with_a_warning() {
 #[test]
 fn schemes_of_future_protocols_are_refused_as_not_implemented() {
     for (scheme, protocol) in [
-        ("tcp", "OpenWire"),
-        ("nio", "OpenWire"),
         ("ssl", "OpenWire over TLS"),
         ("nio+ssl", "OpenWire over TLS"),
         ("stomp+ssl", "STOMP over TLS"),
@@ -111,20 +111,26 @@ fn schemes_of_future_protocols_are_refused_as_not_implemented() {
     ] {
         assert_eq!(
             refusal(&format!("{scheme}://0.0.0.0:1")),
-            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://")
+            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://")
         );
     }
-    let error = "tcp://0.0.0.0:61616".parse::<ConnectorUri>().err();
+    let error = "ssl://0.0.0.0:61617".parse::<ConnectorUri>().err();
     assert_eq!(
         error,
-        Some(UriError::SchemeNotImplemented { scheme: "tcp".into(), protocol: "OpenWire" })
+        Some(UriError::SchemeNotImplemented {
+            scheme: "ssl".into(),
+            protocol: "OpenWire over TLS"
+        })
     );
 }
 
 #[test]
 fn unknown_schemes_and_malformed_uris_are_refused() {
     for (text, reason) in [
-        ("gopher://h:1", "unknown scheme `gopher://`; available: stomp://, stomp+nio://"),
+        (
+            "gopher://h:1",
+            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://",
+        ),
         ("127.0.0.1:61613", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
         ("://h:1", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
         ("stomp:// h:1", "connector URIs cannot contain whitespace"),

@@ -173,6 +173,8 @@ pub struct Core {
     store: Arc<dyn MessageStore>,
     settings: CoreSettings,
     registry: Mutex<Registry>,
+    /// JMS client ids of connected clients that claimed one, with their connection.
+    client_ids: Mutex<std::collections::HashMap<Arc<str>, u64>>,
     next_message_id: AtomicU64,
     next_consumer_id: AtomicU64,
     next_connection_id: AtomicU64,
@@ -192,6 +194,7 @@ impl Core {
             store,
             settings,
             registry: Mutex::new(Registry::default()),
+            client_ids: Mutex::new(std::collections::HashMap::new()),
             next_message_id: AtomicU64::new(recovered.next_message_id.0.max(1)),
             next_consumer_id: AtomicU64::new(1),
             next_connection_id: AtomicU64::new(1),
@@ -652,6 +655,75 @@ impl Core {
     /// non-durable topic subscription ends with it; a durable one stays.
     pub fn unsubscribe(&self, consumer: ConsumerId) {
         self.registry.lock().detach(consumer);
+    }
+
+    /// The queues a consumer is attached to.
+    fn queues_of(&self, consumer: ConsumerId) -> Vec<QueueHandle> {
+        let registry = self.registry.lock();
+        registry
+            .consumers
+            .get(&consumer)
+            .map_or_else(Vec::new, |a| a.queues.iter().chain(a.private.iter()).cloned().collect())
+    }
+
+    /// A prefetch-0 consumer asks for one message (OpenWire's MessagePull): each of its
+    /// queues may hand it one, until [`Core::end_pull`].
+    pub fn pull(&self, consumer: ConsumerId) {
+        for queue in self.queues_of(consumer) {
+            queue.send(QueueCommand::Pull { consumer });
+        }
+    }
+
+    /// Ends a pull: resolves to true if no queue delivered a message for it (the caller then
+    /// tells the client there is none), withdrawing what credit is left.
+    pub fn end_pull(
+        &self,
+        consumer: ConsumerId,
+    ) -> impl std::future::Future<Output = bool> + Send + 'static {
+        let replies: Vec<_> = self
+            .queues_of(consumer)
+            .into_iter()
+            .filter_map(|queue| {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                queue.send(QueueCommand::EndPull { consumer, unused: tx }).then_some(rx)
+            })
+            .collect();
+        async move {
+            let mut unused = true;
+            for reply in replies {
+                unused &= reply.await.unwrap_or(true);
+            }
+            unused
+        }
+    }
+
+    /// Detaches a consumer like [`Core::unsubscribe`], but the in-flight messages `unseen`
+    /// (prefetched, never handed to the application) go back not marked redelivered.
+    pub fn unsubscribe_unseen(&self, consumer: ConsumerId, unseen: Vec<MessageId>) {
+        if !unseen.is_empty() {
+            for queue in self.queues_of(consumer) {
+                queue.send(QueueCommand::Unseen { consumer, ids: unseen.clone() });
+            }
+        }
+        self.unsubscribe(consumer);
+    }
+
+    /// Claims a JMS client id for `connection`; false if another connection holds it
+    /// (ActiveMQ refuses a second connection with the same client id).
+    pub fn claim_client_id(&self, client_id: &str, connection: u64) -> bool {
+        let mut ids = self.client_ids.lock();
+        match ids.get(client_id) {
+            Some(owner) => *owner == connection,
+            None => {
+                ids.insert(client_id.into(), connection);
+                true
+            }
+        }
+    }
+
+    /// Releases the client id `connection` claimed, if any.
+    pub fn release_client_id(&self, connection: u64) {
+        self.client_ids.lock().retain(|_, owner| *owner != connection);
     }
 
     /// Acknowledges messages; resolves when the acks are durable.

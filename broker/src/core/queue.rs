@@ -51,7 +51,8 @@ impl QueuedMessage {
 #[derive(Clone)]
 pub struct ConsumerSpec {
     pub id: ConsumerId,
-    /// The most unacknowledged messages it may hold; at least 1.
+    /// The most unacknowledged messages it may hold. 0 means none until it pulls
+    /// ([`QueueCommand::Pull`]: OpenWire's prefetch 0 consumers).
     pub prefetch: u32,
     pub ack_mode: AckMode,
     /// An exclusive consumer gets every message while it is subscribed; the others wait
@@ -88,6 +89,8 @@ pub(crate) enum QueueCommand {
     /// The transaction rolled back: the messages become deliverable again.
     TransactionRolledBack {
         ids: Vec<MessageId>,
+        /// Messages whose consumer is still there stay in flight with it, unacknowledged.
+        keep_delivered: bool,
     },
     /// The consumer gives these messages back for redelivery.
     Nack {
@@ -95,6 +98,22 @@ pub(crate) enum QueueCommand {
         ids: Vec<MessageId>,
     },
     Stats(oneshot::Sender<QueueStats>),
+    /// The consumer never saw these in-flight messages (OpenWire's prefetched but undelivered
+    /// ones at close): if they go back, they go back not marked redelivered.
+    Unseen {
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+    },
+    /// A prefetch-0 consumer asks for one message (OpenWire's MessagePull).
+    Pull {
+        consumer: ConsumerId,
+    },
+    /// The pull ended (timed out or was immediate): answers true if no message was delivered
+    /// for it, and withdraws the credit.
+    EndPull {
+        consumer: ConsumerId,
+        unused: oneshot::Sender<bool>,
+    },
     /// Stop the task (broker shutdown, or the subscription was removed).
     Stop,
 }
@@ -154,11 +173,16 @@ struct Consumer {
     in_flight: HashMap<MessageId, QueuedMessage>,
     /// In-flight messages acknowledged in an open transaction: they do not use credit.
     acked_in_transaction: usize,
+    /// Outstanding pulls of a prefetch-0 consumer: each allows one message.
+    pulls: u32,
 }
 
 impl Consumer {
     fn has_credit(&self) -> bool {
-        self.in_flight.len() - self.acked_in_transaction < self.spec.prefetch.max(1) as usize
+        if self.spec.prefetch == 0 {
+            return self.pulls > 0;
+        }
+        self.in_flight.len() - self.acked_in_transaction < self.spec.prefetch as usize
     }
 }
 
@@ -239,6 +263,7 @@ impl Queue {
                         spec,
                         in_flight: HashMap::new(),
                         acked_in_transaction: 0,
+                        pulls: 0,
                     });
                 }
                 QueueCommand::Unsubscribe(consumer) => self.remove_consumer(consumer),
@@ -252,11 +277,37 @@ impl Queue {
                 QueueCommand::AckInTransaction { consumer, ids } => {
                     self.ack_in_transaction(consumer, &ids)
                 }
-                QueueCommand::TransactionCommitted { ids } => self.end_transaction(&ids, true),
-                QueueCommand::TransactionRolledBack { ids } => self.end_transaction(&ids, false),
+                QueueCommand::TransactionCommitted { ids } => {
+                    self.end_transaction(&ids, true, false)
+                }
+                QueueCommand::TransactionRolledBack { ids, keep_delivered } => {
+                    self.end_transaction(&ids, false, keep_delivered)
+                }
                 QueueCommand::Nack { consumer, ids } => self.nack(consumer, &ids),
                 QueueCommand::Stats(reply) => {
                     let _ = reply.send(self.stats());
+                }
+                QueueCommand::Unseen { consumer, ids } => {
+                    if let Some(consumer) = self.consumer_mut(consumer) {
+                        for id in ids {
+                            if let Some(queued) = consumer.in_flight.get_mut(&id) {
+                                queued.delivery_count = queued.delivery_count.saturating_sub(1);
+                            }
+                        }
+                    }
+                }
+                QueueCommand::Pull { consumer } => {
+                    if let Some(consumer) = self.consumer_mut(consumer) {
+                        consumer.pulls = 1;
+                    }
+                }
+                QueueCommand::EndPull { consumer, unused } => {
+                    let pending = self.consumer_mut(consumer).map_or(0, |c| {
+                        let pulls = c.pulls;
+                        c.pulls = 0;
+                        pulls
+                    });
+                    let _ = unused.send(pending > 0);
                 }
                 QueueCommand::Stop => break,
             }
@@ -303,6 +354,7 @@ impl Queue {
                 self.remove_consumer(id);
                 continue;
             }
+            consumer.pulls = consumer.pulls.saturating_sub(1);
             consumer.in_flight.insert(queued.message.id, queued);
             self.next_consumer = (index + 1) % self.consumers.len();
         }
@@ -391,13 +443,19 @@ impl Queue {
 
     /// A transaction that acknowledged `ids` ended: committed (the messages are gone) or
     /// rolled back (they are delivered again, marked redelivered).
-    fn end_transaction(&mut self, ids: &[MessageId], committed: bool) {
-        for id in ids {
+    fn end_transaction(&mut self, ids: &[MessageId], committed: bool, keep_delivered: bool) {
+        'ids: for id in ids {
             let mut found = self.awaiting_transaction.remove(id);
             if found.is_none() {
                 for consumer in &mut self.consumers {
                     if consumer.in_flight.get(id).is_some_and(|q| q.acked_in_transaction) {
                         consumer.acked_in_transaction -= 1;
+                        if keep_delivered && !committed {
+                            if let Some(queued) = consumer.in_flight.get_mut(id) {
+                                queued.acked_in_transaction = false;
+                            }
+                            continue 'ids;
+                        }
                         found = consumer.in_flight.remove(id);
                         break;
                     }

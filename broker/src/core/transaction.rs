@@ -20,11 +20,27 @@ pub struct Transaction {
     pub(crate) sends: Vec<(Vec<QueueHandle>, Arc<Message>, u64)>,
     /// Messages acknowledged, per queue.
     pub(crate) acks: Vec<(QueueHandle, Vec<MessageId>)>,
+    /// On rollback, acknowledged messages stay with the consumers they were delivered to
+    /// (still unacknowledged) instead of going back to their queues: the ActiveMQ JMS client
+    /// redelivers them itself.
+    pub(crate) keep_delivered_on_rollback: bool,
 }
 
 impl Transaction {
     pub(crate) fn new(id: TxnId) -> Self {
-        Transaction { id, has_store_records: false, sends: Vec::new(), acks: Vec::new() }
+        Transaction {
+            id,
+            has_store_records: false,
+            sends: Vec::new(),
+            acks: Vec::new(),
+            keep_delivered_on_rollback: false,
+        }
+    }
+
+    /// See `keep_delivered_on_rollback`: for clients that redeliver rolled back messages
+    /// themselves (OpenWire).
+    pub fn keep_delivered_on_rollback(&mut self) {
+        self.keep_delivered_on_rollback = true;
     }
 
     pub fn id(&self) -> TxnId {
@@ -52,8 +68,9 @@ impl Transaction {
 
     /// Drops the sends and makes the acknowledged messages deliverable again.
     fn discard(self) {
+        let keep = self.keep_delivered_on_rollback;
         for (queue, ids) in self.acks {
-            queue.send(QueueCommand::TransactionRolledBack { ids });
+            queue.send(QueueCommand::TransactionRolledBack { ids, keep_delivered: keep });
         }
     }
 }

@@ -4,14 +4,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conf::ConnectorUri;
+use conf::{ConnectorUri, Scheme};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use super::ConnectionContext;
 use crate::error::BrokerError;
-use crate::stomp;
+use crate::{openwire, stomp};
 
 /// A connector and the address it actually bound (the port is resolved when 0 was asked).
 #[derive(Debug, Clone)]
@@ -72,16 +72,31 @@ impl Listener {
             };
             let _ = socket.set_nodelay(true);
             let context = context.clone();
+            let scheme = self.bound.uri.scheme;
+            let local = self.bound.local_addr;
             match limit.clone().try_acquire_owned() {
                 Ok(permit) => {
                     tracker.spawn(async move {
-                        stomp::serve(socket, context, peer.to_string()).await;
+                        match scheme {
+                            Scheme::Stomp | Scheme::StompNio => {
+                                stomp::serve(socket, context, peer.to_string()).await
+                            }
+                            Scheme::OpenWire | Scheme::OpenWireNio => {
+                                let url = format!("{scheme}://{local}");
+                                openwire::serve(socket, context, peer.to_string(), url).await
+                            }
+                        }
                         drop(permit);
                     });
                 }
                 Err(_) => {
                     tracing::warn!(connector = %uri, %peer, limit = self.max_connections, "connection refused: limit reached");
-                    tracker.spawn(refuse(socket, self.max_connections));
+                    if matches!(self.bound.uri.scheme, Scheme::Stomp | Scheme::StompNio) {
+                        tracker.spawn(refuse(socket, self.max_connections));
+                    } else {
+                        // OpenWire has no way to say why before the handshake: just close.
+                        drop(socket);
+                    }
                 }
             }
         }

@@ -239,79 +239,68 @@ async fn run_against_ferromq(check: &str) -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_queue_send_receive() -> anyhow::Result<()> {
     run_against_ferromq("queue_send_receive").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_competing_consumers() -> anyhow::Result<()> {
     run_against_ferromq("competing_consumers").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
+#[ignore = "the check subscribes with a message selector; ferromq has no selectors yet and refuses them with InvalidSelectorException"]
 async fn jms_topic_fanout() -> anyhow::Result<()> {
     run_against_ferromq("topic_fanout").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_durable_offline() -> anyhow::Result<()> {
     run_against_ferromq("durable_offline").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_transactions() -> anyhow::Result<()> {
     run_against_ferromq("transactions").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_client_ack_redelivery() -> anyhow::Result<()> {
     run_against_ferromq("client_ack_redelivery").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_all_message_types() -> anyhow::Result<()> {
     run_against_ferromq("all_message_types").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_request_reply_temp_queue() -> anyhow::Result<()> {
     run_against_ferromq("request_reply_temp_queue").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_virtual_topic() -> anyhow::Result<()> {
     run_against_ferromq("virtual_topic").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_wildcard_topic() -> anyhow::Result<()> {
     run_against_ferromq("wildcard_topic").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_prefetch_zero() -> anyhow::Result<()> {
     run_against_ferromq("prefetch_zero").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
 async fn jms_large_message() -> anyhow::Result<()> {
     run_against_ferromq("large_message").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the OpenWire adapter (issue 5)"]
+#[ignore = "persistent messages sent before the broker restart are not all received after the failover reconnect (messages 20-99 reported lost); not investigated yet, and there is no producer audit for resends"]
 async fn jms_failover() -> anyhow::Result<()> {
     run_against_ferromq("failover").await
 }

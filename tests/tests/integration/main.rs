@@ -7,6 +7,7 @@ mod durable;
 mod extensions;
 mod jms;
 mod model;
+mod openwire;
 mod queues;
 mod receipts;
 mod stomp_protocol;

@@ -55,10 +55,7 @@ async fn greater_than_matches_every_remaining_level_and_the_prefix_itself() -> a
     )
     .await?;
     // As ActiveMQ 5.17 does: `PRICE.>` covers `PRICE` too.
-    assert_eq!(
-        bodies(&recv_n(&mut sub, 3).await?),
-        ["PRICE", "PRICE.IBM", "PRICE.STOCK.NYSE.IBM"]
-    );
+    assert_eq!(bodies(&recv_n(&mut sub, 3).await?), ["PRICE", "PRICE.IBM", "PRICE.STOCK.NYSE.IBM"]);
     assert_nothing_arrives(&mut sub).await?;
     broker.shutdown().await;
     Ok(())

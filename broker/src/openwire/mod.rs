@@ -1,0 +1,922 @@
+//! The OpenWire adapter: the protocol of the stock ActiveMQ 5.x JMS client (`tcp://`,
+//! `nio://`). One [`Connection`] task per socket owns the connection's state (its codec with
+//! the negotiated wire format and marshalling caches, consumers, producers, transactions); a
+//! writer task owns the socket's writing half. Responses that wait for the store go through a
+//! `FuturesOrdered`, so they are written in request order once durable.
+//!
+//! Handshake: the broker sends its WireFormatInfo at once (ActiveMQ's property set), reads the
+//! client's, negotiates, then sends a BrokerInfo. The inactivity monitor sends a KeepAliveInfo
+//! every third of the negotiated `MaxInactivityDuration` and closes a connection that sent
+//! nothing for that long (after the initial delay).
+
+mod mapping;
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
+use protocol::openwire::{
+    self as ow, ack_type, transaction_type, Codec, Command, DataStructure, Throwable, WireError,
+    WireFormat, WireFormatInfo,
+};
+use store::{DestinationKind, Message, SubscriptionKey};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::core::{
+    AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, QueueHandle, SubscribeRequest,
+    Transaction,
+};
+use crate::transport::ConnectionContext;
+
+/// How long a closing connection's last frames may take to be written.
+const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// The JMS exception classes the client turns ExceptionResponses into.
+const JMS_EXCEPTION: &str = "javax.jms.JMSException";
+const INVALID_DESTINATION: &str = "javax.jms.InvalidDestinationException";
+const INVALID_SELECTOR: &str = "javax.jms.InvalidSelectorException";
+const INVALID_CLIENT_ID: &str = "javax.jms.InvalidClientIDException";
+
+type TransactionAcks = Vec<(ow::ConsumerId, QueueHandle, Arc<Message>)>;
+
+type Pending = Pin<Box<dyn Future<Output = Option<Command>> + Send>>;
+
+/// A pull timer fired, or a pull ended (`Some(unused)`).
+type PullEvent = Pin<Box<dyn Future<Output = (ow::ConsumerId, u64, Option<bool>)> + Send>>;
+
+struct OwConsumer {
+    core: ConsumerId,
+    prefetch: i32,
+    /// Delivered and not yet acknowledged, in delivery order, with their queues.
+    delivered: VecDeque<(QueueHandle, Arc<Message>)>,
+    /// Bumped by every MessagePull; a timer of an older pull is stale.
+    pull_generation: u64,
+}
+
+/// Serves one OpenWire connection until it closes.
+pub(crate) async fn serve<S>(
+    stream: S,
+    context: Arc<ConnectionContext>,
+    peer: String,
+    broker_url: String,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (reader, write_half) = tokio::io::split(stream);
+    let (out, items) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_loop(write_half, items));
+    let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
+    let connection_id = context.core.next_connection_id();
+    let mut connection = Connection {
+        codec: Codec::new(context.limits.max_frame_size),
+        context,
+        connection_id,
+        peer,
+        broker_url,
+        out,
+        deliveries_tx,
+        deliveries,
+        consumers: HashMap::new(),
+        by_core: HashMap::new(),
+        producers: HashMap::new(),
+        transactions: HashMap::new(),
+        transaction_acks: HashMap::new(),
+        client_id: None,
+        pending: FuturesOrdered::new(),
+        pulls: FuturesUnordered::new(),
+        format: None,
+    };
+    connection.run(reader).await;
+    connection.release();
+    let _ = connection.out.send(None);
+    drop(std::mem::replace(&mut connection.out, mpsc::unbounded_channel().0));
+    if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
+        tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
+    }
+}
+
+/// Writes frames in order, coalescing what is queued; `None` closes the socket.
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut socket: W,
+    mut items: mpsc::UnboundedReceiver<Option<Bytes>>,
+) {
+    let mut buffer = BytesMut::with_capacity(16 * 1024);
+    'outer: while let Some(first) = items.recv().await {
+        let mut next = Some(first);
+        let mut close = false;
+        while let Some(item) = next.take() {
+            match item {
+                Some(bytes) => buffer.extend_from_slice(&bytes),
+                None => {
+                    close = true;
+                    break;
+                }
+            }
+            if buffer.len() < 256 * 1024 {
+                next = items.try_recv().ok();
+            }
+        }
+        if !buffer.is_empty() {
+            if socket.write_all(&buffer).await.is_err() {
+                break 'outer;
+            }
+            buffer.clear();
+        }
+        if close {
+            break;
+        }
+    }
+    let _ = socket.flush().await;
+    let _ = socket.shutdown().await;
+}
+
+/// An error answer for a command, as the client's exception class and message.
+struct Refusal {
+    class: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn new(class: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal { class, message: message.into() }
+    }
+}
+
+impl From<CoreError> for Refusal {
+    fn from(error: CoreError) -> Refusal {
+        let class = match &error {
+            CoreError::NoSuchTemporary(_) => "org.apache.activemq.DestinationDoesNotExistException",
+            CoreError::NotOwner(_) | CoreError::NotTemporary(_) | CoreError::WildcardSend(_) => {
+                INVALID_DESTINATION
+            }
+            _ => JMS_EXCEPTION,
+        };
+        Refusal::new(class, error.to_string())
+    }
+}
+
+impl From<WireError> for Refusal {
+    fn from(error: WireError) -> Refusal {
+        Refusal::new(JMS_EXCEPTION, error.to_string())
+    }
+}
+
+fn xa_refusal() -> Refusal {
+    Refusal::new(JMS_EXCEPTION, "XA transactions are not supported by ferromq")
+}
+
+fn response(correlation_id: i32) -> Command {
+    Command::Response(ow::Response { correlation_id, ..Default::default() })
+}
+
+fn exception_response(correlation_id: i32, refusal: Refusal) -> Command {
+    Command::ExceptionResponse(Box::new(ow::ExceptionResponse {
+        correlation_id,
+        exception: Some(Throwable::new(refusal.class, refusal.message)),
+        ..Default::default()
+    }))
+}
+
+struct Connection {
+    context: Arc<ConnectionContext>,
+    codec: Codec,
+    connection_id: u64,
+    peer: String,
+    broker_url: String,
+    out: mpsc::UnboundedSender<Option<Bytes>>,
+    deliveries_tx: mpsc::UnboundedSender<Delivery>,
+    deliveries: mpsc::UnboundedReceiver<Delivery>,
+    consumers: HashMap<ow::ConsumerId, OwConsumer>,
+    by_core: HashMap<ConsumerId, ow::ConsumerId>,
+    /// Producers and their window size (ProducerAck after async sends when > 0).
+    producers: HashMap<ow::ProducerId, i32>,
+    transactions: HashMap<ow::LocalTransactionId, Transaction>,
+    /// What each open transaction acknowledged: on rollback these are again awaiting an ack
+    /// (the client redelivers them itself).
+    transaction_acks: HashMap<ow::LocalTransactionId, TransactionAcks>,
+    client_id: Option<Arc<str>>,
+    pending: FuturesOrdered<Pending>,
+    pulls: FuturesUnordered<PullEvent>,
+    format: Option<WireFormat>,
+}
+
+/// Why the loop ends.
+enum Flow {
+    Continue,
+    Close,
+}
+
+impl Connection {
+    fn local_info(&self) -> WireFormatInfo {
+        let format = WireFormat {
+            max_frame_size: self.context.limits.max_frame_size as u64,
+            ..WireFormat::default()
+        };
+        let mut info = WireFormatInfo::announcing(&format, "ActiveMQ", "5.17.2");
+        info.properties.insert(ow::option::PLATFORM_DETAILS, "ferromq (Rust)");
+        info
+    }
+
+    async fn run<R: AsyncRead + Unpin>(&mut self, mut reader: R) {
+        let local = self.local_info();
+        match self.codec.encode_to_bytes(&local.clone().into()) {
+            Ok(bytes) => {
+                let _ = self.out.send(Some(bytes));
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot encode the WireFormatInfo");
+                return;
+            }
+        }
+        let mut buffer = BytesMut::with_capacity(8 * 1024);
+        let read_deadline = tokio::time::sleep(self.context.connect_timeout);
+        tokio::pin!(read_deadline);
+        let mut read_timeout: Option<Duration> = None;
+        // Keep-alives start once negotiated.
+        let mut keep_alive = tokio::time::interval(Duration::from_secs(3600 * 24 * 365));
+        keep_alive.reset();
+        let shutdown = self.context.shutdown.clone();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => {
+                    self.finish_pending().await;
+                    break;
+                }
+                read = reader.read_buf(&mut buffer) => {
+                    match read {
+                        Ok(0) | Err(_) => {
+                            if !buffer.is_empty() {
+                                tracing::debug!(peer = %self.peer, bytes = buffer.len(), "connection closed mid-frame");
+                            }
+                            break;
+                        }
+                        Ok(_) => {}
+                    }
+                    let was_negotiated = self.format.is_some();
+                    match self.handle_input(&mut buffer, &local) {
+                        Ok(Flow::Continue) => {}
+                        Ok(Flow::Close) => {
+                            self.finish_pending().await;
+                            break;
+                        }
+                        Err(error) => {
+                            tracing::error!(peer = %self.peer, %error, "closing OpenWire connection after a protocol error");
+                            break;
+                        }
+                    }
+                    if let (false, Some(format)) = (was_negotiated, self.format) {
+                        if format.max_inactivity_duration > 0 {
+                            let max = Duration::from_millis(format.max_inactivity_duration as u64);
+                            let initial = Duration::from_millis(
+                                format.max_inactivity_duration_initial_delay.max(0) as u64,
+                            );
+                            read_timeout = Some(max);
+                            read_deadline.as_mut().reset(Instant::now() + initial + max);
+                            let period = (max / 3).max(Duration::from_millis(100));
+                            keep_alive = tokio::time::interval_at(Instant::now() + period, period);
+                        } else {
+                            read_deadline.as_mut().reset(Instant::now() + Duration::from_secs(3600 * 24 * 365));
+                        }
+                    } else if let Some(timeout) = read_timeout {
+                        let at = (Instant::now() + timeout).max(read_deadline.deadline());
+                        read_deadline.as_mut().reset(at);
+                    }
+                }
+                Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                Some(reply) = self.pending.next(), if !self.pending.is_empty() => {
+                    if let Some(command) = reply {
+                        self.write(&command);
+                    }
+                }
+                Some((consumer, generation, ended)) = self.pulls.next(), if !self.pulls.is_empty() => {
+                    self.pull_event(consumer, generation, ended);
+                }
+                _ = keep_alive.tick() => {
+                    if self.format.is_some() {
+                        self.write(&Command::KeepAliveInfo(ow::KeepAliveInfo::default()));
+                    }
+                }
+                _ = &mut read_deadline => {
+                    let reason = if self.format.is_some() {
+                        "nothing received within the negotiated MaxInactivityDuration"
+                    } else {
+                        "no WireFormatInfo within the connect timeout"
+                    };
+                    tracing::info!(peer = %self.peer, reason, "closing idle OpenWire connection");
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn finish_pending(&mut self) {
+        while let Some(reply) = self.pending.next().await {
+            if let Some(command) = reply {
+                self.write(&command);
+            }
+        }
+    }
+
+    fn write(&mut self, command: &Command) {
+        match self.codec.encode_to_bytes(command) {
+            Ok(bytes) => {
+                let _ = self.out.send(Some(bytes));
+            }
+            Err(error) => {
+                tracing::error!(peer = %self.peer, %error, "cannot encode an OpenWire command")
+            }
+        }
+    }
+
+    /// Writes `command` now, or behind the responses still waiting for the store.
+    fn reply(&mut self, command: Command) {
+        if self.pending.is_empty() {
+            self.write(&command);
+        } else {
+            self.pending.push_back(Box::pin(async move { Some(command) }));
+        }
+    }
+
+    fn answer(&mut self, command_id: i32, required: bool, result: Result<(), Refusal>) {
+        match result {
+            Ok(()) if required => self.reply(response(command_id)),
+            Ok(()) => {}
+            Err(refusal) => {
+                tracing::debug!(peer = %self.peer, class = refusal.class, message = %refusal.message, "command refused");
+                if required {
+                    self.reply(exception_response(command_id, refusal));
+                } else {
+                    tracing::warn!(peer = %self.peer, message = %refusal.message, "asynchronous command failed");
+                }
+            }
+        }
+    }
+
+    fn handle_input(
+        &mut self,
+        buffer: &mut BytesMut,
+        local: &WireFormatInfo,
+    ) -> Result<Flow, WireError> {
+        while let Some(command) = self.codec.decode(buffer)? {
+            if self.format.is_none() {
+                let Command::WireFormatInfo(remote) = command else {
+                    return Err(WireError::NotNegotiated { data_type: command.data_type() });
+                };
+                let format = self.codec.negotiate(local, &remote)?;
+                self.format = Some(format);
+                tracing::debug!(peer = %self.peer, version = format.version, "OpenWire negotiated");
+                let name = self
+                    .context
+                    .id_prefix
+                    .rsplit_once('-')
+                    .map_or(self.context.id_prefix.as_str(), |(n, _)| n)
+                    .to_owned();
+                let info = ow::BrokerInfo {
+                    broker_id: Some(ow::BrokerId {
+                        value: format!("ID:{}", self.context.id_prefix),
+                    }),
+                    broker_url: Some(self.broker_url.clone()),
+                    broker_name: Some(name),
+                    ..Default::default()
+                };
+                self.write(&Command::BrokerInfo(Box::new(info)));
+                continue;
+            }
+            if let Flow::Close = self.handle(command) {
+                return Ok(Flow::Close);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn handle(&mut self, command: Command) -> Flow {
+        let id = command.command_id();
+        let required = command.response_required();
+        match command {
+            Command::ConnectionInfo(info) => {
+                let client_id: Option<Arc<str>> =
+                    info.client_id.as_deref().filter(|c| !c.is_empty()).map(Arc::from);
+                let result = match &client_id {
+                    Some(c) if !self.context.core.claim_client_id(c, self.connection_id) => {
+                        Err(Refusal::new(
+                            INVALID_CLIENT_ID,
+                            format!("client id {c} is already in use by another connection"),
+                        ))
+                    }
+                    _ => {
+                        self.client_id = client_id;
+                        Ok(())
+                    }
+                };
+                self.answer(id, required, result);
+            }
+            Command::SessionInfo(_) => self.answer(id, required, Ok(())),
+            Command::ProducerInfo(info) => {
+                if let Some(producer) = info.producer_id.clone() {
+                    self.producers.insert(producer, info.window_size);
+                }
+                self.answer(id, required, Ok(()));
+            }
+            Command::ConsumerInfo(info) => {
+                let result = self.add_consumer(&info);
+                self.answer(id, required, result);
+            }
+            Command::RemoveInfo(info) => {
+                self.remove(info.object_id.as_deref(), info.last_delivered_sequence_id);
+                self.answer(id, required, Ok(()));
+            }
+            Command::RemoveSubscriptionInfo(info) => self.remove_subscription(id, required, &info),
+            Command::Message(message) => self.send(id, required, *message),
+            Command::MessageAck(ack) => {
+                let result = self.ack(&ack);
+                self.answer(id, required, result);
+            }
+            Command::MessagePull(pull) => {
+                self.pull(&pull);
+                self.answer(id, required, Ok(()));
+            }
+            Command::TransactionInfo(info) => self.transaction(id, required, &info),
+            Command::DestinationInfo(info) => {
+                let result = self.destination_info(&info);
+                self.answer(id, required, result);
+            }
+            Command::KeepAliveInfo(_) => {
+                if required {
+                    self.write(&Command::KeepAliveInfo(ow::KeepAliveInfo::default()));
+                }
+            }
+            Command::ShutdownInfo(_) => return Flow::Close,
+            Command::WireFormatInfo(_) => {
+                tracing::debug!(peer = %self.peer, "second WireFormatInfo ignored");
+            }
+            other => {
+                tracing::debug!(peer = %self.peer, data_type = other.data_type(), "command ignored");
+                self.answer(id, required, Ok(()));
+            }
+        }
+        Flow::Continue
+    }
+
+    fn add_consumer(&mut self, info: &ow::ConsumerInfo) -> Result<(), Refusal> {
+        let consumer_id = info
+            .consumer_id
+            .clone()
+            .ok_or_else(|| Refusal::new(JMS_EXCEPTION, "no consumer id"))?;
+        if info.selector.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+            return Err(Refusal::new(INVALID_SELECTOR, "selectors are not supported yet"));
+        }
+        if info.browser {
+            return Err(Refusal::new(JMS_EXCEPTION, "queue browsers are not supported yet"));
+        }
+        if self.consumers.contains_key(&consumer_id) {
+            return Err(Refusal::new(JMS_EXCEPTION, "this consumer id is already in use"));
+        }
+        let destination =
+            info.destination.as_ref().map(mapping::destination_from).ok_or_else(|| {
+                Refusal::new(INVALID_DESTINATION, "the consumer has no destination")
+            })?;
+        let durable = match &info.subscription_name {
+            Some(name) if !name.is_empty() => {
+                if destination.kind != DestinationKind::Topic {
+                    return Err(Refusal::new(
+                        INVALID_DESTINATION,
+                        "durable subscriptions are for topics",
+                    ));
+                }
+                let client_id = self.client_id.clone().ok_or_else(|| {
+                    Refusal::new(INVALID_CLIENT_ID, "a durable subscription needs a client id")
+                })?;
+                Some(SubscriptionKey { client_id, name: name.as_str().into() })
+            }
+            _ => None,
+        };
+        let prefetch = info.prefetch_size.max(0);
+        let core = self.context.core.clone();
+        let consumer = core.next_consumer_id();
+        core.subscribe(SubscribeRequest {
+            destination,
+            spec: ConsumerSpec {
+                id: consumer,
+                prefetch: prefetch as u32,
+                ack_mode: AckMode::ClientIndividual,
+                exclusive: info.exclusive,
+                sink: self.deliveries_tx.clone(),
+            },
+            durable,
+            retroactive: info.retroactive,
+            no_local: info.no_local,
+            connection: self.connection_id,
+        })?;
+        self.by_core.insert(consumer, consumer_id.clone());
+        self.consumers.insert(
+            consumer_id,
+            OwConsumer { core: consumer, prefetch, delivered: VecDeque::new(), pull_generation: 0 },
+        );
+        Ok(())
+    }
+
+    /// Closes a consumer. `last_delivered` is the broker sequence id of the last message the
+    /// client handed to the application (-1: none; -2: unknown): later ones were only
+    /// prefetched and go back not marked redelivered, as with ActiveMQ.
+    fn remove_consumer(&mut self, id: &ow::ConsumerId, last_delivered: i64) {
+        if let Some(consumer) = self.consumers.remove(id) {
+            self.by_core.remove(&consumer.core);
+            let unseen = if last_delivered >= -1 {
+                consumer
+                    .delivered
+                    .iter()
+                    .map(|(_, m)| m.id)
+                    .filter(|id| id.0 as i64 > last_delivered)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            self.context.core.unsubscribe_unseen(consumer.core, unseen);
+        }
+    }
+
+    fn remove(&mut self, object: Option<&DataStructure>, last_delivered: i64) {
+        match object {
+            Some(DataStructure::ConsumerId(id)) => self.remove_consumer(id, last_delivered),
+            Some(DataStructure::ProducerId(id)) => {
+                self.producers.remove(id);
+            }
+            Some(DataStructure::SessionId(session)) => {
+                let ids: Vec<ow::ConsumerId> = self
+                    .consumers
+                    .keys()
+                    .filter(|c| {
+                        c.connection_id == session.connection_id && c.session_id == session.value
+                    })
+                    .cloned()
+                    .collect();
+                for id in ids {
+                    self.remove_consumer(&id, last_delivered);
+                }
+                self.producers.retain(|p, _| {
+                    !(p.connection_id == session.connection_id && p.session_id == session.value)
+                });
+            }
+            Some(DataStructure::ConnectionId(_)) => {
+                let ids: Vec<ow::ConsumerId> = self.consumers.keys().cloned().collect();
+                for id in ids {
+                    self.remove_consumer(&id, last_delivered);
+                }
+                self.release();
+            }
+            _ => {}
+        }
+    }
+
+    fn remove_subscription(&mut self, id: i32, required: bool, info: &ow::RemoveSubscriptionInfo) {
+        let client_id = info
+            .client_id
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .map(Arc::from)
+            .or_else(|| self.client_id.clone());
+        let (Some(client_id), Some(name)) = (client_id, info.subscription_name.as_deref()) else {
+            self.answer(
+                id,
+                required,
+                Err(Refusal::new(INVALID_CLIENT_ID, "unsubscribing needs a client id and a name")),
+            );
+            return;
+        };
+        let key = SubscriptionKey { client_id, name: name.into() };
+        match self.context.core.remove_durable(&key) {
+            Ok(completion) => {
+                self.pending.push_back(Box::pin(async move {
+                    match completion.await {
+                        Ok(()) => required.then(|| response(id)),
+                        Err(error) => required.then(|| {
+                            exception_response(
+                                id,
+                                Refusal::new(
+                                    JMS_EXCEPTION,
+                                    format!("subscription not removed: {error}"),
+                                ),
+                            )
+                        }),
+                    }
+                }));
+            }
+            Err(error) => self.answer(id, required, Err(error.into())),
+        }
+    }
+
+    fn transaction_of(
+        &mut self,
+        id: Option<&ow::TransactionId>,
+    ) -> Result<Option<&mut Transaction>, Refusal> {
+        match id {
+            None => Ok(None),
+            Some(ow::TransactionId::Xa(_)) => Err(xa_refusal()),
+            Some(ow::TransactionId::Local(local)) => {
+                if !self.transactions.contains_key(local) {
+                    // The client begins lazily; a send in an unknown transaction begins it.
+                    let mut transaction = self.context.core.begin();
+                    transaction.keep_delivered_on_rollback();
+                    self.transactions.insert(local.clone(), transaction);
+                }
+                Ok(self.transactions.get_mut(local))
+            }
+        }
+    }
+
+    fn send(&mut self, id: i32, required: bool, message: ow::Message) {
+        let core = self.context.core.clone();
+        let mapped = mapping::message_from(&message, core.next_message_id());
+        let stored = match mapped {
+            Ok(m) => Arc::new(m),
+            Err(error) => return self.answer(id, required, Err(error.into())),
+        };
+        let connection = self.connection_id;
+        let transactional = message.transaction_id.is_some();
+        let completion = match self.transaction_of(message.transaction_id.as_ref()) {
+            Ok(transaction) => core.send(stored, connection, transaction),
+            Err(refusal) => return self.answer(id, required, Err(refusal)),
+        };
+        let completion = match completion {
+            Ok(c) => c,
+            Err(error) => {
+                if let CoreError::Store(e) = &error {
+                    tracing::error!(error = %e, "store refused a message");
+                }
+                return self.answer(id, required, Err(error.into()));
+            }
+        };
+        let window = message.producer_id.as_ref().and_then(|p| self.producers.get(p)).copied();
+        if required {
+            if transactional {
+                return self.reply(response(id));
+            }
+            self.pending.push_back(Box::pin(async move {
+                Some(match completion.await {
+                    Ok(()) => response(id),
+                    Err(error) => {
+                        tracing::error!(%error, "store refused a message");
+                        exception_response(
+                            id,
+                            Refusal::new(JMS_EXCEPTION, format!("message not stored: {error}")),
+                        )
+                    }
+                })
+            }));
+        } else if window.is_some_and(|w| w > 0) {
+            let size = 1024
+                + message.content.as_ref().map_or(0, Bytes::len)
+                + message.marshalled_properties.as_ref().map_or(0, Bytes::len);
+            let ack = Command::ProducerAck(Box::new(ow::ProducerAck {
+                producer_id: message.producer_id.clone(),
+                size: size as i32,
+                ..Default::default()
+            }));
+            self.pending.push_back(Box::pin(async move {
+                let _ = completion.await;
+                Some(ack)
+            }));
+        }
+    }
+
+    fn ack(&mut self, ack: &ow::MessageAck) -> Result<(), Refusal> {
+        let Some(consumer_id) = &ack.consumer_id else {
+            return Err(Refusal::new(JMS_EXCEPTION, "acknowledgement without a consumer id"));
+        };
+        let kind = ack.ack_type;
+        if kind == ack_type::DELIVERED || kind == ack_type::REDELIVERED {
+            // Delivered to the application, or about to be redelivered by the client
+            // itself: nothing to do here.
+            return Ok(());
+        }
+        let Some(consumer) = self.consumers.get_mut(consumer_id) else {
+            return Ok(()); // Closed meanwhile: its messages went back.
+        };
+        let Some(last) = ack.last_message_id.as_ref().or(ack.first_message_id.as_ref()) else {
+            return Err(Refusal::new(JMS_EXCEPTION, "acknowledgement without a message id"));
+        };
+        let matches = |m: &Message, id: &ow::MessageId| m.id.0 as i64 == id.broker_sequence_id;
+        let Some(position) = consumer.delivered.iter().position(|(_, m)| matches(m, last)) else {
+            tracing::debug!(peer = %self.peer, ?last, "acknowledgement of a message not awaiting one");
+            return Ok(());
+        };
+        let acked: Vec<(QueueHandle, Arc<Message>)> = if kind == ack_type::INDIVIDUAL {
+            consumer.delivered.remove(position).into_iter().collect()
+        } else {
+            consumer.delivered.drain(..=position).collect()
+        };
+        if kind == ack_type::POISON {
+            tracing::warn!(peer = %self.peer, count = acked.len(), "poisoned messages dropped (no dead letter queue yet)");
+        }
+        let core_consumer = consumer.core;
+        let core = self.context.core.clone();
+        let mut groups: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
+        for (queue, message) in acked {
+            match groups.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
+                Some((_, messages)) => messages.push(message),
+                None => groups.push((queue, vec![message])),
+            }
+        }
+        if let Some(transaction) = self.transaction_of(ack.transaction_id.as_ref())? {
+            for (queue, messages) in &groups {
+                core.ack_in_transaction(transaction, queue, core_consumer, messages)?;
+            }
+            if let Some(ow::TransactionId::Local(local)) = &ack.transaction_id {
+                let acks = self.transaction_acks.entry(local.clone()).or_default();
+                for (queue, messages) in groups {
+                    for message in messages {
+                        acks.push((consumer_id.clone(), queue.clone(), message));
+                    }
+                }
+            }
+            return Ok(());
+        }
+        for (queue, messages) in groups {
+            core.ack_now(&queue, core_consumer, messages.iter().map(|m| m.id).collect());
+        }
+        Ok(())
+    }
+
+    fn pull(&mut self, pull: &ow::MessagePull) {
+        let Some(id) = &pull.consumer_id else { return };
+        let Some(consumer) = self.consumers.get_mut(id) else { return };
+        if consumer.prefetch != 0 {
+            return;
+        }
+        consumer.pull_generation += 1;
+        let generation = consumer.pull_generation;
+        let core = self.context.core.clone();
+        core.pull(consumer.core);
+        let id = id.clone();
+        match pull.timeout {
+            0 => {} // Waits for a message as long as it takes.
+            timeout if timeout < 0 => {
+                let ended = core.end_pull(consumer.core);
+                self.pulls.push(Box::pin(async move { (id, generation, Some(ended.await)) }));
+            }
+            timeout => {
+                let wait = Duration::from_millis(timeout as u64);
+                self.pulls.push(Box::pin(async move {
+                    tokio::time::sleep(wait).await;
+                    (id, generation, None)
+                }));
+            }
+        }
+    }
+
+    fn pull_event(&mut self, id: ow::ConsumerId, generation: u64, ended: Option<bool>) {
+        let Some(consumer) = self.consumers.get(&id) else { return };
+        if consumer.pull_generation != generation {
+            return;
+        }
+        match ended {
+            None => {
+                let ended = self.context.core.end_pull(consumer.core);
+                self.pulls.push(Box::pin(async move { (id, generation, Some(ended.await)) }));
+            }
+            Some(true) => {
+                let none = Command::MessageDispatch(Box::new(ow::MessageDispatch {
+                    consumer_id: Some(id),
+                    ..Default::default()
+                }));
+                self.write(&none);
+            }
+            Some(false) => {}
+        }
+    }
+
+    fn transaction(&mut self, id: i32, required: bool, info: &ow::TransactionInfo) {
+        let local = match &info.transaction_id {
+            Some(ow::TransactionId::Local(local)) => local.clone(),
+            Some(ow::TransactionId::Xa(_)) => return self.answer(id, required, Err(xa_refusal())),
+            None => {
+                return self.answer(
+                    id,
+                    required,
+                    Err(Refusal::new(
+                        JMS_EXCEPTION,
+                        "transaction command without a transaction id",
+                    )),
+                )
+            }
+        };
+        let core = self.context.core.clone();
+        match info.transaction_type {
+            transaction_type::BEGIN => {
+                if self.transactions.contains_key(&local) {
+                    return self.answer(id, required, Ok(()));
+                }
+                let mut transaction = core.begin();
+                transaction.keep_delivered_on_rollback();
+                self.transactions.insert(local, transaction);
+                self.answer(id, required, Ok(()));
+            }
+            transaction_type::COMMIT_ONE_PHASE => {
+                self.transaction_acks.remove(&local);
+                let Some(transaction) = self.transactions.remove(&local) else {
+                    // Nothing was sent or acknowledged in it.
+                    return self.answer(id, required, Ok(()));
+                };
+                let committed = core.commit(transaction);
+                self.pending.push_back(Box::pin(async move {
+                    match committed.await {
+                        Ok(()) => required.then(|| response(id)),
+                        Err(error) => {
+                            tracing::error!(%error, "commit failed");
+                            Some(exception_response(
+                                id,
+                                Refusal::new(
+                                    "javax.jms.TransactionRolledBackException",
+                                    format!("the transaction was not committed: {error}"),
+                                ),
+                            ))
+                        }
+                    }
+                }));
+            }
+            transaction_type::ROLLBACK => {
+                if let Some(transaction) = self.transactions.remove(&local) {
+                    drop(core.rollback(transaction));
+                }
+                // In reverse, each to the front: the original order is restored.
+                for (consumer, queue, message) in
+                    self.transaction_acks.remove(&local).unwrap_or_default().into_iter().rev()
+                {
+                    if let Some(c) = self.consumers.get_mut(&consumer) {
+                        c.delivered.push_front((queue, message));
+                    }
+                }
+                self.answer(id, required, Ok(()));
+            }
+            _ => self.answer(id, required, Err(xa_refusal())),
+        }
+    }
+
+    fn destination_info(&mut self, info: &ow::DestinationInfo) -> Result<(), Refusal> {
+        let Some(destination) = info.destination.as_ref().map(mapping::destination_from) else {
+            return Err(Refusal::new(INVALID_DESTINATION, "no destination"));
+        };
+        if !matches!(destination.kind, DestinationKind::TempQueue | DestinationKind::TempTopic) {
+            // Creating or removing ordinary destinations is administration: accepted as a
+            // no-op (they are created on first use).
+            return Ok(());
+        }
+        let core = &self.context.core;
+        match info.operation_type {
+            ow::destination_operation::ADD => {
+                core.create_temporary(destination, self.connection_id)?
+            }
+            _ => core.delete_temporary(&destination, self.connection_id)?,
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, delivery: Delivery) {
+        let Some(id) = self.by_core.get(&delivery.consumer) else { return };
+        let Some(consumer) = self.consumers.get_mut(id) else { return };
+        let mut message = mapping::message_to(
+            &delivery.message,
+            delivery.delivery_count.saturating_sub(1) as i32,
+        );
+        // A virtual topic consumer queue: the client sees the queue as JMSDestination and the
+        // topic as the original destination, as with ActiveMQ.
+        let key = delivery.queue.key();
+        if key.subscription.is_none()
+            && key.destination.kind == DestinationKind::Queue
+            && delivery.message.destination.kind == DestinationKind::Topic
+        {
+            message.original_destination = message.destination.take();
+            message.destination = Some(mapping::destination_to(&key.destination));
+        }
+        let dispatch = Command::MessageDispatch(Box::new(ow::MessageDispatch {
+            consumer_id: Some(id.clone()),
+            destination: message.destination.clone(),
+            redelivery_counter: message.redelivery_counter,
+            message: Some(Box::new(message)),
+            ..Default::default()
+        }));
+        consumer.delivered.push_back((delivery.queue, delivery.message));
+        self.write(&dispatch);
+    }
+
+    /// Rolls back open transactions, releases consumers (their unacknowledged messages go
+    /// back) and the connection's temporary destinations.
+    fn release(&mut self) {
+        let core = self.context.core.clone();
+        for (_, transaction) in self.transactions.drain() {
+            drop(core.rollback(transaction));
+        }
+        for (_, consumer) in self.consumers.drain() {
+            core.unsubscribe(consumer.core);
+        }
+        self.by_core.clear();
+        core.release_connection(self.connection_id);
+        core.release_client_id(self.connection_id);
+    }
+}
