@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conf::{Config, StoreKind, SyncMode};
+use conf::{Config, Scheme, StoreKind, SyncMode};
 use protocol::stomp::Limits;
 use store::{MemoryStore, MessageStore, StoreError, SyncPolicy};
 use store_journal::{JournalOptions, JournalStore};
@@ -198,7 +198,16 @@ impl BrokerHandle {
 
     /// The first STOMP connector's address.
     pub fn stomp_addr(&self) -> Option<std::net::SocketAddr> {
-        self.connectors.first().map(|c| c.local_addr)
+        self.addr_of(&[Scheme::Stomp, Scheme::StompNio])
+    }
+
+    /// The first OpenWire connector's address.
+    pub fn openwire_addr(&self) -> Option<std::net::SocketAddr> {
+        self.addr_of(&[Scheme::OpenWire, Scheme::OpenWireNio])
+    }
+
+    fn addr_of(&self, schemes: &[Scheme]) -> Option<std::net::SocketAddr> {
+        self.connectors.iter().find(|c| schemes.contains(&c.uri.scheme)).map(|c| c.local_addr)
     }
 
     /// Opens an in-process STOMP connection (ActiveMQ's `vm://`): no socket, the same

@@ -47,7 +47,8 @@ impl Default for BrokerConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct TransportConfig {
     /// Where to listen, as ActiveMQ transport connector URIs (see [`ConnectorUri`]).
-    /// Default `["stomp://127.0.0.1:61613"]`: STOMP, reachable from this host only.
+    /// Default `["tcp://127.0.0.1:61616", "stomp://127.0.0.1:61613"]`: OpenWire and STOMP on
+    /// ActiveMQ's ports, reachable from this host only.
     pub connectors: Vec<ConnectorUri>,
     /// Most simultaneous connections per connector; a connector's `maximumConnections` URI
     /// option overrides it. Default 1000, as ActiveMQ's sample `activemq.xml`.
@@ -78,13 +79,16 @@ pub struct TransportConfig {
 impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
-            connectors: vec![ConnectorUri {
-                scheme: Scheme::Stomp,
-                host: "127.0.0.1".to_owned(),
-                port: 61613,
-                options: ConnectorOptions::default(),
-                warnings: Vec::new(),
-            }],
+            connectors: [(Scheme::OpenWire, 61616), (Scheme::Stomp, 61613)]
+                .into_iter()
+                .map(|(scheme, port)| ConnectorUri {
+                    scheme,
+                    host: "127.0.0.1".to_owned(),
+                    port,
+                    options: ConnectorOptions::default(),
+                    warnings: Vec::new(),
+                })
+                .collect(),
             max_connections: 1000,
             connect_timeout: Duration::from_millis(30_000),
             max_frame_size: 104_857_600,

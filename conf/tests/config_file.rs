@@ -32,8 +32,9 @@ fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
     assert_eq!(config.broker.name, "localhost");
     assert_eq!(config.broker.data_dir, PathBuf::from("data"));
     assert_eq!(config.broker.shutdown_timeout, Duration::from_millis(10_000));
-    assert_eq!(config.transport.connectors.len(), 1);
-    assert_eq!(config.transport.connectors[0].to_string(), "stomp://127.0.0.1:61613");
+    assert_eq!(config.transport.connectors.len(), 2);
+    assert_eq!(config.transport.connectors[0].to_string(), "tcp://127.0.0.1:61616");
+    assert_eq!(config.transport.connectors[1].to_string(), "stomp://127.0.0.1:61613");
     assert_eq!(config.transport.max_connections, 1000);
     assert_eq!(config.transport.connect_timeout, Duration::from_millis(30_000));
     assert_eq!(config.transport.max_frame_size, 104_857_600);
@@ -461,13 +462,13 @@ fn validate_checks_values_set_in_code() {
     let error = config.validate().expect_err("two connectors on one address");
     assert_eq!(
         error.to_string(),
-        "configuration: `transport.connectors[1]`: 127.0.0.1:61613 listens on the same address as \
-         transport.connectors[0]"
+        "configuration: `transport.connectors[2]`: 127.0.0.1:61613 listens on the same address as \
+         transport.connectors[1]"
     );
     assert_eq!(
         error.with_origin("--connector").to_string(),
-        "--connector: `transport.connectors[1]`: 127.0.0.1:61613 listens on the same address as \
-         transport.connectors[0]"
+        "--connector: `transport.connectors[2]`: 127.0.0.1:61613 listens on the same address as \
+         transport.connectors[1]"
     );
 
     let mut config = Config::default();

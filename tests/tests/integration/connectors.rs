@@ -130,14 +130,15 @@ async fn persistent_send_in_flight_at_shutdown_still_gets_its_receipt() -> anyho
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn default_connector_listens_on_loopback_only() -> anyhow::Result<()> {
+async fn default_connectors_listen_on_loopback_only() -> anyhow::Result<()> {
     let config = conf::Config::default();
-    let [connector] = config.transport.connectors.as_slice() else {
-        bail!("expected exactly one default connector, got {:?}", config.transport.connectors);
+    let [openwire, stomp] = config.transport.connectors.as_slice() else {
+        bail!("expected two default connectors, got {:?}", config.transport.connectors);
     };
-    assert_eq!(connector.scheme, conf::Scheme::Stomp);
-    assert_eq!(connector.host, "127.0.0.1");
-    assert_eq!(connector.port, 61613);
+    assert_eq!((openwire.scheme, openwire.port), (conf::Scheme::OpenWire, 61616));
+    assert_eq!((stomp.scheme, stomp.port), (conf::Scheme::Stomp, 61613));
+    assert_eq!(openwire.host, "127.0.0.1");
+    assert_eq!(stomp.host, "127.0.0.1");
 
     let broker = start_broker(|_| {}).await?;
     let [bound] = broker.connectors() else { bail!("expected one bound connector") };
