@@ -697,13 +697,12 @@ impl Core {
         }
     }
 
-    /// Detaches a consumer like [`Core::unsubscribe`], but the in-flight messages `unseen`
-    /// (prefetched, never handed to the application) go back not marked redelivered.
-    pub fn unsubscribe_unseen(&self, consumer: ConsumerId, unseen: Vec<MessageId>) {
-        if !unseen.is_empty() {
-            for queue in self.queues_of(consumer) {
-                queue.send(QueueCommand::Unseen { consumer, ids: unseen.clone() });
-            }
+    /// Detaches a consumer like [`Core::unsubscribe`], but of its in-flight messages only
+    /// those in `seen` go back marked redelivered; the others were never handed to the
+    /// application.
+    pub fn unsubscribe_seen_only(&self, consumer: ConsumerId, seen: Vec<MessageId>) {
+        for queue in self.queues_of(consumer) {
+            queue.send(QueueCommand::SeenOnly { consumer, seen: seen.clone() });
         }
         self.unsubscribe(consumer);
     }

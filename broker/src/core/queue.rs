@@ -98,11 +98,13 @@ pub(crate) enum QueueCommand {
         ids: Vec<MessageId>,
     },
     Stats(oneshot::Sender<QueueStats>),
-    /// The consumer never saw these in-flight messages (OpenWire's prefetched but undelivered
-    /// ones at close): if they go back, they go back not marked redelivered.
-    Unseen {
+    /// The consumer saw only these of its in-flight messages (OpenWire's close tells which
+    /// were handed to the application); the others, prefetched but never delivered, go back
+    /// not marked redelivered. Listing what was seen, not what was not, keeps messages still
+    /// on their way to the connection (not yet known to it) unmarked too.
+    SeenOnly {
         consumer: ConsumerId,
-        ids: Vec<MessageId>,
+        seen: Vec<MessageId>,
     },
     /// A prefetch-0 consumer asks for one message (OpenWire's MessagePull).
     Pull {
@@ -287,10 +289,10 @@ impl Queue {
                 QueueCommand::Stats(reply) => {
                     let _ = reply.send(self.stats());
                 }
-                QueueCommand::Unseen { consumer, ids } => {
+                QueueCommand::SeenOnly { consumer, seen } => {
                     if let Some(consumer) = self.consumer_mut(consumer) {
-                        for id in ids {
-                            if let Some(queued) = consumer.in_flight.get_mut(&id) {
+                        for (id, queued) in consumer.in_flight.iter_mut() {
+                            if !queued.acked_in_transaction && !seen.contains(id) {
                                 queued.delivery_count = queued.delivery_count.saturating_sub(1);
                             }
                         }

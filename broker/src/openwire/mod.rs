@@ -527,17 +527,17 @@ impl Connection {
     fn remove_consumer(&mut self, id: &ow::ConsumerId, last_delivered: i64) {
         if let Some(consumer) = self.consumers.remove(id) {
             self.by_core.remove(&consumer.core);
-            let unseen = if last_delivered >= -1 {
-                consumer
+            if last_delivered >= -1 {
+                let seen = consumer
                     .delivered
                     .iter()
                     .map(|(_, m)| m.id)
-                    .filter(|id| id.0 as i64 > last_delivered)
-                    .collect()
+                    .filter(|id| id.0 as i64 <= last_delivered)
+                    .collect();
+                self.context.core.unsubscribe_seen_only(consumer.core, seen);
             } else {
-                Vec::new()
-            };
-            self.context.core.unsubscribe_unseen(consumer.core, unseen);
+                self.context.core.unsubscribe(consumer.core);
+            }
         }
     }
 
