@@ -497,6 +497,7 @@ impl Connection {
             _ => None,
         };
         let prefetch = info.prefetch_size.max(0);
+        tracing::debug!(peer = %self.peer, prefetch, "consumer added");
         let core = self.context.core.clone();
         let consumer = core.next_consumer_id();
         core.subscribe(SubscribeRequest {
