@@ -1,6 +1,7 @@
 //! ferromq's integration tests: one binary, one module per area. Each test starts its own
 //! embedded broker on an ephemeral port (see the `tests` library for the shared helpers).
 
+mod activemq_tools;
 mod bad_input;
 mod connectors;
 mod durable;
