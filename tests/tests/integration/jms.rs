@@ -300,7 +300,7 @@ async fn jms_large_message() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "persistent messages sent before the broker restart are not all received after the failover reconnect (messages 20-99 reported lost); not investigated yet, and there is no producer audit for resends"]
+#[ignore = "after a fast in-process restart (client reconnects within ~100 ms) the re-created consumer receives nothing (messages 20-99 reported lost); passes with a 1.5 s pause or a real process restart; no producer audit for resends yet"]
 async fn jms_failover() -> anyhow::Result<()> {
     run_against_ferromq("failover").await
 }
