@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use store::{
-    Destination, Message, MessageId, Operation, PageKey, QueueKey, StoreError, SubscriptionInfo,
-    SubscriptionKey, TxnId,
+    validate_unit, Destination, Message, MessageId, Operation, PageKey, QueueKey, StoreError,
+    SubscriptionInfo, SubscriptionKey, TxnId, TxnState,
 };
 
 use crate::refs::{is_pending, Loc, QueueRefs, Slot, PENDING};
@@ -48,13 +48,6 @@ pub struct Txn {
     /// (file, bytes) of every record of this transaction in the journal: they stay live
     /// (their files are neither deleted nor compacted) while the transaction is open.
     pub records: Vec<(u32, u32)>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TxnStatus {
-    Unknown,
-    Open,
-    Prepared,
 }
 
 #[derive(Debug)]
@@ -91,66 +84,14 @@ impl Default for Index {
     }
 }
 
-fn invalid(reason: String) -> StoreError {
-    StoreError::Invalid { reason }
-}
-
-fn unknown_txn(verb: &str, txn: TxnId) -> StoreError {
-    invalid(format!("cannot {verb} transaction {}: the store has no such open transaction", txn.0))
-}
-
 impl Index {
-    fn txn_status(&self, overlay: &HashMap<TxnId, TxnStatus>, txn: TxnId) -> TxnStatus {
-        if let Some(status) = overlay.get(&txn) {
-            return *status;
-        }
-        match self.txns.get(&txn) {
-            Some(t) if t.prepared => TxnStatus::Prepared,
-            Some(_) => TxnStatus::Open,
-            None => TxnStatus::Unknown,
-        }
-    }
-
-    /// Checks that every operation of a unit can be applied, following the transactions the
-    /// unit itself begins and ends (the rules of [`store::MemoryStore`]).
+    /// Checks that every operation of a unit can be applied (the contract's rules).
     pub fn validate(&self, operations: &[Operation]) -> Result<(), StoreError> {
-        let mut overlay: HashMap<TxnId, TxnStatus> = HashMap::new();
-        for operation in operations {
-            match operation {
-                Operation::AddMessage { txn: Some(txn), .. }
-                | Operation::Ack { txn: Some(txn), .. } => {
-                    if self.txn_status(&overlay, *txn) == TxnStatus::Prepared {
-                        return Err(invalid(format!(
-                            "transaction {} is prepared; it takes no more operations",
-                            txn.0
-                        )));
-                    }
-                    overlay.insert(*txn, TxnStatus::Open);
-                }
-                Operation::Prepare(txn) => match self.txn_status(&overlay, *txn) {
-                    TxnStatus::Open => {
-                        overlay.insert(*txn, TxnStatus::Prepared);
-                    }
-                    TxnStatus::Prepared => {
-                        return Err(invalid(format!("transaction {} is already prepared", txn.0)))
-                    }
-                    TxnStatus::Unknown => return Err(unknown_txn("prepare", *txn)),
-                },
-                Operation::Commit(txn) | Operation::Rollback(txn) => {
-                    if self.txn_status(&overlay, *txn) == TxnStatus::Unknown {
-                        let verb = if matches!(operation, Operation::Commit(_)) {
-                            "commit"
-                        } else {
-                            "roll back"
-                        };
-                        return Err(unknown_txn(verb, *txn));
-                    }
-                    overlay.insert(*txn, TxnStatus::Unknown);
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+        validate_unit(operations, |txn| match self.txns.get(&txn) {
+            Some(t) if t.prepared => TxnState::Prepared,
+            Some(_) => TxnState::Open,
+            None => TxnState::Unknown,
+        })
     }
 
     /// Registers the body of an add that the writer has not placed yet; returns its token.

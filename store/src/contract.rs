@@ -300,3 +300,73 @@ pub trait MessageStore: Send + Sync + 'static {
     /// Later submits fail with [`StoreError::Closed`].
     fn close(&self) -> Result<(), StoreError>;
 }
+
+/// What a store holds for a transaction id, as [`validate_unit`] asks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnState {
+    /// No open transaction by that id.
+    Unknown,
+    /// Open: it takes operations, a prepare, a commit or a rollback.
+    Open,
+    /// Prepared: only a commit or a rollback.
+    Prepared,
+}
+
+/// Checks that every operation of a unit can be applied under the contract's transaction
+/// rules, following the transactions the unit itself begins and ends: operations of a
+/// prepared transaction, a second prepare, and a prepare, commit or rollback of a transaction
+/// the store does not have are [`StoreError::Invalid`]. `held` says what the store holds for
+/// a transaction before the unit. Every engine validates a unit with this before applying any
+/// of it, so that a refused unit applies nothing.
+pub fn validate_unit(
+    operations: &[Operation],
+    held: impl Fn(TxnId) -> TxnState,
+) -> Result<(), StoreError> {
+    let invalid = |reason: String| StoreError::Invalid { reason };
+    let unknown = |verb: &str, txn: TxnId| {
+        invalid(format!(
+            "cannot {verb} transaction {}: the store has no such open transaction",
+            txn.0
+        ))
+    };
+    let mut overlay: std::collections::HashMap<TxnId, TxnState> = Default::default();
+    let state = |overlay: &std::collections::HashMap<TxnId, TxnState>, txn: TxnId| {
+        overlay.get(&txn).copied().unwrap_or_else(|| held(txn))
+    };
+    for operation in operations {
+        match operation {
+            Operation::AddMessage { txn: Some(txn), .. }
+            | Operation::Ack { txn: Some(txn), .. } => {
+                if state(&overlay, *txn) == TxnState::Prepared {
+                    return Err(invalid(format!(
+                        "transaction {} is prepared; it takes no more operations",
+                        txn.0
+                    )));
+                }
+                overlay.insert(*txn, TxnState::Open);
+            }
+            Operation::Prepare(txn) => match state(&overlay, *txn) {
+                TxnState::Open => {
+                    overlay.insert(*txn, TxnState::Prepared);
+                }
+                TxnState::Prepared => {
+                    return Err(invalid(format!("transaction {} is already prepared", txn.0)))
+                }
+                TxnState::Unknown => return Err(unknown("prepare", *txn)),
+            },
+            Operation::Commit(txn) | Operation::Rollback(txn) => {
+                if state(&overlay, *txn) == TxnState::Unknown {
+                    let verb = if matches!(operation, Operation::Commit(_)) {
+                        "commit"
+                    } else {
+                        "roll back"
+                    };
+                    return Err(unknown(verb, *txn));
+                }
+                overlay.insert(*txn, TxnState::Unknown);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -37,8 +37,8 @@ pub mod message;
 pub mod record;
 
 pub use contract::{
-    Completer, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered, StoredMessage,
-    SubscriptionInfo, SubscriptionKey, SyncPolicy, TxnId, UnitOfWork,
+    validate_unit, Completer, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered,
+    StoredMessage, SubscriptionInfo, SubscriptionKey, SyncPolicy, TxnId, TxnState, UnitOfWork,
 };
 pub use error::StoreError;
 pub use failpoint::{FailAction, Failpoints};

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::contract::{
-    Completion, MessageStore, Operation, PageKey, QueueKey, Recovered, StoredMessage,
-    SubscriptionInfo, SubscriptionKey, TxnId, UnitOfWork,
+    validate_unit, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered,
+    StoredMessage, SubscriptionInfo, SubscriptionKey, TxnId, TxnState, UnitOfWork,
 };
 use crate::error::StoreError;
 use crate::failpoint::Failpoints;
@@ -65,14 +65,6 @@ enum TxnOperation {
 struct Transaction {
     operations: Vec<TxnOperation>,
     prepared: bool,
-}
-
-/// What a transaction id refers to while a unit is being validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TxnStatus {
-    Unknown,
-    Open,
-    Prepared,
 }
 
 /// Everything the store holds; shared by every instance opened over it.
@@ -158,7 +150,7 @@ impl MemoryStore {
         self.check_open(&state)?;
         self.failpoints.check(FAILPOINT_SUBMIT)?;
         // Validate first, so that an invalid unit applies nothing; applying cannot fail.
-        state.validate(&unit)?;
+        validate_unit(&unit.operations, |txn| state.txn_state(txn))?;
         for operation in unit.operations {
             state.apply(operation);
         }
@@ -167,57 +159,13 @@ impl MemoryStore {
 }
 
 impl State {
-    fn txn_status(&self, overlay: &HashMap<TxnId, TxnStatus>, txn: TxnId) -> TxnStatus {
-        if let Some(status) = overlay.get(&txn) {
-            return *status;
-        }
+    /// What this state holds for `txn`, for the contract's unit validation.
+    fn txn_state(&self, txn: TxnId) -> TxnState {
         match self.transactions.get(&txn) {
-            Some(transaction) if transaction.prepared => TxnStatus::Prepared,
-            Some(_) => TxnStatus::Open,
-            None => TxnStatus::Unknown,
+            Some(transaction) if transaction.prepared => TxnState::Prepared,
+            Some(_) => TxnState::Open,
+            None => TxnState::Unknown,
         }
-    }
-
-    /// Checks that every operation of `unit` can be applied, following the transactions the
-    /// unit itself begins and ends.
-    fn validate(&self, unit: &UnitOfWork) -> Result<(), StoreError> {
-        let mut overlay: HashMap<TxnId, TxnStatus> = HashMap::new();
-        for operation in &unit.operations {
-            match operation {
-                Operation::AddMessage { txn: Some(txn), .. }
-                | Operation::Ack { txn: Some(txn), .. } => {
-                    if self.txn_status(&overlay, *txn) == TxnStatus::Prepared {
-                        return Err(invalid(format!(
-                            "transaction {} is prepared; it takes no more operations",
-                            txn.0
-                        )));
-                    }
-                    overlay.insert(*txn, TxnStatus::Open);
-                }
-                Operation::Prepare(txn) => match self.txn_status(&overlay, *txn) {
-                    TxnStatus::Open => {
-                        overlay.insert(*txn, TxnStatus::Prepared);
-                    }
-                    TxnStatus::Prepared => {
-                        return Err(invalid(format!("transaction {} is already prepared", txn.0)))
-                    }
-                    TxnStatus::Unknown => return Err(unknown_txn("prepare", *txn)),
-                },
-                Operation::Commit(txn) | Operation::Rollback(txn) => {
-                    if self.txn_status(&overlay, *txn) == TxnStatus::Unknown {
-                        let verb = if matches!(operation, Operation::Commit(_)) {
-                            "commit"
-                        } else {
-                            "roll back"
-                        };
-                        return Err(unknown_txn(verb, *txn));
-                    }
-                    overlay.insert(*txn, TxnStatus::Unknown);
-                }
-                _ => {}
-            }
-        }
-        Ok(())
     }
 
     /// Applies one validated operation.
@@ -345,14 +293,6 @@ impl State {
             }
         }
     }
-}
-
-fn invalid(reason: String) -> StoreError {
-    StoreError::Invalid { reason }
-}
-
-fn unknown_txn(verb: &str, txn: TxnId) -> StoreError {
-    invalid(format!("cannot {verb} transaction {}: the store has no such open transaction", txn.0))
 }
 
 impl MessageStore for MemoryStore {
