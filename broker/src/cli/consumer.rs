@@ -1,34 +1,17 @@
 //! `ferromq consumer`.
 
 use clap::{ArgAction, Args, ValueEnum};
-use client::load::{
-    run_consumer_observed, BrokerUrl, ConsumerAckMode, ConsumerOptions, DestinationName,
-};
+use client::load::{run_consumer_observed, ConsumerAckMode, ConsumerOptions};
 
-use super::{finish, load_error, millis, printer, runtime, DEFAULT_BROKER_URL};
+use super::{finish, load_error, millis, printer, runtime, CommonArgs};
 
 /// Receives messages from the broker, like ActiveMQ's `activemq consumer`, and reports the
 /// throughput. Each thread has its own connection and subscription and receives
 /// --messageCount messages.
 #[derive(Debug, Args)]
 pub struct ConsumerArgs {
-    /// The broker. ferromq's client speaks STOMP only today, so the default is
-    /// stomp://127.0.0.1:61613 (ActiveMQ's tool defaults to OpenWire on
-    /// tcp://localhost:61616, which is refused with a hint).
-    #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
-    broker_url: String,
-    /// The login.
-    #[arg(long)]
-    user: Option<String>,
-    /// The passcode.
-    #[arg(long)]
-    password: Option<String>,
-    /// queue://NAME or topic://NAME; a bare NAME is a queue.
-    #[arg(long, value_name = "DEST", default_value = "queue://TEST")]
-    destination: String,
-    /// Messages per thread.
-    #[arg(long = "messageCount", value_name = "N", default_value_t = 1000)]
-    message_count: u64,
+    #[command(flatten)]
+    common: CommonArgs,
     /// Threads, each with its own connection and subscription.
     #[arg(
         long = "parallelThreads",
@@ -91,8 +74,7 @@ enum AckModeArg {
 
 /// Runs `ferromq consumer`.
 pub fn run(args: ConsumerArgs) -> anyhow::Result<()> {
-    let broker: BrokerUrl = args.broker_url.parse().map_err(load_error)?;
-    let destination: DestinationName = args.destination.parse().map_err(load_error)?;
+    let (broker, destination) = args.common.target()?;
     let transaction_batch_size = match (args.transaction_batch_size, args.transacted) {
         (0, true) => args.batch_size,
         (size, _) => size,
@@ -100,7 +82,7 @@ pub fn run(args: ConsumerArgs) -> anyhow::Result<()> {
     let options = ConsumerOptions {
         broker,
         destination,
-        message_count: args.message_count,
+        message_count: args.common.message_count,
         parallel_threads: usize::from(args.parallel_threads),
         transaction_batch_size,
         ack_mode: match args.ack_mode {
@@ -114,8 +96,8 @@ pub fn run(args: ConsumerArgs) -> anyhow::Result<()> {
         subscription_name: args.subscription_name,
         receive_timeout: millis(args.receive_timeout),
         sleep: millis(args.sleep),
-        user: args.user,
-        password: args.password,
+        user: args.common.user,
+        password: args.common.password,
     };
     let ready = format!(
         "subscribed to {}{}, waiting for {} messages",

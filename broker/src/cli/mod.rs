@@ -20,6 +20,37 @@ use client::load::{LoadError, LoadEvent, LoadReport, Observer};
 /// client speaks STOMP only today.
 const DEFAULT_BROKER_URL: &str = "stomp://127.0.0.1:61613";
 
+/// The options `ferromq producer` and `ferromq consumer` share, with ActiveMQ's names.
+#[derive(Debug, clap::Args)]
+pub struct CommonArgs {
+    /// The broker. ferromq's client speaks STOMP only today, so the default is
+    /// stomp://127.0.0.1:61613 (ActiveMQ's tool defaults to OpenWire on
+    /// tcp://localhost:61616, which is refused with a hint).
+    #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
+    broker_url: String,
+    /// The login.
+    #[arg(long)]
+    user: Option<String>,
+    /// The passcode.
+    #[arg(long)]
+    password: Option<String>,
+    /// queue://NAME or topic://NAME; a bare NAME is a queue.
+    #[arg(long, value_name = "DEST", default_value = "queue://TEST")]
+    destination: String,
+    /// Messages per thread.
+    #[arg(long = "messageCount", value_name = "N", default_value_t = 1000)]
+    message_count: u64,
+}
+
+impl CommonArgs {
+    /// The broker and destination, parsed.
+    fn target(&self) -> anyhow::Result<(client::load::BrokerUrl, client::load::DestinationName)> {
+        let broker = self.broker_url.parse().map_err(load_error)?;
+        let destination = self.destination.parse().map_err(load_error)?;
+        Ok((broker, destination))
+    }
+}
+
 /// The runtime the load threads run on.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

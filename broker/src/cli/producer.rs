@@ -1,31 +1,16 @@
 //! `ferromq producer`.
 
 use clap::{ArgAction, Args};
-use client::load::{run_producer_observed, BrokerUrl, DestinationName, ProducerOptions};
+use client::load::{run_producer_observed, ProducerOptions};
 
-use super::{finish, load_error, millis, printer, runtime, DEFAULT_BROKER_URL};
+use super::{finish, load_error, millis, printer, runtime, CommonArgs};
 
 /// Sends messages to the broker, like ActiveMQ's `activemq producer`, and reports the
 /// throughput. Each thread has its own connection and sends --messageCount messages.
 #[derive(Debug, Args)]
 pub struct ProducerArgs {
-    /// The broker. ferromq's client speaks STOMP only today, so the default is
-    /// stomp://127.0.0.1:61613 (ActiveMQ's tool defaults to OpenWire on
-    /// tcp://localhost:61616, which is refused with a hint).
-    #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
-    broker_url: String,
-    /// The login.
-    #[arg(long)]
-    user: Option<String>,
-    /// The passcode.
-    #[arg(long)]
-    password: Option<String>,
-    /// queue://NAME or topic://NAME; a bare NAME is a queue.
-    #[arg(long, value_name = "DEST", default_value = "queue://TEST")]
-    destination: String,
-    /// Messages per thread.
-    #[arg(long = "messageCount", value_name = "N", default_value_t = 1000)]
-    message_count: u64,
+    #[command(flatten)]
+    common: CommonArgs,
     /// 0: a text message "test message: N"; otherwise a bytes message of this many bytes.
     #[arg(long = "messageSize", value_name = "BYTES", default_value_t = 0)]
     message_size: usize,
@@ -63,12 +48,11 @@ pub struct ProducerArgs {
 
 /// Runs `ferromq producer`.
 pub fn run(args: ProducerArgs) -> anyhow::Result<()> {
-    let broker: BrokerUrl = args.broker_url.parse().map_err(load_error)?;
-    let destination: DestinationName = args.destination.parse().map_err(load_error)?;
+    let (broker, destination) = args.common.target()?;
     let options = ProducerOptions {
         broker,
         destination,
-        message_count: args.message_count,
+        message_count: args.common.message_count,
         message_size: args.message_size,
         message: args.message,
         persistent: args.persistent,
@@ -78,8 +62,8 @@ pub fn run(args: ProducerArgs) -> anyhow::Result<()> {
         msg_group_id: args.msg_group_id,
         sleep: millis(args.sleep),
         sync_send: args.sync_send,
-        user: args.user,
-        password: args.password,
+        user: args.common.user,
+        password: args.common.password,
     };
     let ready = format!(
         "connected to {}, sending {} {} messages to {}",
