@@ -319,7 +319,7 @@ impl Core {
     ) -> Result<Vec<QueueHandle>, CoreError> {
         let mut route: Vec<QueueHandle> = Vec::new();
         for part in composite_parts(&message.destination) {
-            if DestinationFilter::new(&part.name).is_wildcard() {
+            if DestinationFilter::is_pattern(&part.name) {
                 return Err(CoreError::WildcardSend(part.to_string()));
             }
             let reached = match part.kind {

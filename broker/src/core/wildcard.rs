@@ -42,6 +42,12 @@ impl DestinationFilter {
         self.levels.iter().any(|level| !matches!(level, Level::Exact(_)))
     }
 
+    /// True if `name` would parse into a pattern with a wildcard level; checked on every send,
+    /// so it parses nothing.
+    pub fn is_pattern(name: &str) -> bool {
+        name.split('.').any(|level| level == "*") || name == ">" || name.ends_with(".>")
+    }
+
     /// True if a destination named `name` (which has no wildcards itself) matches.
     pub fn matches(&self, name: &str) -> bool {
         let mut parts = name.split('.');
@@ -101,6 +107,10 @@ mod tests {
     fn exact_patterns_match_only_themselves() {
         let filter = DestinationFilter::new("A.B");
         assert!(!filter.is_wildcard());
+        assert!(!DestinationFilter::is_pattern("A.B"));
+        assert!(DestinationFilter::is_pattern("A.*.B"));
+        assert!(DestinationFilter::is_pattern("A.>"));
+        assert!(!DestinationFilter::is_pattern("A.>.C"));
         assert!(filter.matches("A.B"));
         assert!(!filter.matches("A.B.C"));
         assert!(!filter.matches("A"));
