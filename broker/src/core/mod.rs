@@ -5,10 +5,12 @@
 //!
 //! Layout: `queue` is the task that owns one queue of messages (a queue destination, a
 //! durable subscription, or a topic subscriber); `registry` is the routing table;
-//! `transaction` holds a connection's open local transaction; `wildcard` matches names.
+//! `transaction` holds a connection's open local transaction; `wildcard` matches names;
+//! `selector` parses and evaluates JMS message selectors.
 
 pub mod queue;
 mod registry;
+pub mod selector;
 mod transaction;
 pub mod wildcard;
 
