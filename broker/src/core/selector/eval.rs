@@ -60,12 +60,10 @@ impl Context<'_> {
                 let value = self.value(value)?;
                 let low = self.value(low);
                 let high = self.value(high);
-                let at_least_low = low.and_then(|low| {
-                    self.compare(Comparison::GreaterEqual, &value, &low)
-                });
-                let at_most_high = high.and_then(|high| {
-                    self.compare(Comparison::LessEqual, &value, &high)
-                });
+                let at_least_low =
+                    low.and_then(|low| self.compare(Comparison::GreaterEqual, &value, &low));
+                let at_most_high =
+                    high.and_then(|high| self.compare(Comparison::LessEqual, &value, &high));
                 // NOT BETWEEN is the negation of BETWEEN, which three-valued NOT preserves.
                 and(at_least_low, at_most_high).map(|inside| inside != *negated)
             }
@@ -127,7 +125,9 @@ impl Context<'_> {
             }
             Header::Expiration => Some(Value::Exact(headers.expiration)),
             Header::Destination => Some(Value::String(message.destination.to_string().into())),
-            Header::ReplyTo => headers.reply_to.as_ref().map(|d| Value::String(d.to_string().into())),
+            Header::ReplyTo => {
+                headers.reply_to.as_ref().map(|d| Value::String(d.to_string().into()))
+            }
             Header::GroupId => text(&headers.group_id),
             Header::GroupSeq => Some(Value::Exact(i64::from(headers.group_seq))),
         }
@@ -265,10 +265,7 @@ fn convert_like(text: &str, like: &Value) -> Option<Value> {
 
 fn parse_number(text: &str) -> Option<Value> {
     let text = text.trim();
-    text.parse()
-        .map(Value::Exact)
-        .ok()
-        .or_else(|| text.parse().ok().map(Value::Approximate))
+    text.parse().map(Value::Exact).ok().or_else(|| text.parse().ok().map(Value::Approximate))
 }
 
 /// Java's `Boolean.valueOf(String)`.
@@ -277,8 +274,7 @@ fn parse_bool(text: &str) -> bool {
 }
 
 fn arithmetic(operator: Arithmetic, left: &Value, right: &Value) -> Option<Value> {
-    if let (Value::Exact(l), Value::Exact(r), false) =
-        (left, right, operator == Arithmetic::Divide)
+    if let (Value::Exact(l), Value::Exact(r), false) = (left, right, operator == Arithmetic::Divide)
     {
         return Some(Value::Exact(match operator {
             Arithmetic::Add => l.wrapping_add(*r),

@@ -112,7 +112,8 @@ pub(super) fn tokenize(text: &str) -> Result<Vec<Spanned>, SelectorError> {
         }
         let (token, next) = if c == '\'' {
             string(&chars, at)?
-        } else if c.is_ascii_digit() || (c == '.' && chars.get(at + 1).is_some_and(char::is_ascii_digit))
+        } else if c.is_ascii_digit()
+            || (c == '.' && chars.get(at + 1).is_some_and(char::is_ascii_digit))
         {
             number(&chars, at)?
         } else if is_identifier_start(c) {

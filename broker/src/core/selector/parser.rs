@@ -40,7 +40,9 @@ pub(super) enum Value {
     String(Arc<str>),
     /// JMSDeliveryMode: equal to `'PERSISTENT'` / `'NON_PERSISTENT'` as JMS says, and to 2 / 1
     /// as ActiveMQ evaluates it (the JMS `DeliveryMode` constants).
-    DeliveryMode { persistent: bool },
+    DeliveryMode {
+        persistent: bool,
+    },
 }
 
 /// A header field a selector can name.
@@ -407,14 +409,12 @@ impl Parser {
                     let mut chars = escape.chars();
                     match (chars.next(), chars.next()) {
                         (Some(c), None) => Some(c),
-                        _ => {
-                            return Err(SelectorError::Type {
-                                column: escape_column,
-                                reason: format!(
-                                    "the ESCAPE string must be exactly one character, not '{escape}'"
-                                ),
-                            })
-                        }
+                        _ => return Err(SelectorError::Type {
+                            column: escape_column,
+                            reason: format!(
+                                "the ESCAPE string must be exactly one character, not '{escape}'"
+                            ),
+                        }),
                     }
                 } else {
                     None

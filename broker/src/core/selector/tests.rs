@@ -37,8 +37,8 @@ fn message() -> Message {
 
 #[track_caller]
 fn check(selector: &str, expected: bool) {
-    let parsed = Selector::parse(selector)
-        .unwrap_or_else(|e| panic!("`{selector}` should parse, but: {e}"));
+    let parsed =
+        Selector::parse(selector).unwrap_or_else(|e| panic!("`{selector}` should parse, but: {e}"));
     assert_eq!(parsed.matches(&message()), expected, "selector `{selector}`");
 }
 
