@@ -3,24 +3,29 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use protocol::openwire::WireError as OpenWireError;
 use protocol::stomp::WireError;
 
-/// Why a client operation failed.
+/// Why a client operation failed, over either protocol.
 ///
-/// `Clone` because one event (the server's ERROR frame, a broken socket) fails every
-/// request waiting on the connection at once.
+/// `Clone` because one event (the server's ERROR frame or ConnectionError, a broken socket)
+/// fails every request waiting on the connection at once.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
     /// Reading from or writing to the connection failed.
-    #[error("I/O error on the connection to the STOMP server: {0}")]
+    #[error("I/O error on the connection to the server: {0}")]
     Io(#[source] Arc<std::io::Error>),
     /// The server sent bytes that are not valid STOMP.
     #[error("the STOMP server sent an invalid frame: {0}")]
     Wire(#[from] WireError),
+    /// The server sent bytes that are not valid OpenWire, or a command cannot be encoded.
+    #[error("OpenWire error: {0}")]
+    OpenWire(#[from] OpenWireError),
     /// The server's frames do not follow the protocol (or a request cannot be expressed in
-    /// the negotiated version, like NACK in STOMP 1.0).
-    #[error("STOMP protocol error: {message}")]
+    /// the negotiated version, like NACK in STOMP 1.0), or the server does not speak the
+    /// protocol at all.
+    #[error("protocol error: {message}")]
     Protocol {
         /// What was wrong.
         message: String,
@@ -33,6 +38,16 @@ pub enum ClientError {
         /// The ERROR frame's body (lossily decoded), often the details.
         body: String,
     },
+    /// The OpenWire broker refused a command (an ExceptionResponse) or failed the
+    /// connection (a ConnectionError), naming the Java exception the JMS client would throw.
+    #[error("the broker refused: {class}: {message}")]
+    Exception {
+        /// The fully qualified Java exception class, e.g.
+        /// `javax.jms.InvalidClientIDException`.
+        class: String,
+        /// The exception's message.
+        message: String,
+    },
     /// Nothing arrived in time: a CONNECTED frame, a receipt, a message, or the server's
     /// heart-beats.
     #[error("timed out after {after:?} waiting for {waiting_for}")]
@@ -43,7 +58,7 @@ pub enum ClientError {
         after: Duration,
     },
     /// The connection is closed (by the server, or by an earlier disconnect).
-    #[error("the connection to the STOMP server is closed")]
+    #[error("the connection to the server is closed")]
     Closed,
 }
 

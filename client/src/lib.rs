@@ -58,12 +58,15 @@ mod connection;
 mod error;
 pub mod load;
 mod message;
+mod net;
+pub mod openwire;
 mod options;
 mod subscription;
 
 pub use client::StompClient;
 pub use error::ClientError;
 pub use message::ReceivedMessage;
+pub use net::connect_tcp;
 pub use options::{AckMode, ConnectOptions};
 pub use subscription::Subscription;
 

@@ -9,6 +9,8 @@
 //! - `src/lib.rs`: starting a broker ([`start_broker`], [`start_broker_with_store`]),
 //!   connecting clients ([`connect`]), waiting for messages with the suite's timeouts
 //!   ([`recv`], [`assert_nothing_arrives`]) and reading the store ([`stored_count`]);
+//! - `src/activemq.rs`: [`ActiveMq`], Apache ActiveMQ (Debian's package) started on a free
+//!   port with `tests/activemq/activemq.xml`, for interoperability tests;
 //! - `src/raw.rs`: [`RawConnection`], a TCP connection that writes exact bytes and decodes
 //!   what comes back, for protocol and bad-input tests;
 //! - `src/controlled_store.rs`: [`ControlledStore`], a [`store::MemoryStore`] wrapper that
@@ -17,7 +19,9 @@
 //!   records every operation the broker submits, for assertions on what was stored and how;
 //! - `tests/integration/`: one test binary, one module per area (`queues`, `receipts`,
 //!   `stomp_protocol`, `bad_input`, `connectors`, `model`, `topics`, `durable`, `wildcards`,
-//!   `virtual_topics`, `transactions`, `extensions`, `temporary`, `stomp_py`, `jms`);
+//!   `virtual_topics`, `transactions`, `extensions`, `temporary`, `stomp_py`, `jms`,
+//!   `openwire`, `openwire_client`, `activemq_tools`);
+//! - `activemq/`: the minimal Apache ActiveMQ configuration [`ActiveMq`] runs;
 //! - `python/`: checks with a real third-party client (stomp.py), driven by `stomp_py`;
 //! - `java/`: checks with the stock ActiveMQ JMS client (`JmsChecks.java`, compiled by
 //!   `scripts/test`, which exports `FERROMQ_JMS_CLASSPATH`), driven by `jms`.
@@ -39,6 +43,7 @@
 //! # Ok(()) }
 //! ```
 
+mod activemq;
 mod controlled_store;
 mod raw;
 mod recording_store;
@@ -52,6 +57,7 @@ use client::{ConnectOptions, ReceivedMessage, StompClient, Subscription};
 use conf::Config;
 use store::{Destination, MessageStore, QueueKey, SubscriptionKey};
 
+pub use activemq::{ActiveMq, ACTIVEMQ_HOME, REQUIRE_ACTIVEMQ};
 pub use controlled_store::{ControlledStore, Policy};
 pub use raw::{RawConnection, RawEvent};
 pub use recording_store::{RecordedAdd, RecordingStore};

@@ -9,16 +9,18 @@ use tokio::task::JoinSet;
 use super::producer::panicked;
 use super::report::Histogram;
 use super::{
-    no_observer, thread_name, BrokerUrl, DestinationName, LoadError, LoadEvent, LoadReport,
-    Observer, Role,
+    no_observer, thread_name, BrokerUrl, Connection, DestinationName, LoadError, LoadEvent,
+    LoadReport, Observer, Role,
 };
+use crate::openwire::{self, Consumer, OpenWireClient, Session, SessionMode, SubscribeOptions};
 use crate::{AckMode, ClientError, ReceivedMessage, StompClient, Subscription};
 
 /// How a consumer acknowledges, named after the JMS session modes of ActiveMQ's tool.
 ///
 /// Every mode acknowledges only the messages a thread counts, so messages the broker
 /// pushed ahead (prefetch) to a thread that stops are redelivered to the others, as with
-/// JMS. On the wire (STOMP):
+/// JMS. Over OpenWire each is the JMS session mode of the same name (auto acknowledgements
+/// batched as [`crate::openwire::Consumer`] says); on the wire over STOMP:
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ConsumerAckMode {
     /// `AUTO_ACKNOWLEDGE` (the default): each message is acknowledged as it is received,
@@ -47,11 +49,10 @@ impl ConsumerAckMode {
     }
 }
 
-/// What [`run_consumer`] receives; the defaults are ActiveMQ's `consumer` command's, except
-/// the broker URL (ferromq's client speaks STOMP, not OpenWire).
+/// What [`run_consumer`] receives; the defaults are ActiveMQ's `consumer` command's.
 #[derive(Debug, Clone)]
 pub struct ConsumerOptions {
-    /// The broker; default `stomp://127.0.0.1:61613`.
+    /// The broker; default `tcp://localhost:61616` (OpenWire).
     pub broker: BrokerUrl,
     /// Where to receive from; default `queue://TEST`.
     pub destination: DestinationName,
@@ -70,10 +71,10 @@ pub struct ConsumerOptions {
     /// A durable subscription on a topic, named [`ConsumerOptions::subscription_name`]
     /// under [`ConsumerOptions::client_id`] (both required); default false.
     pub durable: bool,
-    /// The connection's client id (STOMP `client-id`), if any. With several threads each
+    /// The connection's client id (OpenWire ConnectionInfo's, STOMP `client-id`), if any. With several threads each
     /// connection needs its own, so thread N uses `ID-N`.
     pub client_id: Option<String>,
-    /// The durable subscription's name (`activemq.subscriptionName`); default
+    /// The durable subscription's name (`activemq.subscriptionName` over STOMP); default
     /// `ferromq-consumer`.
     pub subscription_name: String,
     /// A thread stops after waiting this long for a message, with fewer messages than
@@ -159,7 +160,7 @@ pub async fn run_consumer_observed(
         let client_id = options.thread_client_id(index);
         let (options, plan, observer) = (options.clone(), plan.clone(), observer.clone());
         workers.spawn(async move {
-            let client = super::connect(
+            let connection = super::connect(
                 &options.broker,
                 &options.user,
                 &options.password,
@@ -167,12 +168,18 @@ pub async fn run_consumer_observed(
                 &thread,
             )
             .await?;
-            let subscription = subscribe(&client, &plan, &thread).await?;
+            let mut receiver = Receiver::subscribe(connection, &plan).await.map_err(|source| {
+                LoadError::Subscribe {
+                    thread: thread.clone(),
+                    destination: plan.destination_name.clone(),
+                    source,
+                }
+            })?;
             observer(&LoadEvent::Ready { thread: thread.clone() });
-            let outcome = consume(&thread, &client, subscription, &plan).await;
+            let outcome = consume(&thread, &mut receiver, &plan).await;
             // Closing also releases the messages pushed to us and not counted; a durable
             // subscription stays (closing is not unsubscribing).
-            let _ = client.disconnect().await;
+            receiver.close().await;
             let outcome = outcome?;
             observer(&LoadEvent::Finished {
                 thread,
@@ -229,6 +236,7 @@ enum Acking {
 
 struct Plan {
     destination: String,
+    openwire_destination: openwire::Destination,
     destination_name: String,
     count: u64,
     acking: Acking,
@@ -248,6 +256,7 @@ impl Plan {
         };
         Plan {
             destination: options.destination.stomp_destination(),
+            openwire_destination: options.destination.openwire_destination(),
             destination_name: options.destination.to_string(),
             count: options.message_count,
             acking,
@@ -268,24 +277,148 @@ impl Plan {
             Acking::Transacted(_) | Acking::Auto | Acking::Individual => AckMode::ClientIndividual,
         }
     }
+
+    fn session_mode(&self) -> SessionMode {
+        match self.acking {
+            Acking::Transacted(_) => SessionMode::Transacted,
+            Acking::Auto => SessionMode::Auto,
+            Acking::Cumulative(_) => SessionMode::Client,
+            Acking::Individual => SessionMode::Individual,
+        }
+    }
 }
 
-async fn subscribe(
-    client: &StompClient,
-    plan: &Plan,
-    thread: &str,
-) -> Result<Subscription, LoadError> {
-    let mut headers = Vec::new();
-    if let Some(name) = &plan.durable_name {
-        headers.push(("activemq.subscriptionName", name.as_str()));
-    }
-    client.subscribe(&plan.destination, plan.stomp_ack_mode(), &headers).await.map_err(|source| {
-        LoadError::Subscribe {
-            thread: thread.to_owned(),
-            destination: plan.destination_name.clone(),
-            source,
+/// One thread's subscription, over the protocol of its connection.
+enum Receiver {
+    Stomp { client: StompClient, subscription: Subscription },
+    OpenWire { client: OpenWireClient, session: Session, consumer: Consumer },
+}
+
+/// A message one [`Receiver`] received.
+enum Received {
+    Stomp(ReceivedMessage),
+    OpenWire(Box<openwire::Message>),
+}
+
+impl Receiver {
+    /// Subscribes (and waits for the broker to confirm).
+    async fn subscribe(connection: Connection, plan: &Plan) -> Result<Receiver, ClientError> {
+        match connection {
+            Connection::Stomp(client) => {
+                let mut headers = Vec::new();
+                if let Some(name) = &plan.durable_name {
+                    headers.push(("activemq.subscriptionName", name.as_str()));
+                }
+                let subscription =
+                    client.subscribe(&plan.destination, plan.stomp_ack_mode(), &headers).await?;
+                Ok(Receiver::Stomp { client, subscription })
+            }
+            Connection::OpenWire(client) => {
+                let session = client.session(plan.session_mode()).await?;
+                let mut options = SubscribeOptions::new(plan.openwire_destination.clone());
+                options.durable_name.clone_from(&plan.durable_name);
+                let consumer = session.consumer(options).await?;
+                Ok(Receiver::OpenWire { client, session, consumer })
+            }
         }
-    })
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Receiver::Stomp { client, .. } => client.is_closed(),
+            Receiver::OpenWire { client, .. } => client.is_closed(),
+        }
+    }
+
+    /// Starts transaction `id` (OpenWire sessions begin with their first message).
+    async fn begin(&self, id: &str) -> Result<(), ClientError> {
+        match self {
+            Receiver::Stomp { client, .. } => {
+                client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
+            }
+            Receiver::OpenWire { .. } => Ok(()),
+        }
+    }
+
+    /// The next message, waiting at most `wait` (`Duration::MAX`: forever); `None` if none
+    /// came in time.
+    async fn receive(&mut self, wait: Duration) -> Result<Option<Received>, ClientError> {
+        match self {
+            Receiver::Stomp { client, subscription } => {
+                match subscription.recv_timeout(wait).await {
+                    Ok(message) => Ok(Some(Received::Stomp(message))),
+                    // Our own receive timeout, not a dead connection.
+                    Err(ClientError::Timeout { .. }) if !client.is_closed() => Ok(None),
+                    Err(error) => Err(error),
+                }
+            }
+            Receiver::OpenWire { consumer, .. } if wait == Duration::MAX => {
+                consumer.recv().await.map(|m| Some(Received::OpenWire(Box::new(m))))
+            }
+            Receiver::OpenWire { consumer, .. } => {
+                Ok(consumer.receive(wait).await?.map(|m| Received::OpenWire(Box::new(m))))
+            }
+        }
+    }
+
+    /// Acknowledges `message` in the transaction `id` (OpenWire: the session's transaction
+    /// acknowledges what its consumers received).
+    async fn ack_in_transaction(&self, message: &Received, id: &str) -> Result<(), ClientError> {
+        match (self, message) {
+            (Receiver::Stomp { client, .. }, Received::Stomp(message)) => {
+                client.send_frame(ack_frame(client.version(), message, Some(id))?).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Acknowledges `message` without waiting, but for the `last` one (OpenWire: the auto
+    /// acknowledge session does it, and closing the consumer waits for the last).
+    async fn auto_ack(&self, message: &Received, last: bool) -> Result<(), ClientError> {
+        match (self, message) {
+            (Receiver::Stomp { client, .. }, Received::Stomp(message)) => {
+                let ack = ack_frame(client.version(), message, None)?;
+                if last {
+                    client.request_receipt(ack).await
+                } else {
+                    client.send_frame(ack).await
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Acknowledges `message` (cumulatively in client mode) and waits for the broker.
+    async fn ack(&self, message: &Received) -> Result<(), ClientError> {
+        match (self, message) {
+            (Receiver::Stomp { client, .. }, Received::Stomp(message)) => client.ack(message).await,
+            (Receiver::OpenWire { consumer, .. }, Received::OpenWire(message)) => {
+                consumer.ack(message).await
+            }
+            _ => Err(ClientError::protocol("a message acknowledged on the wrong connection")),
+        }
+    }
+
+    async fn commit(&self, id: &str) -> Result<(), ClientError> {
+        match self {
+            Receiver::Stomp { client, .. } => client.commit(id).await,
+            Receiver::OpenWire { session, .. } => session.commit().await,
+        }
+    }
+
+    async fn abort(&self, id: &str) -> Result<(), ClientError> {
+        match self {
+            Receiver::Stomp { client, .. } => client.abort(id).await,
+            Receiver::OpenWire { session, .. } => session.rollback().await,
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Receiver::Stomp { client, .. } => Connection::Stomp(client).close().await,
+            Receiver::OpenWire { client, .. } => Connection::OpenWire(client).close().await,
+        }
+    }
 }
 
 struct Outcome {
@@ -306,13 +439,7 @@ impl Outcome {
 }
 
 /// One thread's receives.
-async fn consume(
-    thread: &str,
-    client: &StompClient,
-    mut subscription: Subscription,
-    plan: &Plan,
-) -> Result<Outcome, LoadError> {
-    let version = client.version();
+async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<Outcome, LoadError> {
     let wait = if plan.receive_timeout.is_zero() { Duration::MAX } else { plan.receive_timeout };
     let mut outcome = Outcome {
         received: 0,
@@ -326,7 +453,7 @@ async fn consume(
     // Messages in the open transaction, or received since the last cumulative ACK.
     let mut in_batch = 0u64;
     // Client mode: the last message received and not yet acknowledged.
-    let mut unacked: Option<ReceivedMessage> = None;
+    let mut unacked: Option<Received> = None;
     let failed = |after: u64| {
         move |source: ClientError| LoadError::Failed { thread: thread.to_owned(), after, source }
     };
@@ -334,17 +461,16 @@ async fn consume(
         if let (Acking::Transacted(_), None) = (plan.acking, &transaction) {
             transactions += 1;
             let id = format!("tx-{transactions}");
-            let begin = Frame::new(Command::Begin).header("transaction", id.as_str());
-            client.send_frame(begin).await.map_err(failed(outcome.received))?;
+            receiver.begin(&id).await.map_err(failed(outcome.received))?;
             transaction = Some(id);
         }
-        let message = match subscription.recv_timeout(wait).await {
-            Ok(message) => message,
-            // Our own receive timeout, not a dead connection.
-            Err(ClientError::Timeout { .. }) if !client.is_closed() => {
+        let message = match receiver.receive(wait).await {
+            Ok(Some(message)) => message,
+            Ok(None) if !receiver.is_closed() => {
                 outcome.timed_out = true;
                 break;
             }
+            Ok(None) => return Err(failed(outcome.received)(ClientError::Closed)),
             Err(error) => return Err(failed(outcome.received)(error)),
         };
         let now = Instant::now();
@@ -361,31 +487,23 @@ async fn consume(
         match plan.acking {
             Acking::Transacted(batch) => {
                 let id = transaction.as_deref().unwrap_or_default();
-                let ack = ack_frame(version, &message, Some(id)).map_err(&fail)?;
-                client.send_frame(ack).await.map_err(&fail)?;
+                receiver.ack_in_transaction(&message, id).await.map_err(&fail)?;
                 in_batch += 1;
                 if in_batch == batch || last {
                     in_batch = 0;
                     let asked = Instant::now();
-                    client.commit(id).await.map_err(&fail)?;
+                    receiver.commit(id).await.map_err(&fail)?;
                     outcome.latencies.record(asked.elapsed());
                     transaction = None;
                 }
             }
-            Acking::Auto => {
-                let ack = ack_frame(version, &message, None).map_err(&fail)?;
-                if last {
-                    client.request_receipt(ack).await.map_err(&fail)?;
-                } else {
-                    client.send_frame(ack).await.map_err(&fail)?;
-                }
-            }
+            Acking::Auto => receiver.auto_ack(&message, last).await.map_err(&fail)?,
             Acking::Cumulative(batch) => {
                 in_batch += 1;
                 if in_batch == batch || last {
                     in_batch = 0;
                     let asked = Instant::now();
-                    client.ack(&message).await.map_err(&fail)?;
+                    receiver.ack(&message).await.map_err(&fail)?;
                     outcome.latencies.record(asked.elapsed());
                     unacked = None;
                 } else {
@@ -394,7 +512,7 @@ async fn consume(
             }
             Acking::Individual => {
                 let asked = Instant::now();
-                client.ack(&message).await.map_err(&fail)?;
+                receiver.ack(&message).await.map_err(&fail)?;
                 outcome.latencies.record(asked.elapsed());
             }
         }
@@ -407,13 +525,13 @@ async fn consume(
     let fail = failed(outcome.received);
     if let Some(id) = transaction {
         if outcome.received > 0 {
-            client.commit(&id).await.map_err(&fail)?;
+            receiver.commit(&id).await.map_err(&fail)?;
         } else {
-            client.abort(&id).await.map_err(&fail)?;
+            receiver.abort(&id).await.map_err(&fail)?;
         }
     }
     if let Some(message) = unacked {
-        client.ack(&message).await.map_err(&fail)?;
+        receiver.ack(&message).await.map_err(&fail)?;
     }
     Ok(outcome)
 }
@@ -472,10 +590,11 @@ mod tests {
     }
 
     #[test]
-    fn ack_modes_map_onto_stomp() {
+    fn ack_modes_map_onto_stomp_and_openwire() {
         let plan = |options: ConsumerOptions| Plan::new(&options);
         let auto = plan(ConsumerOptions::default());
         assert_eq!((auto.acking, auto.stomp_ack_mode()), (Acking::Auto, AckMode::ClientIndividual));
+        assert_eq!(auto.session_mode(), SessionMode::Auto);
         let client =
             plan(ConsumerOptions { ack_mode: ConsumerAckMode::Client, ..Default::default() });
         assert_eq!(
@@ -488,6 +607,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(transacted.acking, Acking::Transacted(100));
+        assert_eq!(transacted.session_mode(), SessionMode::Transacted);
         assert_eq!(transacted.latency_label, "commit latency");
     }
 

@@ -5,8 +5,9 @@
 //! equivalents of ActiveMQ's `activemq producer` and `activemq consumer`), and later
 //! `ferromq perf` and the end-to-end benches, all call [`run_producer`] and
 //! [`run_consumer`]. The options are ActiveMQ's tool options and their meaning; the
-//! interface names no protocol, though the only transport today is STOMP
-//! ([`BrokerUrl`] refuses the others with the reason).
+//! interface names no protocol: the [`BrokerUrl`]'s scheme chooses OpenWire (`tcp://`,
+//! `nio://`, the default, as with ActiveMQ's tools) or STOMP (`stomp://`), and refuses the
+//! others with the reason.
 //!
 //! ## What a run does
 //!
@@ -17,12 +18,12 @@
 //! **Producer.** All threads connect first; the clock starts when the last one is ready.
 //! The body is ActiveMQ's: with `message_size` 0 a text message `test message: N`, else a
 //! bytes message of `message_size` dots. Sends are synchronous (each waits for the broker's
-//! receipt, which ferromq writes once a persistent message is stored) when
-//! [`ProducerOptions::sync_send`] says so, by default for persistent sends outside
+//! receipt or OpenWire response, which ferromq writes once a persistent message is stored)
+//! when [`ProducerOptions::sync_send`] says so, by default for persistent sends outside
 //! transactions, like ActiveMQ's JMS client. Otherwise sends are not waited for, except the
-//! last of each thread, whose receipt confirms all of them (receipts come in order).
-//! With a transaction batch size N, each thread sends BEGIN, N SENDs in the transaction,
-//! COMMIT (waiting for its receipt), and again; a final partial batch is committed.
+//! last of each thread, whose confirmation confirms all of them (they come in order).
+//! With a transaction batch size N, each thread sends N messages in a transaction, commits
+//! (waiting for the broker), and again; a final partial batch is committed.
 //!
 //! **Consumer.** Each thread subscribes, then receives until it has its count, or until no
 //! message came for [`ConsumerOptions::receive_timeout`] (zero, the default, waits forever
@@ -30,7 +31,9 @@
 //! acknowledges only the messages it counts, so when a queue consumer stops, the messages
 //! the broker had already pushed to it go to the other consumers. Acknowledgement follows
 //! the JMS mode (see [`ConsumerAckMode`]); with a transaction batch size N, acks are sent in
-//! a transaction committed every N messages (a final partial batch is committed too).
+//! a transaction committed every N messages (a final partial batch is committed too). Over
+//! OpenWire a thread's consumer has ActiveMQ's default prefetch and its session the JMS
+//! acknowledgement mode ([`crate::openwire::SessionMode`]).
 //!
 //! ## Reports
 //!
@@ -51,8 +54,12 @@ use std::time::Duration;
 pub use consumer::{run_consumer, run_consumer_observed, ConsumerAckMode, ConsumerOptions};
 pub use producer::{run_producer, run_producer_observed, ProducerOptions};
 pub use report::{Latencies, LoadReport, Role};
-pub use target::{BrokerUrl, DestinationKind, DestinationName, DEFAULT_STOMP_PORT};
+pub use target::{
+    BrokerUrl, DestinationKind, DestinationName, WireProtocol, DEFAULT_OPENWIRE_PORT,
+    DEFAULT_STOMP_PORT,
+};
 
+use crate::openwire::{OpenWireClient, OpenWireOptions};
 use crate::{ClientError, ConnectOptions, StompClient};
 
 /// Why a load run failed.
@@ -119,6 +126,9 @@ fn explain(error: &ClientError) -> String {
         ClientError::ServerError { body, .. } if !body.trim().is_empty() => {
             format!("{error} ({})", body.trim())
         }
+        ClientError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            format!("{error} (is a broker listening there?)")
+        }
         _ => error.to_string(),
     }
 }
@@ -161,23 +171,64 @@ fn thread_name(role: &str, index: usize) -> String {
     format!("{role}-{}", index + 1)
 }
 
-/// Opens one thread's connection.
+/// One thread's connection, over the protocol of the broker URL.
+enum Connection {
+    Stomp(StompClient),
+    OpenWire(OpenWireClient),
+}
+
+impl Connection {
+    /// Closes gracefully (DISCONNECT, or OpenWire's RemoveInfo and ShutdownInfo); the
+    /// outcome adds nothing once the messages are confirmed.
+    async fn close(self) {
+        let _ = match self {
+            Connection::Stomp(client) => client.disconnect().await,
+            Connection::OpenWire(client) => client.close().await,
+        };
+    }
+}
+
+/// How long connecting and each confirmation may take.
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Opens one thread's connection, trying every address the host resolves to.
 async fn connect(
     broker: &BrokerUrl,
     user: &Option<String>,
     password: &Option<String>,
     client_id: Option<String>,
     thread: &str,
-) -> Result<StompClient, LoadError> {
-    let options = ConnectOptions {
-        login: user.clone(),
-        passcode: password.clone(),
-        client_id,
-        ..ConnectOptions::default()
-    };
-    StompClient::connect((broker.host(), broker.port()), options).await.map_err(|source| {
-        LoadError::Connect { thread: thread.to_owned(), url: broker.to_string(), source }
-    })
+) -> Result<Connection, LoadError> {
+    let failed =
+        |source| LoadError::Connect { thread: thread.to_owned(), url: broker.to_string(), source };
+    match broker.protocol() {
+        WireProtocol::Stomp => {
+            let options = ConnectOptions {
+                login: user.clone(),
+                passcode: password.clone(),
+                client_id,
+                timeout: TIMEOUT,
+                ..ConnectOptions::default()
+            };
+            let stream =
+                crate::connect_tcp(broker.host(), broker.port(), TIMEOUT).await.map_err(failed)?;
+            let client = StompClient::connect_stream(stream, options).await.map_err(failed)?;
+            Ok(Connection::Stomp(client))
+        }
+        WireProtocol::OpenWire => {
+            let options = OpenWireOptions {
+                user: user.clone(),
+                password: password.clone(),
+                client_id,
+                timeout: TIMEOUT,
+                ..OpenWireOptions::default()
+            };
+            let client = OpenWireClient::connect(broker.host(), broker.port(), options)
+                .await
+                .map_err(failed)?;
+            Ok(Connection::OpenWire(client))
+        }
+    }
 }
 
 /// Milliseconds since the Unix epoch (for `expires`).

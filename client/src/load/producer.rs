@@ -9,16 +9,18 @@ use tokio::task::JoinSet;
 
 use super::report::Histogram;
 use super::{
-    no_observer, now_millis, thread_name, BrokerUrl, DestinationName, LoadError, LoadEvent,
-    LoadReport, Observer, Role,
+    no_observer, now_millis, thread_name, BrokerUrl, Connection, DestinationName, LoadError,
+    LoadEvent, LoadReport, Observer, Role,
+};
+use crate::openwire::{
+    Destination, OpenWireClient, OutgoingMessage, Producer, SendMode, Session, SessionMode,
 };
 use crate::{ClientError, StompClient};
 
-/// What [`run_producer`] sends; the defaults are ActiveMQ's `producer` command's, except
-/// the broker URL (ferromq's client speaks STOMP, not OpenWire).
+/// What [`run_producer`] sends; the defaults are ActiveMQ's `producer` command's.
 #[derive(Debug, Clone)]
 pub struct ProducerOptions {
-    /// The broker; default `stomp://127.0.0.1:61613`.
+    /// The broker; default `tcp://localhost:61616` (OpenWire).
     pub broker: BrokerUrl,
     /// Where to send; default `queue://TEST`.
     pub destination: DestinationName,
@@ -101,9 +103,13 @@ pub async fn run_producer_observed(
         let thread = thread_name("producer", index);
         let (broker, user, password) =
             (options.broker.clone(), options.user.clone(), options.password.clone());
+        let plan = plan.clone();
         connecting.spawn(async move {
-            let client = super::connect(&broker, &user, &password, None, &thread).await?;
-            Ok::<_, LoadError>((index, thread, client))
+            let connection = super::connect(&broker, &user, &password, None, &thread).await?;
+            let sender = Sender::open(connection, &plan).await.map_err(|source| {
+                LoadError::Connect { thread: thread.clone(), url: broker.to_string(), source }
+            })?;
+            Ok::<_, LoadError>((index, thread, sender))
         });
     }
     let mut clients = Vec::with_capacity(options.parallel_threads);
@@ -114,14 +120,14 @@ pub async fn run_producer_observed(
 
     let start = Instant::now();
     let mut workers = JoinSet::new();
-    for (index, thread, client) in clients {
+    for (index, thread, sender) in clients {
         observer(&LoadEvent::Ready { thread: thread.clone() });
         let (plan, observer) = (plan.clone(), observer.clone());
         workers.spawn(async move {
-            let outcome = produce(&thread, &client, &plan, start).await;
+            let outcome = produce(&thread, &sender, &plan, start).await;
             // The messages are confirmed (or the run failed): the goodbye's outcome adds
             // nothing.
-            let _ = client.disconnect().await;
+            sender.close().await;
             let outcome = outcome?;
             observer(&LoadEvent::Finished {
                 thread,
@@ -165,6 +171,7 @@ pub(super) fn panicked(error: tokio::task::JoinError) -> LoadError {
 /// The options, prepared once for every thread.
 struct Plan {
     destination: String,
+    openwire_destination: Destination,
     count: u64,
     body: Body,
     persistent: bool,
@@ -204,6 +211,7 @@ impl Plan {
         };
         Plan {
             destination: options.destination.stomp_destination(),
+            openwire_destination: options.destination.openwire_destination(),
             count: options.message_count,
             body,
             persistent: options.persistent,
@@ -214,6 +222,20 @@ impl Plan {
             sync,
             latency_label,
         }
+    }
+
+    /// OpenWire message number `index` (from 0).
+    fn message(&self, index: u64) -> OutgoingMessage {
+        let message = match &self.body {
+            Body::Bytes(bytes) => OutgoingMessage::bytes(bytes.clone()),
+            Body::Text(text) => OutgoingMessage::text(String::from_utf8_lossy(text)),
+            Body::Numbered => OutgoingMessage::text(format!("test message: {index}")),
+        };
+        let mut message = message.persistent(self.persistent).time_to_live(self.ttl);
+        if let Some(group) = &self.group_id {
+            message = message.group_id(group.as_str());
+        }
+        message
     }
 
     /// SEND number `index` (from 0), in `transaction` if any.
@@ -249,10 +271,86 @@ struct Outcome {
     latencies: Histogram,
 }
 
+/// One thread's way to send, over the protocol of its connection.
+enum Sender {
+    Stomp(StompClient),
+    OpenWire { client: OpenWireClient, session: Session, producer: Producer },
+}
+
+impl Sender {
+    /// Over OpenWire: a session (transacted with a transaction batch size) and a producer.
+    async fn open(connection: Connection, plan: &Plan) -> Result<Sender, ClientError> {
+        match connection {
+            Connection::Stomp(client) => Ok(Sender::Stomp(client)),
+            Connection::OpenWire(client) => {
+                let mode = if plan.transaction_batch > 0 {
+                    SessionMode::Transacted
+                } else {
+                    SessionMode::Auto
+                };
+                let session = client.session(mode).await?;
+                let producer = session.producer(Some(plan.openwire_destination.clone())).await?;
+                Ok(Sender::OpenWire { client, session, producer })
+            }
+        }
+    }
+
+    /// Starts transaction `id` (OpenWire sessions begin with their first send).
+    async fn begin(&self, id: &str) -> Result<(), ClientError> {
+        match self {
+            // Not waited for: an ERROR fails the next request.
+            Sender::Stomp(client) => {
+                client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
+            }
+            Sender::OpenWire { .. } => Ok(()),
+        }
+    }
+
+    /// Sends message `index`, waiting for the broker's confirmation if `wait`.
+    async fn send(
+        &self,
+        plan: &Plan,
+        index: u64,
+        transaction: Option<&str>,
+        wait: bool,
+    ) -> Result<(), ClientError> {
+        match self {
+            Sender::Stomp(client) => {
+                let frame = plan.frame(index, transaction);
+                if wait {
+                    client.request_receipt(frame).await
+                } else {
+                    client.send_frame(frame).await
+                }
+            }
+            Sender::OpenWire { producer, .. } => {
+                let mode = if wait { SendMode::Sync } else { SendMode::Async };
+                let message = plan.message(index);
+                producer.send_with(&plan.openwire_destination, &message, mode).await.map(drop)
+            }
+        }
+    }
+
+    /// Commits transaction `id`, waiting for the broker.
+    async fn commit(&self, id: &str) -> Result<(), ClientError> {
+        match self {
+            Sender::Stomp(client) => client.commit(id).await,
+            Sender::OpenWire { session, .. } => session.commit().await,
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Sender::Stomp(client) => Connection::Stomp(client).close().await,
+            Sender::OpenWire { client, .. } => Connection::OpenWire(client).close().await,
+        }
+    }
+}
+
 /// One thread's sends.
 async fn produce(
     thread: &str,
-    client: &StompClient,
+    sender: &Sender,
     plan: &Plan,
     start: Instant,
 ) -> Result<Outcome, LoadError> {
@@ -272,22 +370,18 @@ async fn produce(
         if plan.transaction_batch > 0 && transaction.is_none() {
             transactions += 1;
             let id = format!("tx-{transactions}");
-            // Not waited for: an ERROR fails the next request.
-            let begin = Frame::new(Command::Begin).header("transaction", id.as_str());
-            client.send_frame(begin).await.map_err(failed(sent))?;
+            sender.begin(&id).await.map_err(failed(sent))?;
             transaction = Some(id);
         }
-        let frame = plan.frame(index, transaction.as_deref());
         let last = index + 1 == plan.count;
         if plan.sync {
             let asked = Instant::now();
-            client.request_receipt(frame).await.map_err(failed(sent))?;
+            sender.send(plan, index, transaction.as_deref(), true).await.map_err(failed(sent))?;
             latencies.record(asked.elapsed());
-        } else if last && transaction.is_none() {
-            // Receipts come in order: this one confirms every send before it.
-            client.request_receipt(frame).await.map_err(failed(sent))?;
         } else {
-            client.send_frame(frame).await.map_err(failed(sent))?;
+            // Confirmations come in order: the last one confirms every send before it.
+            let wait = last && transaction.is_none();
+            sender.send(plan, index, transaction.as_deref(), wait).await.map_err(failed(sent))?;
         }
         sent += 1;
         if let Some(id) = &transaction {
@@ -295,7 +389,7 @@ async fn produce(
             if in_transaction == plan.transaction_batch || last {
                 in_transaction = 0;
                 let asked = Instant::now();
-                client.commit(id).await.map_err(failed(sent))?;
+                sender.commit(id).await.map_err(failed(sent))?;
                 if !plan.sync {
                     latencies.record(asked.elapsed());
                 }

@@ -6,28 +6,58 @@ use std::str::FromStr;
 
 use super::LoadError;
 
-/// The STOMP port ActiveMQ and ferromq listen on by default, used when a URL has none.
+/// The STOMP port ActiveMQ and ferromq listen on by default, used when a `stomp://` URL has
+/// none.
 pub const DEFAULT_STOMP_PORT: u16 = 61613;
 
+/// The OpenWire port ActiveMQ and ferromq listen on by default, used when a `tcp://` or
+/// `nio://` URL has none.
+pub const DEFAULT_OPENWIRE_PORT: u16 = 61616;
+
 /// The advice every refused URL ends with.
-const USE_STOMP: &str = "use stomp://host:61613";
+const USE_INSTEAD: &str = "use tcp://host:61616 (OpenWire) or stomp://host:61613 (STOMP)";
+
+/// The wire protocol a [`BrokerUrl`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WireProtocol {
+    /// ActiveMQ's native protocol (`tcp://`, `nio://`).
+    OpenWire,
+    /// STOMP (`stomp://`, `stomp+nio://`).
+    Stomp,
+}
+
+impl WireProtocol {
+    /// The protocol's default port.
+    pub fn default_port(self) -> u16 {
+        match self {
+            WireProtocol::OpenWire => DEFAULT_OPENWIRE_PORT,
+            WireProtocol::Stomp => DEFAULT_STOMP_PORT,
+        }
+    }
+}
 
 /// A broker to connect to, parsed from an ActiveMQ-style URL such as
-/// `stomp://127.0.0.1:61613`.
+/// `tcp://localhost:61616` or `stomp://127.0.0.1:61613`.
 ///
-/// The client speaks STOMP only today, so `stomp://` and `stomp+nio://` (the same protocol
-/// on the wire; the `+nio` names a server-side transport) are accepted. Everything else an
-/// ActiveMQ user may type is refused with the reason: `tcp://` and `nio://` (OpenWire),
-/// `failover:(...)`, TLS, AMQP, MQTT, `vm://`. URL options (`?name=value`) are refused
-/// too, since the client implements none of them.
+/// `tcp://` and `nio://` are OpenWire, `stomp://` and `stomp+nio://` STOMP (the `nio` forms
+/// are the same protocol on the wire; they name a server-side transport). Everything else an
+/// ActiveMQ user may type is refused with the reason: `failover:(...)`, TLS, AMQP, MQTT,
+/// `vm://`. URL options (`?name=value`) are refused too, since the client implements none of
+/// them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerUrl {
     text: String,
+    protocol: WireProtocol,
     host: String,
     port: u16,
 }
 
 impl BrokerUrl {
+    /// The protocol the scheme names.
+    pub fn protocol(&self) -> WireProtocol {
+        self.protocol
+    }
+
     /// The host (a name or an IP address, IPv6 without brackets).
     pub fn host(&self) -> &str {
         &self.host
@@ -45,12 +75,13 @@ impl BrokerUrl {
 }
 
 impl Default for BrokerUrl {
-    /// `stomp://127.0.0.1:61613`: a broker on this machine with the default STOMP port.
+    /// `tcp://localhost:61616`: OpenWire to a broker on this machine, ActiveMQ's default.
     fn default() -> BrokerUrl {
         BrokerUrl {
-            text: format!("stomp://127.0.0.1:{DEFAULT_STOMP_PORT}"),
-            host: "127.0.0.1".to_owned(),
-            port: DEFAULT_STOMP_PORT,
+            text: format!("tcp://localhost:{DEFAULT_OPENWIRE_PORT}"),
+            protocol: WireProtocol::OpenWire,
+            host: "localhost".to_owned(),
+            port: DEFAULT_OPENWIRE_PORT,
         }
     }
 }
@@ -68,7 +99,7 @@ impl FromStr for BrokerUrl {
         let refuse = |reason: String| LoadError::InvalidUrl { url: text.to_owned(), reason };
         let trimmed = text.trim();
         if trimmed.is_empty() {
-            return Err(refuse(format!("the URL is empty; {USE_STOMP}")));
+            return Err(refuse(format!("the URL is empty; {USE_INSTEAD}")));
         }
         let lower = trimmed.to_ascii_lowercase();
         for composite in ["failover:", "discovery:", "fanout:", "static:", "multicast:"] {
@@ -76,16 +107,16 @@ impl FromStr for BrokerUrl {
                 let scheme = composite.trim_end_matches(':');
                 return Err(refuse(format!(
                     "{scheme}: URLs are not implemented in ferromq's client yet; give one \
-                     broker URL such as stomp://host:61613"
+                     broker URL such as tcp://host:61616"
                 )));
             }
         }
         let Some((scheme, rest)) = trimmed.split_once("://") else {
             return Err(refuse(format!(
-                "expected SCHEME://HOST:PORT, for example stomp://127.0.0.1:{DEFAULT_STOMP_PORT}"
+                "expected SCHEME://HOST:PORT, for example tcp://127.0.0.1:{DEFAULT_OPENWIRE_PORT}"
             )));
         };
-        check_scheme(&scheme.to_ascii_lowercase()).map_err(refuse)?;
+        let protocol = check_scheme(&scheme.to_ascii_lowercase()).map_err(refuse)?;
         let (authority, query) = match rest.split_once('?') {
             Some((authority, query)) => (authority, Some(query)),
             None => (rest, None),
@@ -105,44 +136,46 @@ impl FromStr for BrokerUrl {
                 "credentials do not go in the URL; use --user and --password".into(),
             ));
         }
-        let (host, port) = split_host_port(authority).map_err(refuse)?;
-        Ok(BrokerUrl { text: trimmed.to_owned(), host, port })
+        let (host, port) = split_host_port(authority, protocol.default_port()).map_err(refuse)?;
+        Ok(BrokerUrl { text: trimmed.to_owned(), protocol, host, port })
     }
 }
 
-/// Accepts the STOMP schemes; explains every other one.
-fn check_scheme(scheme: &str) -> Result<(), String> {
+/// The protocol of an implemented scheme; explains every other one.
+fn check_scheme(scheme: &str) -> Result<WireProtocol, String> {
     match scheme {
-        "stomp" | "stomp+nio" => Ok(()),
-        "tcp" | "nio" | "ssl" | "nio+ssl" | "auto" | "auto+nio" | "auto+ssl" | "auto+nio+ssl" => {
-            Err(format!(
-                "{scheme}:// is OpenWire; OpenWire is not implemented in ferromq's client yet; \
-                 {USE_STOMP}"
-            ))
-        }
+        "tcp" | "nio" => Ok(WireProtocol::OpenWire),
+        "stomp" | "stomp+nio" => Ok(WireProtocol::Stomp),
+        "ssl" | "nio+ssl" => Err(format!(
+            "OpenWire over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"
+        )),
+        "auto" | "auto+nio" | "auto+ssl" | "auto+nio+ssl" => Err(format!(
+            "{scheme}:// names a broker-side transport that detects the protocol; a client \
+             connects with a protocol: {USE_INSTEAD}"
+        )),
         "stomp+ssl" | "stomp+nio+ssl" => {
-            Err(format!("STOMP over TLS is not implemented in ferromq's client yet; {USE_STOMP}"))
+            Err(format!("STOMP over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
         "amqp" | "amqp+ssl" | "amqp+nio" | "amqp+nio+ssl" | "amqps" => {
-            Err(format!("AMQP is not implemented in ferromq's client yet; {USE_STOMP}"))
+            Err(format!("AMQP is not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
         "mqtt" | "mqtt+ssl" | "mqtt+nio" | "mqtt+nio+ssl" => {
-            Err(format!("MQTT is not implemented in ferromq's client yet; {USE_STOMP}"))
+            Err(format!("MQTT is not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
         "ws" | "wss" => {
-            Err(format!("WebSockets are not implemented in ferromq's client yet; {USE_STOMP}"))
+            Err(format!("WebSockets are not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
         "vm" => Err(format!(
-            "vm:// names a broker inside the same process; this needs a network URL, {USE_STOMP}"
+            "vm:// names a broker inside the same process; this needs a network URL, {USE_INSTEAD}"
         )),
-        other => {
-            Err(format!("unknown scheme `{other}`; ferromq's client speaks STOMP: {USE_STOMP}"))
-        }
+        other => Err(format!(
+            "unknown scheme `{other}`; ferromq's client speaks OpenWire and STOMP: {USE_INSTEAD}"
+        )),
     }
 }
 
-/// `host`, `host:port`, `[v6]` or `[v6]:port`; the port defaults to 61613.
-fn split_host_port(authority: &str) -> Result<(String, u16), String> {
+/// `host`, `host:port`, `[v6]` or `[v6]:port`; the port defaults to `default_port`.
+fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
     let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
         let Some((host, after)) = bracketed.split_once(']') else {
             return Err("unclosed `[` in the host".into());
@@ -157,7 +190,7 @@ fn split_host_port(authority: &str) -> Result<(String, u16), String> {
     } else {
         match authority.split_once(':') {
             Some((_, port)) if port.contains(':') => {
-                return Err("an IPv6 address goes in brackets: stomp://[::1]:61613".into())
+                return Err("an IPv6 address goes in brackets: tcp://[::1]:61616".into())
             }
             Some((host, port)) => (host, Some(port)),
             None => (authority, None),
@@ -167,7 +200,7 @@ fn split_host_port(authority: &str) -> Result<(String, u16), String> {
         return Err("the host is missing; expected SCHEME://HOST:PORT".into());
     }
     let port = match port {
-        None => DEFAULT_STOMP_PORT,
+        None => default_port,
         Some(port) => match port.parse::<u16>() {
             Ok(0) | Err(_) => return Err(format!("invalid port `{port}`: expected 1 to 65535")),
             Ok(port) => port,
@@ -218,6 +251,14 @@ impl DestinationName {
     /// Whether it is a topic.
     pub fn is_topic(&self) -> bool {
         self.kind == DestinationKind::Topic
+    }
+
+    /// The OpenWire destination (an ActiveMQ queue or topic).
+    pub fn openwire_destination(&self) -> protocol::openwire::Destination {
+        match self.kind {
+            DestinationKind::Queue => protocol::openwire::Destination::queue(self.name.as_str()),
+            DestinationKind::Topic => protocol::openwire::Destination::topic(self.name.as_str()),
+        }
     }
 
     /// The STOMP `destination` header: `/queue/NAME` or `/topic/NAME`.
@@ -310,20 +351,34 @@ mod tests {
         assert_eq!((v6.host(), v6.port()), ("::1", 61614));
         assert_eq!(url("stomp://[::1]").port(), DEFAULT_STOMP_PORT);
         assert_eq!(url("  stomp://h:1  ").as_str(), "stomp://h:1");
-        assert_eq!(BrokerUrl::default(), url("stomp://127.0.0.1:61613"));
+        assert_eq!(parsed.protocol(), WireProtocol::Stomp);
+        assert_eq!(nio.protocol(), WireProtocol::Stomp);
     }
 
     #[test]
-    fn openwire_urls_are_refused_with_advice() {
-        for text in ["tcp://localhost:61616", "nio://localhost:61616", "ssl://h:61617"] {
+    fn openwire_urls_parse_and_are_the_default() {
+        let tcp = url("tcp://localhost:61616");
+        assert_eq!(
+            (tcp.protocol(), tcp.host(), tcp.port()),
+            (WireProtocol::OpenWire, "localhost", 61616)
+        );
+        let nio = url("NIO://10.0.0.1:7000");
+        assert_eq!((nio.protocol(), nio.port()), (WireProtocol::OpenWire, 7000));
+        assert_eq!(url("tcp://broker").port(), DEFAULT_OPENWIRE_PORT);
+        assert_eq!(url("tcp://[::1]").port(), DEFAULT_OPENWIRE_PORT);
+        assert_eq!(BrokerUrl::default(), url("tcp://localhost:61616"));
+        assert_eq!(BrokerUrl::default().to_string(), "tcp://localhost:61616");
+    }
+
+    #[test]
+    fn tls_urls_are_refused_with_advice() {
+        for text in ["ssl://h:61617", "nio+ssl://h:61617"] {
             let error = url_error(text);
-            assert!(
-                error.contains("OpenWire is not implemented in ferromq's client yet"),
-                "{error}"
-            );
-            assert!(error.contains("use stomp://host:61613"), "{error}");
+            assert!(error.contains("OpenWire over TLS is not implemented"), "{error}");
+            assert!(error.contains("use tcp://host:61616"), "{error}");
             assert!(error.contains(text), "the error should quote the URL: {error}");
         }
+        assert!(url_error("auto://h:61616").contains("broker-side transport"));
     }
 
     #[test]
@@ -345,7 +400,7 @@ mod tests {
         assert!(url_error("stomp://h:0").contains("invalid port `0`"));
         assert!(url_error("stomp://h:99999").contains("invalid port"));
         assert!(url_error("stomp://h:x").contains("invalid port `x`"));
-        assert!(url_error("stomp://::1:61613").contains("brackets"));
+        assert!(url_error("tcp://::1:61616").contains("brackets"));
         assert!(url_error("stomp://[::1").contains("unclosed"));
         assert!(url_error("stomp://h:1/path").contains("no path"));
         assert!(url_error("stomp://u:p@h:1").contains("--user"));

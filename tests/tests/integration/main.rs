@@ -9,6 +9,7 @@ mod extensions;
 mod jms;
 mod model;
 mod openwire;
+mod openwire_client;
 mod queues;
 mod receipts;
 mod stomp_protocol;
