@@ -78,6 +78,7 @@ public final class JmsChecks {
             "durable_offline",
             "transactions",
             "client_ack_redelivery",
+            "acks_beyond_prefetch",
             "all_message_types",
             "request_reply_temp_queue",
             "virtual_topic",
@@ -85,6 +86,17 @@ public final class JmsChecks {
             "prefetch_zero",
             "large_message",
             "failover");
+
+    /**
+     * Checks run by the Rust tests together with a STOMP client, so not part of {@link #CHECKS}
+     * (which are also run against Apache ActiveMQ alone).
+     */
+    static final List<String> PAIRED_CHECKS = List.of("stomp_interop");
+
+    /** Queues of the stomp_interop check: fixed names, since its STOMP half runs outside. */
+    static final String FROM_STOMP = "interop.from-stomp";
+    static final String TO_STOMP = "interop.to-stomp";
+    static final String INTEROP_REPLIES = "interop.replies";
 
     /** A check's expectation that did not hold. */
     static final class CheckFailed extends RuntimeException {
@@ -128,7 +140,7 @@ public final class JmsChecks {
         if (url == null || check == null) {
             usage("--url and --check are required");
         }
-        if (!CHECKS.contains(check)) {
+        if (!CHECKS.contains(check) && !PAIRED_CHECKS.contains(check)) {
             usage("unknown check " + check + "; checks: " + String.join(", ", CHECKS));
         }
         startWatchdog(check);
@@ -192,6 +204,7 @@ public final class JmsChecks {
             case "durable_offline" -> durableOffline();
             case "transactions" -> transactions();
             case "client_ack_redelivery" -> clientAckRedelivery();
+            case "acks_beyond_prefetch" -> acksBeyondPrefetch();
             case "all_message_types" -> allMessageTypes();
             case "request_reply_temp_queue" -> requestReplyTempQueue();
             case "virtual_topic" -> virtualTopic();
@@ -199,6 +212,7 @@ public final class JmsChecks {
             case "prefetch_zero" -> prefetchZero();
             case "large_message" -> largeMessage();
             case "failover" -> failover();
+            case "stomp_interop" -> stompInterop();
             default -> throw new CheckFailed("unknown check " + check);
         }
     }
@@ -527,6 +541,45 @@ public final class JmsChecks {
     }
 
     /** Client acknowledgement: unacknowledged messages come back after recover() and after a reconnect. */
+    /**
+     * A client-acknowledge session and a transacted one each consume far more than their
+     * prefetch before acknowledging: the client's delivered acks must open the window (as
+     * ActiveMQ's prefetch extension does), or the consumers stall at the prefetch.
+     */
+    void acksBeyondPrefetch() throws Exception {
+        int prefetch = 10;
+        int total = 5 * prefetch;
+        String smallPrefetch = url + (url.contains("?") ? "&" : "?") + "jms.prefetchPolicy.all=" + prefetch;
+        for (int mode : new int[] {Session.CLIENT_ACKNOWLEDGE, Session.SESSION_TRANSACTED}) {
+            String what = mode == Session.CLIENT_ACKNOWLEDGE ? "client-ack" : "transacted";
+            String queueName = name(what);
+            Connection producerConnection = connect();
+            Session producerSession = producerConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+            for (int i = 0; i < total; i++) {
+                producer.send(producerSession.createTextMessage(what + i));
+            }
+            Connection connection = connect(smallPrefetch);
+            Session session = connection.createSession(mode == Session.SESSION_TRANSACTED, mode);
+            MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+            Message last = null;
+            for (int i = 0; i < total; i++) {
+                last = receive(consumer, what + i + " (prefetch " + prefetch + ", nothing acknowledged yet)");
+                expectEquals(what + i, text(last), "delivery in order");
+            }
+            if (mode == Session.CLIENT_ACKNOWLEDGE) {
+                last.acknowledge();
+            } else {
+                session.commit();
+            }
+            connection.close();
+            Connection again = connect();
+            Session check = again.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            expectNothing(check.createConsumer(check.createQueue(queueName)), "all " + total
+                    + " were acknowledged at once (" + what + ")");
+        }
+    }
+
     void clientAckRedelivery() throws Exception {
         String queueName = name("queue");
         Connection producerConnection = connect();
@@ -1142,6 +1195,58 @@ public final class JmsChecks {
         expect(duplicated.isEmpty(), "messages delivered twice across the restart: " + duplicated);
         expectEquals(range(consumedBefore, total), after, "messages after the restart, in order");
         System.out.println("interruptions: " + interruptions.get());
+    }
+
+    /**
+     * Cross-protocol delivery with a STOMP client (the Rust side): what it sent to
+     * interop.from-stomp arrives with its headers mapped to JMS ones and its other headers as
+     * string properties; what this sends to interop.to-stomp goes the other way.
+     */
+    void stompInterop() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer fromStomp = session.createConsumer(session.createQueue(FROM_STOMP));
+
+        TextMessage text = expectType(TextMessage.class, receive(fromStomp, "the STOMP text message"));
+        expectEquals("h\u00e9llo from stomp \u2713", text.getText(), "the text, as STOMP sent it");
+        expectEquals(DeliveryMode.PERSISTENT, text.getJMSDeliveryMode(), "persistent:true");
+        expectEquals(7, text.getJMSPriority(), "priority:7");
+        expectEquals("corr-1", text.getJMSCorrelationID(), "correlation-id");
+        expectEquals("order", text.getJMSType(), "type");
+        expectEquals(INTEROP_REPLIES, ((Queue) text.getJMSReplyTo()).getQueueName(), "reply-to");
+        expectEquals(FROM_STOMP, ((Queue) text.getJMSDestination()).getQueueName(), "destination");
+        expect(text.getJMSExpiration() > System.currentTimeMillis(), "expires is in the future: "
+                + text.getJMSExpiration());
+        expectEquals("red", text.getStringProperty("color"), "a custom header as a property");
+        expectEquals("42", text.getStringProperty("count"), "STOMP properties are strings");
+        expect(text.getJMSMessageID() != null && text.getJMSMessageID().startsWith("ID:"),
+                "a JMSMessageID in ActiveMQ's form: " + text.getJMSMessageID());
+
+        BytesMessage bytes = expectType(BytesMessage.class, receive(fromStomp, "the STOMP bytes message"));
+        byte[] body = new byte[(int) bytes.getBodyLength()];
+        bytes.readBytes(body);
+        byte[] expected = new byte[256];
+        for (int i = 0; i < expected.length; i++) {
+            expected[i] = (byte) i;
+        }
+        expect(Arrays.equals(expected, body), "the bytes with NULs, as STOMP sent them: "
+                + Arrays.toString(body));
+        expectEquals(DeliveryMode.NON_PERSISTENT, bytes.getJMSDeliveryMode(), "STOMP's default");
+
+        MessageProducer producer = session.createProducer(session.createQueue(TO_STOMP));
+        TextMessage reply = session.createTextMessage("\u00fcn\u00efcode reply");
+        reply.setJMSCorrelationID("corr-2");
+        reply.setJMSType("reply");
+        reply.setJMSReplyTo(session.createQueue(INTEROP_REPLIES));
+        reply.setStringProperty("s", "x");
+        reply.setIntProperty("i", 7);
+        reply.setLongProperty("l", 1L << 40);
+        reply.setBooleanProperty("b", true);
+        reply.setDoubleProperty("d", 2.5);
+        producer.send(reply, DeliveryMode.PERSISTENT, 8, 600_000);
+        BytesMessage binary = session.createBytesMessage();
+        binary.writeBytes(expected);
+        producer.send(binary, DeliveryMode.NON_PERSISTENT, 4, 0);
     }
 
     // ---------------------------------------------------------------------------------------

@@ -473,7 +473,8 @@ def check_receipts(args):
         client.send(queue, "not persistent", receipt="send-np")
         client.listener.wait_receipt("send-np")
         (frame,) = client.listener.wait_messages(count + 1)[count:]
-        expect_equal(frame.headers.get("persistent"), "false", "persistent header of a plain send")
+        # ActiveMQ sends the header only for persistent messages.
+        expect_equal(frame.headers.get("persistent"), None, "persistent header of a plain send")
         client.connection.ack(frame.headers["ack"])
 
 

@@ -8,6 +8,7 @@
 //! `transaction` holds a connection's open local transaction; `wildcard` matches names;
 //! `selector` parses and evaluates JMS message selectors.
 
+mod audit;
 pub mod queue;
 mod registry;
 pub mod selector;
@@ -27,6 +28,7 @@ use store::{
 use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
+use selector::Selector;
 pub use transaction::Transaction;
 use wildcard::DestinationFilter;
 
@@ -111,13 +113,21 @@ pub fn composite_parts(destination: &Destination) -> Vec<Destination> {
         .collect()
 }
 
-/// Enqueues the recent messages of every topic `filter` matches into `queue`.
-fn replay_recent(registry: &Registry, filter: &DestinationFilter, queue: &QueueHandle) {
+/// Enqueues the recent messages of every topic `filter` matches (and `selector`, if any)
+/// into `queue`.
+fn replay_recent(
+    registry: &Registry,
+    filter: &DestinationFilter,
+    selector: Option<&Selector>,
+    queue: &QueueHandle,
+) {
     let recent: Vec<Arc<Message>> = registry
         .recent
         .iter()
         .filter(|(topic, _)| filter.matches(topic))
-        .flat_map(|(_, recent)| recent.iter().cloned())
+        .flat_map(|(_, recent)| recent.iter())
+        .filter(|message| selector.iter().all(|selector| selector.matches(message)))
+        .cloned()
         .collect();
     if !recent.is_empty() {
         queue.send(QueueCommand::Enqueue(recent));
@@ -210,12 +220,23 @@ impl Core {
                 }
             }
             for info in recovered.subscriptions {
-                let handle = queue::spawn(info.queue(), true, core.store.clone())?;
+                let handle =
+                    queue::spawn(info.queue(), true, core.store.clone(), &mut registry.audit)?;
+                let selector = match Selector::parse_optional(info.selector.as_deref()) {
+                    Ok(selector) => selector.map(Arc::new),
+                    Err(error) => {
+                        // It was valid when stored; a later parser may be stricter.
+                        tracing::warn!(subscription = ?info.key, %error,
+                            "stored durable subscription selector no longer parses; ignored");
+                        None
+                    }
+                };
                 registry.topic_subscriptions.push(TopicSubscription {
                     filter: DestinationFilter::new(&info.topic.name),
                     queue: handle.clone(),
                     no_local_connection: None,
                     temporary: false,
+                    selector,
                 });
                 registry.durable.insert(info.key, (handle, None));
             }
@@ -265,6 +286,13 @@ impl Core {
         transaction: Option<&mut Transaction>,
     ) -> Result<Completion, CoreError> {
         let mut registry = self.registry.lock();
+        // Under the registry lock, so that an original and its resend (on another connection)
+        // are judged in the order they are routed.
+        if registry.audit.is_duplicate(&message) {
+            tracing::debug!(id = %message.message_id, destination = %message.destination,
+                "duplicate send ignored (a resend after failover)");
+            return Ok(Completion::ready(Ok(())));
+        }
         // A transacted topic message is published (and becomes recent for retroactive
         // subscribers) at the commit: an aborted one must never be replayed.
         let route = self.route(&mut registry, &message, connection, transaction.is_none())?;
@@ -344,6 +372,7 @@ impl Core {
                     }
                     registry.topic_route(
                         &part.name,
+                        message,
                         temporary,
                         connection,
                         &self.settings.virtual_topics,
@@ -376,6 +405,7 @@ impl Core {
                 QueueKey::destination(destination.clone()),
                 false,
                 self.store.clone(),
+                &mut registry.audit,
             )?),
             DestinationKind::TempTopic => None,
             _ => return Err(CoreError::NotTemporary(destination.to_string())),
@@ -423,6 +453,7 @@ impl Core {
             if let Some(queue) = temporary.queue {
                 queue.send(QueueCommand::Stop);
             }
+            registry.audit.forget(destination);
             self.advise(registry, destination, "remove");
         }
     }
@@ -453,7 +484,7 @@ impl Core {
             .properties
             .insert(ADVISORY_OPERATION.into(), store::PropertyValue::String(operation.into()));
         let message = Arc::new(message);
-        for queue in registry.topic_route(topic, false, 0, &[]) {
+        for queue in registry.topic_route(topic, &message, false, 0, &[]) {
             queue.send(QueueCommand::Enqueue(vec![message.clone()]));
         }
     }
@@ -477,11 +508,16 @@ impl Core {
 
     /// Attaches a consumer to a queue (or every queue matching a wildcard), or subscribes it
     /// to a topic, durably or not.
+    ///
+    /// A consumer's selector filters on its queues as they dispatch, and on its topic
+    /// subscriptions as messages are routed (so a durable subscription stores only what its
+    /// selector matches; the subscription's queue then needs no selector of its own).
     pub fn subscribe(&self, request: SubscribeRequest) -> Result<(), CoreError> {
         let SubscribeRequest { destination, spec, durable, retroactive, no_local, connection } =
             request;
         let consumer = spec.id;
         let mut registry = self.registry.lock();
+        let topic_spec = ConsumerSpec { selector: None, ..spec.clone() };
         if let Some(key) = durable {
             if destination.kind != DestinationKind::Topic || destination.name.contains(',') {
                 return Err(CoreError::Unsupported(
@@ -489,12 +525,20 @@ impl Core {
                 ));
             }
             let no_local = no_local.then_some(connection);
-            let (queue, created) =
-                self.durable_queue(&mut registry, key, &destination, consumer, no_local)?;
+            let selector = spec.selector.clone();
+            let (queue, created) = self.durable_queue(
+                &mut registry,
+                key,
+                &destination,
+                consumer,
+                no_local,
+                selector.clone(),
+            )?;
             if retroactive && created {
-                replay_recent(&registry, &DestinationFilter::new(&destination.name), &queue);
+                let filter = DestinationFilter::new(&destination.name);
+                replay_recent(&registry, &filter, selector.as_deref(), &queue);
             }
-            queue.send(QueueCommand::Subscribe(spec));
+            queue.send(QueueCommand::Subscribe(topic_spec));
             return Ok(());
         }
         let mut attachment = Attachment::default();
@@ -540,19 +584,20 @@ impl Core {
                     name: format!("consumer-{}", consumer.0).into(),
                 }),
             };
-            let queue = queue::spawn(key, false, self.store.clone())?;
+            let queue = queue::spawn(key, false, self.store.clone(), &mut registry.audit)?;
             for (filter, temporary) in topics {
                 if retroactive {
-                    replay_recent(&registry, &filter, &queue);
+                    replay_recent(&registry, &filter, spec.selector.as_deref(), &queue);
                 }
                 registry.topic_subscriptions.push(TopicSubscription {
                     filter,
                     queue: queue.clone(),
                     no_local_connection: no_local.then_some(connection),
                     temporary,
+                    selector: spec.selector.clone(),
                 });
             }
-            queue.send(QueueCommand::Subscribe(spec));
+            queue.send(QueueCommand::Subscribe(topic_spec));
             attachment.private = Some(queue);
         }
         registry.consumers.insert(consumer, attachment);
@@ -560,7 +605,8 @@ impl Core {
     }
 
     /// The queue of durable subscription `key`, created (and stored) if new or if its topic
-    /// changed, and marked active for `consumer`. Returns whether it was created.
+    /// or selector changed, and marked active for `consumer`. Returns whether it was created.
+    /// A changed selector replaces the subscription and drops its messages, as ActiveMQ does.
     ///
     /// `no_local` is the subscribing connection if it asked not to receive its own messages.
     /// The flag is applied, not only stored: a durable noLocal
@@ -574,6 +620,7 @@ impl Core {
         topic: &Destination,
         consumer: ConsumerId,
         no_local: Option<u64>,
+        selector: Option<Arc<Selector>>,
     ) -> Result<(QueueHandle, bool), CoreError> {
         let in_use = || CoreError::DurableInUse {
             client_id: key.client_id.to_string(),
@@ -583,7 +630,14 @@ impl Core {
             if active.is_some() {
                 return Err(in_use());
             }
-            if queue.key.destination == *topic {
+            let same_selector = registry
+                .topic_subscriptions
+                .iter()
+                .find(|s| s.queue.same_queue(queue))
+                .is_some_and(|s| {
+                    s.selector.as_ref().map(|s| s.text()) == selector.as_ref().map(|s| s.text())
+                });
+            if queue.key.destination == *topic && same_selector {
                 let queue = queue.clone();
                 for subscription in &mut registry.topic_subscriptions {
                     if subscription.queue.same_queue(&queue) {
@@ -601,17 +655,17 @@ impl Core {
                 );
                 return Ok((queue, false));
             }
-            // Subscribing under the same name to another topic replaces the subscription, as
-            // in JMS.
+            // Subscribing under the same name to another topic or with another selector
+            // replaces the subscription, as in JMS.
             drop(self.drop_durable(registry, &key));
         }
         let info = SubscriptionInfo {
             key: key.clone(),
             topic: topic.clone(),
-            selector: None,
+            selector: selector.as_ref().map(|s| Arc::from(s.text())),
             no_local: no_local.is_some(),
         };
-        let queue = queue::spawn(info.queue(), true, self.store.clone())?;
+        let queue = queue::spawn(info.queue(), true, self.store.clone(), &mut registry.audit)?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.
         drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
         registry.topic_subscriptions.push(TopicSubscription {
@@ -619,6 +673,7 @@ impl Core {
             queue: queue.clone(),
             no_local_connection: no_local,
             temporary: false,
+            selector,
         });
         registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
         registry.consumers.insert(
@@ -666,6 +721,19 @@ impl Core {
             .consumers
             .get(&consumer)
             .map_or_else(Vec::new, |a| a.queues.iter().chain(a.private.iter()).cloned().collect())
+    }
+
+    /// Changes a consumer's prefetch, on the queues it consumes from and for queues its
+    /// wildcards match later. From 0 to more, any outstanding pull is replaced by the credit.
+    pub fn set_prefetch(&self, consumer: ConsumerId, prefetch: u32) {
+        let mut registry = self.registry.lock();
+        let Some(attachment) = registry.consumers.get_mut(&consumer) else { return };
+        for (_, spec) in &mut attachment.wildcards {
+            spec.prefetch = prefetch;
+        }
+        for queue in attachment.queues.iter().chain(attachment.private.iter()) {
+            queue.send(QueueCommand::SetPrefetch { consumer, prefetch });
+        }
     }
 
     /// A prefetch-0 consumer asks for one message (OpenWire's MessagePull): each of its
@@ -748,6 +816,12 @@ impl Core {
     }
 
     /// Gives messages back for redelivery.
+    /// The client handed these messages to its application and acknowledges them later: they
+    /// stop counting against the consumer's prefetch (OpenWire's delivered ack).
+    pub fn consumed(&self, queue: &QueueHandle, consumer: ConsumerId, ids: Vec<MessageId>) {
+        queue.send(QueueCommand::Consumed { consumer, ids });
+    }
+
     pub fn nack(&self, queue: &QueueHandle, consumer: ConsumerId, ids: Vec<MessageId>) {
         queue.send(QueueCommand::Nack { consumer, ids });
     }

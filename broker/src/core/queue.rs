@@ -17,7 +17,8 @@
 //! redelivered. An ack inside a transaction frees the consumer's credit but keeps the message
 //! until the transaction ends: a commit drops it, a rollback makes it deliverable again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use store::{
@@ -26,6 +27,8 @@ use store::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::audit::ProducerAudit;
+use super::selector::Selector;
 use super::{AckMode, ConsumerId, Delivery};
 
 /// Messages read from the store per page while a queue loads at start.
@@ -39,11 +42,19 @@ struct QueuedMessage {
     delivery_count: u32,
     /// Acknowledged inside a transaction that has not ended yet.
     acked_in_transaction: bool,
+    /// Handed to the application, the client says (OpenWire's delivered ack), though not
+    /// acknowledged yet.
+    consumed: bool,
 }
 
 impl QueuedMessage {
     fn new(message: Arc<Message>) -> Self {
-        QueuedMessage { message, delivery_count: 0, acked_in_transaction: false }
+        QueuedMessage { message, delivery_count: 0, acked_in_transaction: false, consumed: false }
+    }
+
+    /// An in-flight message that no longer counts against its consumer's prefetch.
+    fn releases_credit(&self) -> bool {
+        self.acked_in_transaction || self.consumed
     }
 }
 
@@ -60,6 +71,9 @@ pub struct ConsumerSpec {
     pub exclusive: bool,
     /// Where deliveries go: the owning connection's delivery channel.
     pub sink: mpsc::UnboundedSender<Delivery>,
+    /// Only messages this selector matches go to the consumer; the others wait for other
+    /// consumers. Parsed once, when the consumer subscribes.
+    pub selector: Option<Arc<Selector>>,
 }
 
 /// What a connection (or the broker) asks a queue to do.
@@ -92,12 +106,22 @@ pub(crate) enum QueueCommand {
         /// Messages whose consumer is still there stay in flight with it, unacknowledged.
         keep_delivered: bool,
     },
+    /// The client handed these to the application and will acknowledge them later.
+    Consumed {
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+    },
     /// The consumer gives these messages back for redelivery.
     Nack {
         consumer: ConsumerId,
         ids: Vec<MessageId>,
     },
     Stats(oneshot::Sender<QueueStats>),
+    /// The consumer's prefetch changes (OpenWire's ConsumerControl).
+    SetPrefetch {
+        consumer: ConsumerId,
+        prefetch: u32,
+    },
     /// The consumer saw only these of its in-flight messages (OpenWire's close tells which
     /// were handed to the application); the others, prefetched but never delivered, go back
     /// not marked redelivered. Listing what was seen, not what was not, keeps messages still
@@ -173,10 +197,21 @@ impl QueueHandle {
 struct Consumer {
     spec: ConsumerSpec,
     in_flight: HashMap<MessageId, QueuedMessage>,
-    /// In-flight messages acknowledged in an open transaction: they do not use credit.
-    acked_in_transaction: usize,
+    /// In-flight messages that do not use credit ([`QueuedMessage::releases_credit`]):
+    /// acknowledged in an open transaction, or consumed by the application and awaiting a
+    /// later acknowledgement (how a client-acknowledge or transacted consumer gets more than
+    /// its prefetch before it acknowledges, like ActiveMQ's prefetch extension).
+    released: usize,
     /// Outstanding pulls of a prefetch-0 consumer: each allows one message.
     pulls: u32,
+    /// For a consumer with a selector: every ready message up to this key was tested and does
+    /// not match, so the next search starts after it (a deep queue is scanned once per
+    /// consumer, not once per dispatch).
+    scanned: Option<PageKey>,
+    /// Messages that match the selector and became ready at or before `scanned` after the
+    /// scan passed (returned by another consumer, or of a higher priority). Entries whose
+    /// message has left `ready` are dropped lazily.
+    missed: BTreeSet<PageKey>,
 }
 
 impl Consumer {
@@ -184,7 +219,7 @@ impl Consumer {
         if self.spec.prefetch == 0 {
             return self.pulls > 0;
         }
-        self.in_flight.len() - self.acked_in_transaction < self.spec.prefetch as usize
+        self.in_flight.len() - self.released < self.spec.prefetch as usize
     }
 }
 
@@ -203,10 +238,14 @@ struct Queue {
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
+///
+/// Messages loaded from the store are recorded in `audit`, so that a client's resend of one of
+/// them after a restart is recognised as a duplicate.
 pub(crate) fn spawn(
     key: QueueKey,
     stored: bool,
     store: Arc<dyn MessageStore>,
+    audit: &mut ProducerAudit,
 ) -> Result<QueueHandle, StoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
     let handle = QueueHandle { key: Arc::new(key), stored, tx };
@@ -220,7 +259,7 @@ pub(crate) fn spawn(
         acked: 0,
     };
     if stored {
-        queue.load_stored()?;
+        queue.load_stored(audit)?;
     }
     tokio::spawn(queue.run(rx));
     Ok(handle)
@@ -229,7 +268,7 @@ pub(crate) fn spawn(
 impl Queue {
     /// Loads every stored reference. Paging with a bounded window replaces this when memory
     /// limits arrive (issue 7); the store already reads in page order.
-    fn load_stored(&mut self) -> Result<(), StoreError> {
+    fn load_stored(&mut self, audit: &mut ProducerAudit) -> Result<(), StoreError> {
         let mut after = None;
         loop {
             let page = self.store.read_page(&self.handle.key, after, RECOVERY_PAGE)?;
@@ -237,6 +276,7 @@ impl Queue {
             after = Some(PageKey::of(&last.message));
             let full = page.len() == RECOVERY_PAGE;
             for stored in page {
+                audit.record_recovered(&stored.message);
                 let mut queued = QueuedMessage::new(stored.message);
                 // Possibly seen by a consumer before an unclean stop: goes out redelivered.
                 queued.delivery_count = u32::from(stored.redelivered);
@@ -257,15 +297,17 @@ impl Queue {
             match command {
                 QueueCommand::Enqueue(messages) => {
                     for message in messages {
-                        self.ready.insert(PageKey::of(&message), QueuedMessage::new(message));
+                        self.make_ready(QueuedMessage::new(message));
                     }
                 }
                 QueueCommand::Subscribe(spec) => {
                     self.consumers.push(Consumer {
                         spec,
                         in_flight: HashMap::new(),
-                        acked_in_transaction: 0,
+                        released: 0,
                         pulls: 0,
+                        scanned: None,
+                        missed: BTreeSet::new(),
                     });
                 }
                 QueueCommand::Unsubscribe(consumer) => self.remove_consumer(consumer),
@@ -286,6 +328,7 @@ impl Queue {
                     self.end_transaction(&ids, false, keep_delivered)
                 }
                 QueueCommand::Nack { consumer, ids } => self.nack(consumer, &ids),
+                QueueCommand::Consumed { consumer, ids } => self.consumed(consumer, &ids),
                 QueueCommand::Stats(reply) => {
                     let _ = reply.send(self.stats());
                 }
@@ -296,6 +339,12 @@ impl Queue {
                                 queued.delivery_count = queued.delivery_count.saturating_sub(1);
                             }
                         }
+                    }
+                }
+                QueueCommand::SetPrefetch { consumer, prefetch } => {
+                    if let Some(consumer) = self.consumer_mut(consumer) {
+                        consumer.spec.prefetch = prefetch;
+                        consumer.pulls = 0;
                     }
                 }
                 QueueCommand::Pull { consumer } => {
@@ -328,11 +377,21 @@ impl Queue {
     }
 
     /// Hands ready messages to consumers with credit, round-robin, highest priority first.
+    /// A consumer with a selector gets the first ready message it matches; messages nobody
+    /// matches stay, and later ones may pass them.
     fn dispatch(&mut self) {
         let now = now_millis();
+        // Consumers with credit but nothing they match, for this round (allocated only when
+        // a selector leaves one without a message).
+        let mut exhausted: Vec<bool> = Vec::new();
         while !self.ready.is_empty() && !self.consumers.is_empty() {
-            let Some(index) = self.next_consumer_with_credit() else { return };
-            let Some((_, mut queued)) = self.ready.pop_first() else { return };
+            let Some(index) = self.next_consumer_with_credit(&exhausted) else { return };
+            let Some(key) = self.next_message_for(index) else {
+                exhausted.resize(self.consumers.len(), false);
+                exhausted[index] = true;
+                continue;
+            };
+            let Some(mut queued) = self.ready.remove(&key) else { return };
             if queued.message.is_expired(now) {
                 // Expired messages are dropped (dead-lettering them is a later policy).
                 self.forget(&queued.message);
@@ -351,9 +410,12 @@ impl Queue {
                 // The connection is gone without unsubscribing: put the message back untouched
                 // and drop the consumer, returning what it held.
                 queued.delivery_count -= 1;
-                self.ready.insert(PageKey::of(&queued.message), queued);
                 let id = consumer.spec.id;
+                self.make_ready(queued);
                 self.remove_consumer(id);
+                if index < exhausted.len() {
+                    exhausted.remove(index);
+                }
                 continue;
             }
             consumer.pulls = consumer.pulls.saturating_sub(1);
@@ -362,15 +424,64 @@ impl Queue {
         }
     }
 
-    fn next_consumer_with_credit(&self) -> Option<usize> {
+    /// The next consumer in turn that has credit and is not `exhausted`.
+    fn next_consumer_with_credit(&self, exhausted: &[bool]) -> Option<usize> {
+        let available = |index: usize| {
+            self.consumers[index].has_credit() && !exhausted.get(index).copied().unwrap_or(false)
+        };
         // While an exclusive consumer is subscribed, the first one gets everything.
         if let Some(index) = self.consumers.iter().position(|c| c.spec.exclusive) {
-            return self.consumers[index].has_credit().then_some(index);
+            return available(index).then_some(index);
         }
         let count = self.consumers.len();
-        (0..count)
-            .map(|offset| (self.next_consumer + offset) % count)
-            .find(|&index| self.consumers[index].has_credit())
+        (0..count).map(|offset| (self.next_consumer + offset) % count).find(|&i| available(i))
+    }
+
+    /// The key of the first ready message for consumer `index`: the first of all without a
+    /// selector; with one, the earlier of its first missed message and the first match after
+    /// its scan cursor, which this call advances over every message that does not match.
+    fn next_message_for(&mut self, index: usize) -> Option<PageKey> {
+        let Queue { consumers, ready, .. } = self;
+        let consumer = &mut consumers[index];
+        let Some(selector) = &consumer.spec.selector else {
+            return ready.keys().next().copied();
+        };
+        while let Some(first) = consumer.missed.first() {
+            if ready.contains_key(first) {
+                break;
+            }
+            consumer.missed.pop_first();
+        }
+        let missed = consumer.missed.first().copied();
+        let after = match consumer.scanned {
+            Some(scanned) => Bound::Excluded(scanned),
+            None => Bound::Unbounded,
+        };
+        for (key, queued) in ready.range((after, Bound::Unbounded)) {
+            if missed.is_some_and(|missed| missed < *key) {
+                break;
+            }
+            if selector.matches(&queued.message) {
+                return Some(*key);
+            }
+            consumer.scanned = Some(*key);
+        }
+        missed
+    }
+
+    /// Makes a message ready (new, or back from a consumer): consumers with a selector whose
+    /// scan already passed its position test it now, so that a deep queue is not scanned again.
+    fn make_ready(&mut self, mut queued: QueuedMessage) {
+        queued.consumed = false;
+        let key = PageKey::of(&queued.message);
+        for consumer in &mut self.consumers {
+            if let (Some(selector), Some(scanned)) = (&consumer.spec.selector, consumer.scanned) {
+                if key <= scanned && selector.matches(&queued.message) {
+                    consumer.missed.insert(key);
+                }
+            }
+        }
+        self.ready.insert(key, queued);
     }
 
     fn remove_consumer(&mut self, id: ConsumerId) {
@@ -393,7 +504,7 @@ impl Queue {
             if consumer.spec.ack_mode == AckMode::Auto {
                 queued.delivery_count -= 1;
             }
-            self.ready.insert(PageKey::of(&queued.message), queued);
+            self.make_ready(queued);
         }
         if returned > 0 {
             tracing::debug!(queue = ?self.handle.key, returned, "consumer closed with unacknowledged messages");
@@ -411,8 +522,8 @@ impl Queue {
         let mut unit = UnitOfWork::new();
         for id in ids {
             if let Some(queued) = consumer.in_flight.remove(id) {
-                if queued.acked_in_transaction {
-                    consumer.acked_in_transaction -= 1;
+                if queued.releases_credit() {
+                    consumer.released -= 1;
                 }
                 self.acked += 1;
                 if self.handle.stored && queued.message.is_persistent() {
@@ -431,14 +542,28 @@ impl Queue {
         }
     }
 
+    /// The client handed these in-flight messages to the application: they stop counting
+    /// against the consumer's prefetch until they are acknowledged or come back.
+    fn consumed(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
+        let Some(consumer) = self.consumer_mut(consumer) else { return };
+        for id in ids {
+            if let Some(queued) = consumer.in_flight.get_mut(id) {
+                if !queued.releases_credit() {
+                    consumer.released += 1;
+                }
+                queued.consumed = true;
+            }
+        }
+    }
+
     fn ack_in_transaction(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
         let Some(consumer) = self.consumer_mut(consumer) else { return };
         for id in ids {
             if let Some(queued) = consumer.in_flight.get_mut(id) {
-                if !queued.acked_in_transaction {
-                    queued.acked_in_transaction = true;
-                    consumer.acked_in_transaction += 1;
+                if !queued.releases_credit() {
+                    consumer.released += 1;
                 }
+                queued.acked_in_transaction = true;
             }
         }
     }
@@ -451,13 +576,16 @@ impl Queue {
             if found.is_none() {
                 for consumer in &mut self.consumers {
                     if consumer.in_flight.get(id).is_some_and(|q| q.acked_in_transaction) {
-                        consumer.acked_in_transaction -= 1;
                         if keep_delivered && !committed {
                             if let Some(queued) = consumer.in_flight.get_mut(id) {
                                 queued.acked_in_transaction = false;
+                                if !queued.consumed {
+                                    consumer.released -= 1;
+                                }
                             }
                             continue 'ids;
                         }
+                        consumer.released -= 1;
                         found = consumer.in_flight.remove(id);
                         break;
                     }
@@ -468,7 +596,7 @@ impl Queue {
                 self.acked += 1;
             } else {
                 queued.acked_in_transaction = false;
-                self.ready.insert(PageKey::of(&queued.message), queued);
+                self.make_ready(queued);
             }
         }
     }
@@ -477,13 +605,17 @@ impl Queue {
         let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
             return;
         };
+        let mut returned = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some(queued) = consumer.in_flight.remove(id) {
-                if queued.acked_in_transaction {
-                    consumer.acked_in_transaction -= 1;
+                if queued.releases_credit() {
+                    consumer.released -= 1;
                 }
-                self.ready.insert(PageKey::of(&queued.message), queued);
+                returned.push(queued);
             }
+        }
+        for queued in returned {
+            self.make_ready(queued);
         }
     }
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use store::{Destination, Message, MessageStore, QueueKey, StoreError, SubscriptionKey};
 
+use super::audit::ProducerAudit;
 use super::queue::{self, ConsumerSpec, QueueCommand, QueueHandle};
+use super::selector::Selector;
 use super::wildcard::DestinationFilter;
 use super::{ConsumerId, VirtualTopicRule};
 
@@ -21,6 +23,9 @@ pub(crate) struct TopicSubscription {
     /// Subscribed to a temporary topic: temporary and ordinary topics never match each
     /// other, even through wildcards (as in ActiveMQ).
     pub temporary: bool,
+    /// Only messages this selector matches are routed to the subscription (so a durable
+    /// subscription stores nothing else).
+    pub selector: Option<Arc<Selector>>,
 }
 
 /// Where a consumer is attached, so that closing it detaches it everywhere. A composite
@@ -80,6 +85,8 @@ pub(crate) struct Registry {
     pub recent: HashMap<Arc<str>, RecentMessages>,
     /// Temporary queues and topics by destination.
     pub temporary: HashMap<Destination, Temporary>,
+    /// Duplicate detection for resent messages, per destination and producer.
+    pub audit: ProducerAudit,
 }
 
 impl Registry {
@@ -94,7 +101,7 @@ impl Registry {
             return Ok((handle.clone(), false));
         }
         let key = QueueKey::destination(Destination::queue(name.clone()));
-        let handle = queue::spawn(key, true, store.clone())?;
+        let handle = queue::spawn(key, true, store.clone(), &mut self.audit)?;
         for attachment in self.consumers.values_mut() {
             for (filter, spec) in &attachment.wildcards {
                 if filter.matches(name) {
@@ -112,11 +119,13 @@ impl Registry {
         self.recent.entry(topic.clone()).or_default().push(message.clone(), limit);
     }
 
-    /// Every queue a message sent to topic `topic` lands in: matching subscriptions (minus
-    /// no-local ones of the sending connection) and virtual topic consumer queues.
+    /// Every queue `message`, sent to topic `topic`, lands in: matching subscriptions whose
+    /// selector matches it (minus no-local ones of the sending connection) and virtual topic
+    /// consumer queues.
     pub fn topic_route(
         &self,
         topic: &str,
+        message: &Message,
         temporary: bool,
         connection: u64,
         virtual_topics: &[VirtualTopicRule],
@@ -128,6 +137,7 @@ impl Registry {
                 s.temporary == temporary
                     && s.filter.matches(topic)
                     && s.no_local_connection != Some(connection)
+                    && s.selector.iter().all(|selector| selector.matches(message))
             })
             .map(|s| s.queue.clone())
             .collect();

@@ -23,11 +23,12 @@ use protocol::openwire::{
     self as ow, ack_type, transaction_type, Codec, Command, DataStructure, Throwable, WireError,
     WireFormat, WireFormatInfo,
 };
-use store::{DestinationKind, Message, SubscriptionKey};
+use store::{DestinationKind, Message, MessageId, SubscriptionKey};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::core::selector::Selector;
 use crate::core::{
     AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, QueueHandle, SubscribeRequest,
     Transaction,
@@ -442,6 +443,10 @@ impl Connection {
                 self.answer(id, required, Ok(()));
             }
             Command::TransactionInfo(info) => self.transaction(id, required, &info),
+            Command::ConsumerControl(control) => {
+                self.consumer_control(&control);
+                self.answer(id, required, Ok(()));
+            }
             Command::DestinationInfo(info) => {
                 let result = self.destination_info(&info);
                 self.answer(id, required, result);
@@ -468,9 +473,9 @@ impl Connection {
             .consumer_id
             .clone()
             .ok_or_else(|| Refusal::new(JMS_EXCEPTION, "no consumer id"))?;
-        if info.selector.as_deref().is_some_and(|s| !s.trim().is_empty()) {
-            return Err(Refusal::new(INVALID_SELECTOR, "selectors are not supported yet"));
-        }
+        let selector = Selector::parse_optional(info.selector.as_deref())
+            .map_err(|e| Refusal::new(INVALID_SELECTOR, e.to_string()))?
+            .map(Arc::new);
         if info.browser {
             return Err(Refusal::new(JMS_EXCEPTION, "queue browsers are not supported yet"));
         }
@@ -508,6 +513,7 @@ impl Connection {
                 ack_mode: AckMode::ClientIndividual,
                 exclusive: info.exclusive,
                 sink: self.deliveries_tx.clone(),
+                selector,
             },
             durable,
             retroactive: info.retroactive,
@@ -691,9 +697,8 @@ impl Connection {
             return Err(Refusal::new(JMS_EXCEPTION, "acknowledgement without a consumer id"));
         };
         let kind = ack.ack_type;
-        if kind == ack_type::DELIVERED || kind == ack_type::REDELIVERED {
-            // Delivered to the application, or about to be redelivered by the client
-            // itself: nothing to do here.
+        if kind == ack_type::REDELIVERED {
+            // About to be redelivered by the client itself: nothing to do here.
             return Ok(());
         }
         let Some(consumer) = self.consumers.get_mut(consumer_id) else {
@@ -707,6 +712,22 @@ impl Connection {
             tracing::debug!(peer = %self.peer, ?last, "acknowledgement of a message not awaiting one");
             return Ok(());
         };
+        if kind == ack_type::DELIVERED {
+            // Handed to the application up to `last`; the standard ack comes later. The
+            // client-acknowledge and transacted consumers of the ActiveMQ client send these to
+            // open their prefetch window, and stall without.
+            let mut groups: Vec<(&QueueHandle, Vec<MessageId>)> = Vec::new();
+            for (queue, message) in consumer.delivered.iter().take(position + 1) {
+                match groups.iter_mut().find(|(q, _)| q.same_queue(queue)) {
+                    Some((_, ids)) => ids.push(message.id),
+                    None => groups.push((queue, vec![message.id])),
+                }
+            }
+            for (queue, ids) in groups {
+                self.context.core.consumed(queue, consumer.core, ids);
+            }
+            return Ok(());
+        }
         let acked: Vec<(QueueHandle, Arc<Message>)> = if kind == ack_type::INDIVIDUAL {
             consumer.delivered.remove(position).into_iter().collect()
         } else {
@@ -742,6 +763,23 @@ impl Connection {
             core.ack_now(&queue, core_consumer, messages.iter().map(|m| m.id).collect());
         }
         Ok(())
+    }
+
+    /// A client's ConsumerControl changes a consumer's prefetch. The failover transport
+    /// relies on it: it restores consumers with prefetch 0 while the client still clears what
+    /// the lost connection had dispatched, and then restores each prefetch this way, so that
+    /// nothing is dispatched into a consumer that is about to discard it.
+    fn consumer_control(&mut self, control: &ow::ConsumerControl) {
+        let Some(id) = &control.consumer_id else { return };
+        let Some(consumer) = self.consumers.get_mut(id) else { return };
+        if control.close || control.prefetch == consumer.prefetch || control.prefetch < 0 {
+            return;
+        }
+        tracing::debug!(peer = %self.peer, prefetch = control.prefetch, "consumer prefetch changed");
+        consumer.prefetch = control.prefetch;
+        // A pull in progress ends with the change (as the client no longer waits for it).
+        consumer.pull_generation += 1;
+        self.context.core.set_prefetch(consumer.core, control.prefetch as u32);
     }
 
     fn pull(&mut self, pull: &ow::MessagePull) {

@@ -9,6 +9,7 @@ use store::{DestinationKind, Message, MessageId, SubscriptionKey};
 
 use super::writer::WriteItem;
 use super::{mapping, Connection, Fatal, Outcome, Subscription};
+use crate::core::selector::Selector;
 use crate::core::{AckMode, ConsumerSpec, Delivery, QueueHandle, SubscribeRequest};
 
 /// ActiveMQ's subscription headers that ferromq honours.
@@ -73,9 +74,8 @@ impl Connection {
             }
         };
         for (name, _) in &frame.headers {
-            let unsupported = name == "selector"
-                || (name.starts_with("activemq.")
-                    && !SUPPORTED_ACTIVEMQ_HEADERS.contains(&name.as_str()));
+            let unsupported = name.starts_with("activemq.")
+                && !SUPPORTED_ACTIVEMQ_HEADERS.contains(&name.as_str());
             if unsupported {
                 return Err(Fatal::new(
                     Some(frame),
@@ -96,6 +96,14 @@ impl Connection {
             }
             None => self.context.core.settings().default_prefetch,
         };
+        // STOMP properties are all strings; like ActiveMQ's STOMP adapter, the selector
+        // converts them when they meet a number (`count > 5` matches the header `count:7`).
+        let selector = Selector::parse_optional(frame.get("selector"))
+            .map_err(|e| {
+                let selector = frame.get("selector").unwrap_or_default();
+                Fatal::new(Some(frame), &e.to_string(), &format!("selector: {selector}"))
+            })?
+            .map(|selector| Arc::new(selector.converting_strings()));
         let durable = match frame.get("activemq.subscriptionName") {
             None => None,
             Some(name) => Some(self.subscription_key(frame, name, destination.kind)?),
@@ -110,6 +118,7 @@ impl Connection {
                 ack_mode,
                 exclusive: flag(frame, "activemq.exclusive")?,
                 sink: self.deliveries_tx.clone(),
+                selector,
             },
             durable,
             retroactive: flag(frame, "activemq.retroactive")?,

@@ -244,7 +244,10 @@ pub fn message_frame(
     if let Some(ack) = ack {
         frame.push_header("ack", ack);
     }
-    frame.push_header("persistent", if message.is_persistent() { "true" } else { "false" });
+    // Absent for a non-persistent message, as ActiveMQ sends it.
+    if message.is_persistent() {
+        frame.push_header("persistent", "true");
+    }
     frame.push_header("priority", headers.priority.to_string());
     frame.push_header("expires", headers.expiration.to_string());
     frame.push_header("timestamp", headers.timestamp.to_string());

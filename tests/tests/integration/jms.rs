@@ -39,6 +39,7 @@ const CHECKS: &[&str] = &[
     "durable_offline",
     "transactions",
     "client_ack_redelivery",
+    "acks_beyond_prefetch",
     "all_message_types",
     "request_reply_temp_queue",
     "virtual_topic",
@@ -223,13 +224,9 @@ async fn run_against_ferromq(check: &str) -> anyhow::Result<()> {
                 if let Some(running) = broker.take() {
                     running.shutdown().await;
                 }
-                // In-process the broker is back within ~10 ms, and a reconnect that fast makes
-                // the 5.17 client discard what is dispatched to its restored consumer (traced:
-                // the broker sends the MessageDispatches; the application never sees them),
-                // apparently racing the client's own interruption processing. A second is a
-                // modest restart; whether the broker can shield clients from that race is an
-                // open question (see the issue notes).
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                // Back within ~10 ms in-process: the client reconnects while it is still
+                // clearing what the lost connection dispatched, restores its consumers with
+                // prefetch 0 and their prefetch later with a ConsumerControl.
                 let config = openwire_config(data_dir.as_deref(), addr.port())?;
                 let restarted = broker::Broker::start(config)
                     .await
@@ -256,7 +253,6 @@ async fn jms_competing_consumers() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the check subscribes with a message selector; ferromq has no selectors yet and refuses them with InvalidSelectorException"]
 async fn jms_topic_fanout() -> anyhow::Result<()> {
     run_against_ferromq("topic_fanout").await
 }
@@ -274,6 +270,11 @@ async fn jms_transactions() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_client_ack_redelivery() -> anyhow::Result<()> {
     run_against_ferromq("client_ack_redelivery").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_acks_beyond_prefetch() -> anyhow::Result<()> {
+    run_against_ferromq("acks_beyond_prefetch").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,6 +310,79 @@ async fn jms_large_message() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_failover() -> anyhow::Result<()> {
     run_against_ferromq("failover").await
+}
+
+/// Cross-protocol delivery: STOMP to the JMS client and back, headers and properties mapped as
+/// ActiveMQ maps them. The STOMP half runs here, around the Java check `stomp_interop`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_and_stomp_exchange_messages() -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let broker = tests::start_broker(|config| {
+        config.transport.connectors = vec![
+            "tcp://127.0.0.1:0".parse().expect("uri"),
+            "stomp://127.0.0.1:0".parse().expect("uri"),
+        ];
+    })
+    .await?;
+    let stomp = tests::connect(&broker).await?;
+    let expires = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?
+        + Duration::from_secs(600))
+    .as_millis()
+    .to_string();
+    let text_headers = [
+        ("amq-msg-type", "text"),
+        ("persistent", "true"),
+        ("priority", "7"),
+        ("correlation-id", "corr-1"),
+        ("type", "order"),
+        ("reply-to", "/queue/interop.replies"),
+        ("expires", expires.as_str()),
+        ("color", "red"),
+        ("count", "42"),
+    ];
+    stomp
+        .send_with_receipt(
+            "/queue/interop.from-stomp",
+            "h\u{e9}llo from stomp \u{2713}",
+            &text_headers,
+        )
+        .await?;
+    let binary: Vec<u8> = (0..=255u8).collect();
+    stomp.send_with_receipt("/queue/interop.from-stomp", binary.clone(), &[]).await?;
+    let mut to_stomp =
+        stomp.subscribe("/queue/interop.to-stomp", client::AckMode::Auto, &[]).await?;
+
+    let url = format!("tcp://{}", openwire_addr(&broker)?);
+    tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, "stomp_interop", &mut || {
+            bail!("the stomp_interop check asked for a restart")
+        })
+    })?;
+
+    let reply = tests::recv(&mut to_stomp).await?;
+    assert_eq!(std::str::from_utf8(reply.body())?, "\u{fc}n\u{ef}code reply");
+    let header = |name: &str| reply.header(name).map(str::to_owned);
+    assert_eq!(header("destination").as_deref(), Some("/queue/interop.to-stomp"));
+    assert_eq!(header("correlation-id").as_deref(), Some("corr-2"));
+    assert_eq!(header("type").as_deref(), Some("reply"));
+    assert_eq!(header("reply-to").as_deref(), Some("/queue/interop.replies"));
+    assert_eq!(header("priority").as_deref(), Some("8"));
+    assert_eq!(header("persistent").as_deref(), Some("true"));
+    let expires: i64 = header("expires").context("expires")?.parse()?;
+    let timestamp: i64 = header("timestamp").context("timestamp")?.parse()?;
+    assert_eq!(expires - timestamp, 600_000, "expires is the JMS expiration");
+    assert!(header("message-id").is_some_and(|id| id.starts_with("ID:")));
+    for (name, value) in
+        [("s", "x"), ("i", "7"), ("l", "1099511627776"), ("b", "true"), ("d", "2.5")]
+    {
+        assert_eq!(header(name).as_deref(), Some(value), "property {name}");
+    }
+    let bytes = tests::recv(&mut to_stomp).await?;
+    assert_eq!(&bytes.body()[..], &binary[..], "bytes with NULs intact");
+    assert_eq!(bytes.header("content-length"), Some("256"));
+    assert_eq!(bytes.header("persistent"), None, "non-persistent has no persistent header");
+    broker.shutdown().await;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ mod openwire;
 mod openwire_client;
 mod queues;
 mod receipts;
+mod selectors;
 mod stomp_protocol;
 mod stomp_py;
 mod temporary;

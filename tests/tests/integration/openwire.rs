@@ -243,22 +243,27 @@ async fn handshake_send_receive_and_ack() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn selectors_and_xa_are_refused_with_the_expected_exceptions() -> anyhow::Result<()> {
+async fn invalid_selectors_and_xa_get_the_expected_exceptions() -> anyhow::Result<()> {
     let (broker, addr) = start().await?;
     let mut client = Client::connect(addr).await?;
     open(&mut client, "b", "OW.REFUSE", 10).await?;
-    let mut info = ow::ConsumerInfo {
-        consumer_id: Some(ow::ConsumerId { value: 2, ..consumer_id("b") }),
-        destination: Some(ow::Destination::queue("OW.REFUSE")),
-        prefetch_size: 10,
-        selector: Some("color = 'red'".into()),
-        ..Default::default()
+    let consumer = |value: i64, selector: &str| {
+        let mut info = ow::ConsumerInfo {
+            consumer_id: Some(ow::ConsumerId { value, ..consumer_id("b") }),
+            destination: Some(ow::Destination::queue("OW.REFUSE")),
+            prefetch_size: 10,
+            selector: Some(selector.into()),
+            ..Default::default()
+        };
+        info.response_required = true;
+        Command::ConsumerInfo(Box::new(info))
     };
-    info.response_required = true;
-    let id = client.request(Command::ConsumerInfo(Box::new(info))).await?;
-    let refused = client.answer(id).await?.expect_err("a selector is refused");
+    let id = client.request(consumer(2, "color = ")).await?;
+    let refused = client.answer(id).await?.expect_err("an invalid selector is refused");
     assert_eq!(refused.0, "javax.jms.InvalidSelectorException");
-    assert!(refused.1.contains("selectors are not supported"), "{}", refused.1);
+    assert!(refused.1.contains("invalid selector at column 9"), "{}", refused.1);
+    let id = client.request(consumer(3, "color = 'red' AND JMSPriority > 3")).await?;
+    client.answer(id).await?.expect("a valid selector is accepted");
     let xa = ow::TransactionInfo {
         response_required: true,
         connection_id: Some(connection_id("b")),
@@ -355,6 +360,72 @@ async fn stomp_and_openwire_exchange_messages() -> anyhow::Result<()> {
         ow::Body::Bytes(bytes) => assert_eq!(&bytes[..], b"from stomp"),
         other => bail!("unexpected body {other:?}"),
     }
+    broker.shutdown().await;
+    Ok(())
+}
+
+/// Texts of the messages dispatched to the client until `quiet` passes without one, acking
+/// none of them.
+async fn dispatched_texts(client: &mut Client, quiet: Duration) -> anyhow::Result<Vec<String>> {
+    let mut texts = Vec::new();
+    while let Ok(command) = tokio::time::timeout(quiet, client.read()).await {
+        if let Command::MessageDispatch(dispatch) = command? {
+            let message = dispatch.message.context("a dispatched message")?;
+            texts.push(message.text()?.unwrap_or_default());
+        }
+    }
+    Ok(texts)
+}
+
+/// A `failover:` client resends what it had in flight: the producer audit confirms the
+/// resend without enqueueing it again, within one run of the broker and after a restart
+/// (the audit is rebuilt from the store).
+#[tokio::test]
+async fn resent_messages_are_confirmed_but_not_delivered_twice() -> anyhow::Result<()> {
+    let data = tempfile::tempdir()?;
+    let start_on_journal = || {
+        tests::start_broker(|config| {
+            config.transport.connectors = vec!["tcp://127.0.0.1:0".parse().expect("uri")];
+            config.store.kind = conf::StoreKind::Journal;
+            config.broker.data_dir = data.path().to_path_buf();
+        })
+    };
+    let openwire = |broker: &BrokerHandle| {
+        broker
+            .connectors()
+            .first()
+            .map(|connector| connector.local_addr)
+            .context("no tcp connector")
+    };
+    let queue = "OW.DUPLICATES";
+    let broker = start_on_journal().await?;
+    let mut client = Client::connect(openwire(&broker)?).await?;
+    // Prefetch 0 and no pull: nothing is dispatched while the producer sends.
+    open(&mut client, "dup", queue, 0).await?;
+    client.ok(text_message("dup", queue, 1, "one")?).await?;
+    client.ok(text_message("dup", queue, 2, "two")?).await?;
+    client.ok(text_message("dup", queue, 2, "two, resent")?).await?;
+    client.ok(text_message("dup", queue, 1, "one, resent")?).await?;
+    assert_eq!(tests::stored_count(&broker, queue)?, 2, "the resends are not stored");
+    drop(client);
+    broker.shutdown().await;
+
+    let broker = start_on_journal().await?;
+    let mut client = Client::connect(openwire(&broker)?).await?;
+    open(&mut client, "dup", queue, 0).await?;
+    client.ok(text_message("dup", queue, 2, "two, resent after the restart")?).await?;
+    client.ok(text_message("dup", queue, 3, "three")?).await?;
+    // The failover transport's way to turn a consumer restored with prefetch 0 back on.
+    client
+        .write(&Command::ConsumerControl(Box::new(ow::ConsumerControl {
+            consumer_id: Some(consumer_id("dup")),
+            destination: Some(ow::Destination::queue(queue)),
+            prefetch: 10,
+            ..Default::default()
+        })))
+        .await?;
+    let texts = dispatched_texts(&mut client, Duration::from_millis(500)).await?;
+    assert_eq!(texts, ["one", "two", "three"]);
     broker.shutdown().await;
     Ok(())
 }

@@ -168,12 +168,10 @@ impl Context<'_> {
             }
             (Bool(l), Bool(r)) => return equality(comparison, l == r),
             (String(text), Exact(_) | Approximate(_)) if self.convert_strings => {
-                let converted = convert_like(text, right)?;
-                return self.compare(comparison, &converted, right);
+                return self.compare(comparison, &parse_number(text)?, right);
             }
             (Exact(_) | Approximate(_), String(text)) if self.convert_strings => {
-                let converted = convert_like(text, left)?;
-                return self.compare(comparison, left, &converted);
+                return self.compare(comparison, left, &parse_number(text)?);
             }
             (String(text), Bool(r)) if self.convert_strings => {
                 return equality(comparison, parse_bool(text) == *r)
@@ -253,16 +251,9 @@ fn as_double(value: &Value) -> Option<f64> {
     }
 }
 
-/// Parses `text` as the kind of number `like` is (ActiveMQ converts a string to the other
-/// operand's type); `None` if it does not parse.
-fn convert_like(text: &str, like: &Value) -> Option<Value> {
-    let text = text.trim();
-    match like {
-        Value::Exact(_) => text.parse().ok().map(Value::Exact),
-        _ => text.parse().ok().map(Value::Approximate),
-    }
-}
-
+/// A string as a number when strings convert: exact if it parses as a long, else
+/// approximate. (ActiveMQ parses it as the other operand's type, so there `'7.5' < 10` fails
+/// to convert and is unknown; here it is true.)
 fn parse_number(text: &str) -> Option<Value> {
     let text = text.trim();
     text.parse().map(Value::Exact).ok().or_else(|| text.parse().ok().map(Value::Approximate))

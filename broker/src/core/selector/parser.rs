@@ -409,12 +409,12 @@ impl Parser {
                     let mut chars = escape.chars();
                     match (chars.next(), chars.next()) {
                         (Some(c), None) => Some(c),
-                        _ => return Err(SelectorError::Type {
-                            column: escape_column,
-                            reason: format!(
+                        _ => {
+                            let reason = format!(
                                 "the ESCAPE string must be exactly one character, not '{escape}'"
-                            ),
-                        }),
+                            );
+                            return Err(SelectorError::Type { column: escape_column, reason });
+                        }
                     }
                 } else {
                     None

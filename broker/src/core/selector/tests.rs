@@ -229,6 +229,9 @@ fn string_conversion_compares_text_properties_as_numbers() {
     let converting = |s: &str| Selector::parse(s).expect("parses").converting_strings();
     assert!(converting("text_number = 5").matches(&message));
     assert!(converting("text_number > 4 AND text_number < 5.5").matches(&message));
+    let mut decimal = message.clone();
+    decimal.properties.insert("p".into(), PropertyValue::String("7.5".into()));
+    assert!(converting("p < 10 AND p > 7").matches(&decimal));
     assert!(converting("text_number + 1 = 6").matches(&message));
     assert!(!converting("color > 4").matches(&message), "unparsable text is unknown");
     assert!(!converting("NOT (color > 4)").matches(&message));
