@@ -268,6 +268,17 @@ impl Connection {
                         }
                         Err(error) => {
                             tracing::error!(peer = %self.peer, %error, "closing OpenWire connection after a protocol error");
+                            if self.format.is_some() {
+                                // The client hands this to the connection's exception
+                                // listener: the application learns why, not just that the
+                                // socket closed.
+                                self.finish_pending().await;
+                                let reason = format!("ferromq closed the connection: {error}");
+                                self.write(&Command::ConnectionError(Box::new(ow::ConnectionError {
+                                    exception: Some(Throwable::new("java.io.IOException", reason)),
+                                    ..Default::default()
+                                })));
+                            }
                             break;
                         }
                     }

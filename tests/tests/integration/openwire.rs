@@ -429,3 +429,30 @@ async fn resent_messages_are_confirmed_but_not_delivered_twice() -> anyhow::Resu
     broker.shutdown().await;
     Ok(())
 }
+
+/// After the handshake a protocol error reaches the client as a ConnectionError (which the
+/// JMS client hands to the connection's exception listener) before the socket closes.
+#[tokio::test]
+async fn protocol_errors_after_the_handshake_are_reported_with_a_connection_error(
+) -> anyhow::Result<()> {
+    let (broker, addr) = start().await?;
+    for (what, bytes) in [
+        ("an unknown command type", vec![0, 0, 0, 2, 0xEE, 0]),
+        ("a frame over the maximum size", ((MAX_FRAME_SIZE as i32) + 1).to_be_bytes().to_vec()),
+    ] {
+        let mut client = Client::connect(addr).await?;
+        client.socket.write_all(&bytes).await?;
+        let error = loop {
+            match client.read().await.with_context(|| format!("after {what}"))? {
+                Command::ConnectionError(error) => break error,
+                _ => continue,
+            }
+        };
+        let exception = error.exception.context("the ConnectionError has an exception")?;
+        assert_eq!(exception.class_name, "java.io.IOException", "{what}");
+        assert!(exception.message.is_some_and(|m| m.starts_with("ferromq closed")), "{what}");
+        assert!(client.closed().await, "{what}: the connection closes");
+    }
+    broker.shutdown().await;
+    Ok(())
+}
