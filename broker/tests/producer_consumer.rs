@@ -1,11 +1,16 @@
 //! `ferromq producer` and `ferromq consumer` against a real `ferromq start`, process to
-//! process over TCP: what an ActiveMQ user running `activemq producer` / `activemq consumer`
-//! sees. Plus the load generator's API (`client::load`) against an embedded broker.
+//! process over TCP, over OpenWire (the default) and STOMP: what an ActiveMQ user running
+//! `activemq producer` / `activemq consumer` sees; the same commands against a real Apache
+//! ActiveMQ 5.17 ([`activemq::ActiveMq`], the `tests` crate's launcher, included by path).
+//! Plus the load generator's API (`client::load`) against an embedded broker.
 //!
 //! Every spawned process is wrapped in [`Process`] (from `common/`, shared with `cli.rs`),
 //! killed when the test ends, passes or fails; its stdout and stderr go to files in the
 //! test's temporary directory.
 
+#[allow(dead_code)]
+#[path = "../../tests/src/activemq.rs"]
+mod activemq;
 mod common;
 
 use std::path::Path;
@@ -23,17 +28,50 @@ const REFUSE_TIMEOUT: Duration = Duration::from_secs(20);
 /// The consumers' --receiveTimeout: a lost message fails the test instead of hanging it.
 const RECEIVE_TIMEOUT_MS: &str = "60000";
 
-/// A `ferromq start` on a free port, with the URL to give the tools.
+/// A `ferromq start` with a STOMP and an OpenWire connector on free ports, with the URLs to
+/// give the tools.
 struct RunningBroker {
+    /// `stomp://127.0.0.1:PORT`.
     url: String,
+    /// `tcp://127.0.0.1:PORT`.
+    openwire: String,
     _process: Process,
 }
 
 fn start_broker(dir: &Path) -> RunningBroker {
-    let port = free_port();
-    let mut process = Process::start_broker(dir, "broker", &dir.join("data"), port);
-    process.wait_accepting(loopback(port));
-    RunningBroker { url: format!("stomp://127.0.0.1:{port}"), _process: process }
+    let (stomp, openwire) = (free_port(), free_port());
+    let stomp_uri = format!("stomp://127.0.0.1:{stomp}");
+    let openwire_uri = format!("tcp://127.0.0.1:{openwire}");
+    let data = dir.join("data");
+    let args = [
+        "start",
+        "--connector",
+        &stomp_uri,
+        "--connector",
+        &openwire_uri,
+        "--data-dir",
+        common::path_str(&data),
+    ];
+    let mut process = Process::start(dir, "broker", &args);
+    process.wait_accepting(loopback(stomp));
+    process.wait_accepting(loopback(openwire));
+    RunningBroker { url: stomp_uri, openwire: openwire_uri, _process: process }
+}
+
+/// The protocol a scenario runs over.
+#[derive(Clone, Copy)]
+enum Wire {
+    Stomp,
+    OpenWire,
+}
+
+impl Wire {
+    fn url(self, broker: &RunningBroker) -> &str {
+        match self {
+            Wire::Stomp => &broker.url,
+            Wire::OpenWire => &broker.openwire,
+        }
+    }
 }
 
 /// The number in the summary line `<verb> N messages in ...`; fails unless there is
@@ -48,33 +86,40 @@ fn summary_count(stdout: &str, verb: &str) -> u64 {
     words[1].parse().unwrap_or_else(|_| panic!("a count in {line:?}"))
 }
 
-/// Starts a consumer with `args` and waits until its `threads` threads have subscribed.
-fn start_consumer(dir: &Path, broker: &RunningBroker, threads: usize, args: &[&str]) -> Process {
-    let mut all =
-        vec!["consumer", "--brokerUrl", &broker.url, "--receiveTimeout", RECEIVE_TIMEOUT_MS];
+/// Starts a consumer of the broker at `url` with `args` and waits until its `threads`
+/// threads have subscribed.
+fn start_consumer(dir: &Path, url: &str, threads: usize, args: &[&str]) -> Process {
+    let mut all = vec!["consumer", "--brokerUrl", url, "--receiveTimeout", RECEIVE_TIMEOUT_MS];
     all.extend_from_slice(args);
     let mut consumer = Process::start(dir, "consumer", &all);
     consumer.wait_for_lines(": subscribed to ", threads);
     consumer
 }
 
-fn run_producer_process(dir: &Path, broker: &RunningBroker, args: &[&str]) -> String {
-    let mut all = vec!["producer", "--brokerUrl", &broker.url];
+fn run_producer_process(dir: &Path, url: &str, args: &[&str]) -> String {
+    let mut all = vec!["producer", "--brokerUrl", url];
     all.extend_from_slice(args);
     Process::start(dir, "producer", &all).succeed(RUN_TIMEOUT)
 }
 
 #[test]
-fn producer_and_consumer_exchange_10000_messages_over_a_queue() {
+fn producer_and_consumer_exchange_10000_messages_over_a_queue_over_stomp() {
+    producer_and_consumer_exchange_10000_messages_over_a_queue(Wire::Stomp);
+}
+
+#[test]
+fn producer_and_consumer_exchange_10000_messages_over_a_queue_over_openwire() {
+    producer_and_consumer_exchange_10000_messages_over_a_queue(Wire::OpenWire);
+}
+
+fn producer_and_consumer_exchange_10000_messages_over_a_queue(wire: Wire) {
     let dir = temp_dir();
     let broker = start_broker(dir.path());
+    let url = wire.url(&broker);
     let common = ["--messageCount", "10000", "--destination", "queue://load.test"];
-    let mut consumer = start_consumer(dir.path(), &broker, 1, &common);
-    let produced = run_producer_process(
-        dir.path(),
-        &broker,
-        &[&common[..], &["--messageSize", "100"]].concat(),
-    );
+    let mut consumer = start_consumer(dir.path(), url, 1, &common);
+    let produced =
+        run_producer_process(dir.path(), url, &[&common[..], &["--messageSize", "100"]].concat());
     assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
     assert!(produced.contains("producer-1: produced 10000 messages"), "{produced}");
     // Persistent sends are synchronous by default: the summary has their latency.
@@ -85,9 +130,19 @@ fn producer_and_consumer_exchange_10000_messages_over_a_queue() {
 }
 
 #[test]
-fn parallel_threads_share_the_work_on_both_sides() {
+fn parallel_threads_share_the_work_on_both_sides_over_stomp() {
+    parallel_threads_share_the_work_on_both_sides(Wire::Stomp);
+}
+
+#[test]
+fn parallel_threads_share_the_work_on_both_sides_over_openwire() {
+    parallel_threads_share_the_work_on_both_sides(Wire::OpenWire);
+}
+
+fn parallel_threads_share_the_work_on_both_sides(wire: Wire) {
     let dir = temp_dir();
     let broker = start_broker(dir.path());
+    let url = wire.url(&broker);
     let common = [
         "--messageCount",
         "5000",
@@ -96,8 +151,8 @@ fn parallel_threads_share_the_work_on_both_sides() {
         "--destination",
         "queue://load.parallel",
     ];
-    let mut consumer = start_consumer(dir.path(), &broker, 2, &common);
-    let produced = run_producer_process(dir.path(), &broker, &common);
+    let mut consumer = start_consumer(dir.path(), url, 2, &common);
+    let produced = run_producer_process(dir.path(), url, &common);
     assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
     let consumed = consumer.succeed(RUN_TIMEOUT);
     assert_eq!(summary_count(&consumed, "Consumed"), 10_000, "{consumed}");
@@ -110,9 +165,19 @@ fn parallel_threads_share_the_work_on_both_sides() {
 }
 
 #[test]
-fn transacted_producer_and_consumer_commit_in_batches() {
+fn transacted_producer_and_consumer_commit_in_batches_over_stomp() {
+    transacted_producer_and_consumer_commit_in_batches(Wire::Stomp);
+}
+
+#[test]
+fn transacted_producer_and_consumer_commit_in_batches_over_openwire() {
+    transacted_producer_and_consumer_commit_in_batches(Wire::OpenWire);
+}
+
+fn transacted_producer_and_consumer_commit_in_batches(wire: Wire) {
     let dir = temp_dir();
     let broker = start_broker(dir.path());
+    let url = wire.url(&broker);
     // 10050: the last batch of each side is a partial one, committed too.
     let common = [
         "--messageCount",
@@ -122,8 +187,8 @@ fn transacted_producer_and_consumer_commit_in_batches() {
         "--destination",
         "queue://load.transacted",
     ];
-    let mut consumer = start_consumer(dir.path(), &broker, 1, &common);
-    let produced = run_producer_process(dir.path(), &broker, &common);
+    let mut consumer = start_consumer(dir.path(), url, 1, &common);
+    let produced = run_producer_process(dir.path(), url, &common);
     assert_eq!(summary_count(&produced, "Produced"), 10_050, "{produced}");
     assert!(produced.contains("commit latency p50"), "{produced}");
     let consumed = consumer.succeed(RUN_TIMEOUT);
@@ -132,20 +197,26 @@ fn transacted_producer_and_consumer_commit_in_batches() {
 }
 
 #[test]
-fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away() {
+fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away_over_stomp() {
+    durable_topic_subscriber_gets_what_was_sent_while_it_was_away(Wire::Stomp);
+}
+
+#[test]
+fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away_over_openwire() {
+    durable_topic_subscriber_gets_what_was_sent_while_it_was_away(Wire::OpenWire);
+}
+
+fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away(wire: Wire) {
     let dir = temp_dir();
     let broker = start_broker(dir.path());
+    let url = wire.url(&broker);
     let durable = ["--durable", "true", "--clientId", "c1", "--destination", "topic://load.topic"];
     // Online: the subscriber gets every message.
-    let mut consumer = start_consumer(
-        dir.path(),
-        &broker,
-        1,
-        &[&durable[..], &["--messageCount", "10000"]].concat(),
-    );
+    let mut consumer =
+        start_consumer(dir.path(), url, 1, &[&durable[..], &["--messageCount", "10000"]].concat());
     let produced = run_producer_process(
         dir.path(),
-        &broker,
+        url,
         &["--messageCount", "10000", "--destination", "topic://load.topic"],
     );
     assert_eq!(summary_count(&produced, "Produced"), 10_000, "{produced}");
@@ -156,11 +227,11 @@ fn durable_topic_subscriber_gets_what_was_sent_while_it_was_away() {
     // Offline: the subscription keeps what is published meanwhile.
     let produced = run_producer_process(
         dir.path(),
-        &broker,
+        url,
         &["--messageCount", "500", "--destination", "topic://load.topic"],
     );
     assert_eq!(summary_count(&produced, "Produced"), 500, "{produced}");
-    let mut args = vec!["consumer", "--brokerUrl", &broker.url, "--receiveTimeout", "10000"];
+    let mut args = vec!["consumer", "--brokerUrl", url, "--receiveTimeout", "10000"];
     args.extend_from_slice(&[&durable[..], &["--messageCount", "500"]].concat());
     let consumed = Process::start(dir.path(), "returning", &args).succeed(RUN_TIMEOUT);
     assert_eq!(summary_count(&consumed, "Consumed"), 500, "{consumed}");
@@ -175,28 +246,44 @@ fn refused(dir: &Path, name: &str, args: &[&str]) -> String {
 fn bad_broker_urls_and_options_give_clear_errors() {
     let dir = temp_dir();
     let dir = dir.path();
+    let mut stomp_only_broker: Option<(u16, Process)> = None;
     for command in ["producer", "consumer"] {
-        let stderr = refused(dir, "openwire", &[command, "--brokerUrl", "tcp://localhost:61616"]);
+        let stderr = refused(dir, "tls", &[command, "--brokerUrl", "ssl://localhost:61617"]);
         assert!(
             stderr.contains(
-                "OpenWire is not implemented in ferromq's client yet; use stomp://host:61613"
+                "OpenWire over TLS is not implemented in ferromq's client yet; use \
+                 tcp://host:61616 (OpenWire) or stomp://host:61613 (STOMP)"
             ),
             "{stderr}"
         );
-        assert!(stderr.contains("tcp://localhost:61616"), "the error names the URL: {stderr}");
+        assert!(stderr.contains("ssl://localhost:61617"), "the error names the URL: {stderr}");
 
-        let stderr = refused(dir, "nio", &[command, "--brokerUrl", "nio://localhost:61616"]);
-        assert!(stderr.contains("OpenWire is not implemented"), "{stderr}");
+        let stderr = refused(dir, "amqp", &[command, "--brokerUrl", "amqp://localhost:5672"]);
+        assert!(stderr.contains("AMQP is not implemented"), "{stderr}");
 
         let failover = "failover:(tcp://a:61616,tcp://b:61616)";
         let stderr = refused(dir, "failover", &[command, "--brokerUrl", failover]);
         assert!(stderr.contains("failover: URLs are not implemented"), "{stderr}");
 
-        // Nothing listens there: the error names the URL and the reason.
-        let nobody = format!("stomp://127.0.0.1:{}", free_port());
-        let stderr = refused(dir, "refused", &[command, "--brokerUrl", &nobody]);
-        assert!(stderr.contains(&format!("cannot connect to {nobody}")), "{stderr}");
-        assert!(stderr.to_lowercase().contains("refused"), "{stderr}");
+        // Nothing listens there: the error names the URL and the reason, over either
+        // protocol.
+        for scheme in ["stomp", "tcp", "nio"] {
+            let nobody = format!("{scheme}://127.0.0.1:{}", free_port());
+            let stderr = refused(dir, "refused", &[command, "--brokerUrl", &nobody]);
+            assert!(stderr.contains(&format!("cannot connect to {nobody}")), "{stderr}");
+            assert!(stderr.to_lowercase().contains("refused"), "{stderr}");
+        }
+
+        // A STOMP port is not OpenWire: said at once, not a hang.
+        let broker = stomp_only_broker.get_or_insert_with(|| {
+            let port = free_port();
+            let mut process = Process::start_broker(dir, "stomp-only", &dir.join("data"), port);
+            process.wait_accepting(loopback(port));
+            (port, process)
+        });
+        let wrong = format!("tcp://127.0.0.1:{}", broker.0);
+        let stderr = refused(dir, "not-openwire", &[command, "--brokerUrl", &wrong]);
+        assert!(stderr.contains("does not speak OpenWire"), "{stderr}");
 
         let stderr = refused(dir, "destination", &[command, "--destination", "queue://"]);
         assert!(stderr.contains("invalid destination `queue://`"), "{stderr}");
@@ -208,12 +295,22 @@ fn bad_broker_urls_and_options_give_clear_errors() {
 }
 
 #[test]
-fn consumer_stops_on_receive_timeout_and_fails() {
+fn consumer_stops_on_receive_timeout_and_fails_over_stomp() {
+    consumer_stops_on_receive_timeout_and_fails(Wire::Stomp);
+}
+
+#[test]
+fn consumer_stops_on_receive_timeout_and_fails_over_openwire() {
+    consumer_stops_on_receive_timeout_and_fails(Wire::OpenWire);
+}
+
+fn consumer_stops_on_receive_timeout_and_fails(wire: Wire) {
     let dir = temp_dir();
     let broker = start_broker(dir.path());
+    let url = wire.url(&broker);
     run_producer_process(
         dir.path(),
-        &broker,
+        url,
         &["--messageCount", "3", "--destination", "queue://load.short"],
     );
     let mut consumer = Process::start(
@@ -222,7 +319,7 @@ fn consumer_stops_on_receive_timeout_and_fails() {
         &[
             "consumer",
             "--brokerUrl",
-            &broker.url,
+            url,
             "--destination",
             "queue://load.short",
             "--messageCount",
@@ -244,17 +341,30 @@ fn consumer_stops_on_receive_timeout_and_fails() {
 async fn load_api_runs_every_ack_mode() -> anyhow::Result<()> {
     let mut config = conf::Config::default();
     config.store.kind = conf::StoreKind::Memory;
-    config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
+    config.transport.connectors =
+        vec!["stomp://127.0.0.1:0".parse()?, "tcp://127.0.0.1:0".parse()?];
     let broker = broker::Broker::start(config).await?;
-    let addr = broker.stomp_addr().expect("a STOMP connector");
-    let url: client::load::BrokerUrl = format!("stomp://{addr}").parse()?;
+    let stomp = broker.stomp_addr().expect("a STOMP connector");
+    let openwire = broker.openwire_addr().expect("an OpenWire connector");
+    for url in [format!("stomp://{stomp}"), format!("tcp://{openwire}")] {
+        let url: client::load::BrokerUrl = url.parse()?;
+        every_ack_mode_consumes_what_was_produced(&url).await?;
+    }
+    broker.shutdown().await;
+    Ok(())
+}
+
+async fn every_ack_mode_consumes_what_was_produced(
+    url: &client::load::BrokerUrl,
+) -> anyhow::Result<()> {
     let modes = [
         (ConsumerAckMode::Auto, "gap between messages"),
         (ConsumerAckMode::Client, "ack latency"),
         (ConsumerAckMode::ClientIndividual, "ack latency"),
     ];
     for (mode, measured) in modes {
-        let destination = DestinationName::queue(format!("load.api.{}", mode.activemq_name()));
+        let name = format!("load.api.{:?}.{}", url.protocol(), mode.activemq_name());
+        let destination = DestinationName::queue(name.as_str());
         let produced = run_producer(ProducerOptions {
             broker: url.clone(),
             destination: destination.clone(),
@@ -286,7 +396,7 @@ async fn load_api_runs_every_ack_mode() -> anyhow::Result<()> {
         // returned to the queue and taken by another thread.
         let rest = run_consumer(ConsumerOptions {
             broker: url.clone(),
-            destination: DestinationName::queue(format!("load.api.{}", mode.activemq_name())),
+            destination: DestinationName::queue(name.as_str()),
             message_count: 1,
             receive_timeout: Duration::from_millis(200),
             ..ConsumerOptions::default()
@@ -294,6 +404,76 @@ async fn load_api_runs_every_ack_mode() -> anyhow::Result<()> {
         .await?;
         assert_eq!(rest.messages, 0, "{mode:?}: left over: {rest}");
     }
-    broker.shutdown().await;
     Ok(())
+}
+
+/// `ferromq producer` and `ferromq consumer` over OpenWire against a real Apache ActiveMQ
+/// 5.17 (Debian's package, started by the `tests` crate's launcher): a queue, transactions
+/// on both sides, client acknowledgement, and a durable topic subscriber that comes back.
+#[test]
+fn producer_and_consumer_work_against_apache_activemq() {
+    let Some(activemq) = activemq::ActiveMq::start().expect("starting Apache ActiveMQ") else {
+        return;
+    };
+    let dir = temp_dir();
+    let url = activemq.url();
+    let scenarios: [&[&str]; 2] = [
+        &["--messageCount", "2000", "--destination", "queue://ferromq.cli.queue"],
+        &[
+            "--messageCount",
+            "1050",
+            "--transactionBatchSize",
+            "100",
+            "--destination",
+            "queue://ferromq.cli.transacted",
+        ],
+    ];
+    for common in scenarios {
+        let mut consumer = start_consumer(dir.path(), &url, 1, common);
+        let produced = run_producer_process(dir.path(), &url, common);
+        let consumed = consumer.succeed(RUN_TIMEOUT);
+        let expected = common[1].parse::<u64>().expect("a count");
+        assert_eq!(summary_count(&produced, "Produced"), expected, "{produced}");
+        assert_eq!(
+            summary_count(&consumed, "Consumed"),
+            expected,
+            "{consumed}\n{}",
+            activemq.log()
+        );
+    }
+    // Client acknowledgement in batches of 7, then nothing is left on the queue.
+    let client_ack = ["--messageCount", "100", "--destination", "queue://ferromq.cli.client"];
+    run_producer_process(dir.path(), &url, &client_ack);
+    let mut consumer = start_consumer(
+        dir.path(),
+        &url,
+        1,
+        &[&client_ack[..], &["--ackMode", "CLIENT_ACKNOWLEDGE", "--batchSize", "7"]].concat(),
+    );
+    assert_eq!(summary_count(&consumer.succeed(RUN_TIMEOUT), "Consumed"), 100);
+    let mut args = vec!["consumer", "--brokerUrl", &url, "--receiveTimeout", "500"];
+    args.extend_from_slice(&["--destination", "queue://ferromq.cli.client", "--messageCount", "1"]);
+    let mut rest = Process::start(dir.path(), "rest", &args);
+    assert!(!rest.wait_exit(RUN_TIMEOUT).success(), "nothing should be left");
+    assert!(rest.stdout().contains("Consumed 0 of 1 messages"), "{}", rest.output());
+
+    // A durable subscriber online, then offline while messages are published.
+    let durable = [
+        "--durable",
+        "true",
+        "--clientId",
+        "ferromq-cli",
+        "--destination",
+        "topic://ferromq.cli.topic",
+    ];
+    let mut consumer =
+        start_consumer(dir.path(), &url, 1, &[&durable[..], &["--messageCount", "500"]].concat());
+    let topic = ["--messageCount", "500", "--destination", "topic://ferromq.cli.topic"];
+    run_producer_process(dir.path(), &url, &topic);
+    assert_eq!(summary_count(&consumer.succeed(RUN_TIMEOUT), "Consumed"), 500);
+    let offline = ["--messageCount", "50", "--destination", "topic://ferromq.cli.topic"];
+    run_producer_process(dir.path(), &url, &offline);
+    let mut consumer =
+        start_consumer(dir.path(), &url, 1, &[&durable[..], &["--messageCount", "50"]].concat());
+    assert_eq!(summary_count(&consumer.succeed(RUN_TIMEOUT), "Consumed"), 50);
 }

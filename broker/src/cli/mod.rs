@@ -1,6 +1,7 @@
 //! `ferromq producer` and `ferromq consumer`: ActiveMQ's `activemq producer` and
 //! `activemq consumer` commands, with ActiveMQ's option names, on top of the load generator
-//! in `client::load`.
+//! in `client::load`. They speak OpenWire by default (`tcp://localhost:61616`, ActiveMQ's
+//! default), to ferromq or to Apache ActiveMQ, and STOMP with a `stomp://` URL.
 //!
 //! Each prints a line per thread when it is ready and when it is done, then the summary
 //! (`Produced 10000 messages in 1.23 s: 8130 msgs/s (...)`). Errors go to stderr through
@@ -16,22 +17,23 @@ use std::time::Duration;
 use anyhow::Context;
 use client::load::{LoadError, LoadEvent, LoadReport, Observer};
 
-/// The default `--brokerUrl`. ActiveMQ's is `tcp://localhost:61616` (OpenWire); ferromq's
-/// client speaks STOMP only today.
-const DEFAULT_BROKER_URL: &str = "stomp://127.0.0.1:61613";
+/// The default `--brokerUrl`, ActiveMQ's: OpenWire on this machine. `localhost` is resolved
+/// and every address tried, so a broker on `127.0.0.1` is found even where `localhost` is
+/// `::1` first.
+const DEFAULT_BROKER_URL: &str = "tcp://localhost:61616";
 
 /// The options `ferromq producer` and `ferromq consumer` share, with ActiveMQ's names.
 #[derive(Debug, clap::Args)]
 pub struct CommonArgs {
-    /// The broker. ferromq's client speaks STOMP only today, so the default is
-    /// stomp://127.0.0.1:61613 (ActiveMQ's tool defaults to OpenWire on
-    /// tcp://localhost:61616, which is refused with a hint).
+    /// The broker: tcp://HOST:PORT or nio://HOST:PORT for OpenWire (default port 61616),
+    /// stomp://HOST:PORT for STOMP (default port 61613). failover:, TLS, AMQP and MQTT URLs
+    /// are refused with the reason.
     #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
     broker_url: String,
-    /// The login.
+    /// The user name.
     #[arg(long)]
     user: Option<String>,
-    /// The passcode.
+    /// The password.
     #[arg(long)]
     password: Option<String>,
     /// queue://NAME or topic://NAME; a bare NAME is a queue.
