@@ -2,16 +2,18 @@
 //! free loopback port, in a temporary directory, and killed when dropped.
 //!
 //! The broker runs the repository's minimal configuration (`tests/activemq/activemq.xml`:
-//! no persistence, no JMX, no web console, one OpenWire connector) as
+//! no JMX, no web console, one OpenWire connector, persistence off, or KahaDB with
+//! [`ActiveMq::start_persistent`]) as
 //!
 //! ```text
 //! java -Xmx256M -Dactivemq.home=/usr/share/activemq -Dactivemq.base=DIR -Dactivemq.conf=DIR/conf
-//!      -Dactivemq.data=DIR/data -Dferromq.openwire.port=PORT
+//!      -Dactivemq.data=DIR/data -Dferromq.openwire.port=PORT -Dferromq.persistent=BOOL
 //!      -jar /usr/share/activemq/bin/activemq.jar start xbean:file:DIR/conf/activemq.xml
 //! ```
 //!
 //! in its own process group, so that dropping it kills everything it started. It starts in
-//! about two seconds here. When the package is missing, [`ActiveMq::start`] returns `None`
+//! about two seconds here; [`ActiveMq::restart`] stops it (SIGTERM, a clean shutdown) and
+//! starts it again on the same port and data. When the package is missing, [`ActiveMq::start`] returns `None`
 //! with a printed reason, unless `FERROMQ_REQUIRE_ACTIVEMQ` is set (as `scripts/test` does),
 //! in which case it fails.
 
@@ -41,67 +43,59 @@ pub const REQUIRE_ACTIVEMQ: &str = "FERROMQ_REQUIRE_ACTIVEMQ";
 
 /// A running Apache ActiveMQ broker; killed (with its process group) when dropped.
 pub struct ActiveMq {
-    child: Child,
+    child: Option<Child>,
     port: u16,
+    persistent: bool,
     dir: tempfile::TempDir,
     started_in: Duration,
 }
 
 impl ActiveMq {
-    /// Starts ActiveMQ and waits until its OpenWire port accepts connections. `Ok(None)`
-    /// (after printing why) when Debian's package is not installed and
-    /// [`REQUIRE_ACTIVEMQ`] is not set.
+    /// Starts ActiveMQ without persistence and waits until its OpenWire port accepts
+    /// connections. `Ok(None)` (after printing why) when Debian's package is not installed
+    /// and [`REQUIRE_ACTIVEMQ`] is not set.
     pub fn start() -> anyhow::Result<Option<ActiveMq>> {
-        let jar = Path::new(ACTIVEMQ_HOME).join("bin/activemq.jar");
-        if !jar.exists() {
+        ActiveMq::start_with(false)
+    }
+
+    /// [`ActiveMq::start`] with KahaDB persistence in its data directory, so that persistent
+    /// messages survive [`ActiveMq::restart`].
+    pub fn start_persistent() -> anyhow::Result<Option<ActiveMq>> {
+        ActiveMq::start_with(true)
+    }
+
+    fn start_with(persistent: bool) -> anyhow::Result<Option<ActiveMq>> {
+        if !jar().exists() {
             if std::env::var_os(REQUIRE_ACTIVEMQ).is_some() {
                 bail!(
                     "{} is missing and {REQUIRE_ACTIVEMQ} is set: install Debian's activemq \
                      package (scripts/test does)",
-                    jar.display()
+                    jar().display()
                 );
             }
             eprintln!(
                 "skipping: Apache ActiveMQ is not installed ({} is missing; scripts/test \
                  installs Debian's activemq package)",
-                jar.display()
+                jar().display()
             );
             return Ok(None);
         }
         let dir = tempfile::tempdir().context("a directory for ActiveMQ")?;
         let conf = dir.path().join("conf");
-        let data = dir.path().join("data");
         std::fs::create_dir_all(&conf)?;
-        std::fs::create_dir_all(&data)?;
+        std::fs::create_dir_all(dir.path().join("data"))?;
         for (file, contents) in CONFIGURATION {
             std::fs::write(conf.join(file), contents)
                 .with_context(|| format!("writing {}", conf.join(file).display()))?;
         }
-        let port = free_port()?;
-        let log = std::fs::File::create(dir.path().join("broker.log"))?;
-        let started = Instant::now();
-        let child = Command::new("java")
-            .arg("-Xmx256M")
-            .arg(format!("-Dactivemq.home={ACTIVEMQ_HOME}"))
-            .arg(format!("-Dactivemq.base={}", dir.path().display()))
-            .arg(format!("-Dactivemq.conf={}", conf.display()))
-            .arg(format!("-Dactivemq.data={}", data.display()))
-            .arg(format!("-Dferromq.openwire.port={port}"))
-            .arg("-jar")
-            .arg(&jar)
-            .arg("start")
-            .arg(format!("xbean:file:{}", conf.join("activemq.xml").display()))
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            // Its own process group: dropping the broker kills whatever it started.
-            .process_group(0)
-            .spawn()
-            .context("cannot run java (Debian's activemq package depends on a JRE)")?;
-        let mut broker = ActiveMq { child, port, dir, started_in: Duration::ZERO };
-        broker.wait_accepting(started)?;
-        broker.started_in = started.elapsed();
+        let mut broker = ActiveMq {
+            child: None,
+            port: free_port()?,
+            persistent,
+            dir,
+            started_in: Duration::ZERO,
+        };
+        broker.launch()?;
         eprintln!(
             "Apache ActiveMQ started on {} in {:.1} s",
             broker.addr(),
@@ -110,10 +104,43 @@ impl ActiveMq {
         Ok(Some(broker))
     }
 
+    /// Starts the JVM and waits for the port.
+    fn launch(&mut self) -> anyhow::Result<()> {
+        let dir = self.dir.path();
+        let conf = dir.join("conf");
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("broker.log"))?;
+        let started = Instant::now();
+        let child = Command::new("java")
+            .arg("-Xmx256M")
+            .arg(format!("-Dactivemq.home={ACTIVEMQ_HOME}"))
+            .arg(format!("-Dactivemq.base={}", dir.display()))
+            .arg(format!("-Dactivemq.conf={}", conf.display()))
+            .arg(format!("-Dactivemq.data={}", dir.join("data").display()))
+            .arg(format!("-Dferromq.openwire.port={}", self.port))
+            .arg(format!("-Dferromq.persistent={}", self.persistent))
+            .arg("-jar")
+            .arg(jar())
+            .arg("start")
+            .arg(format!("xbean:file:{}", conf.join("activemq.xml").display()))
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            // Its own process group: dropping the broker kills whatever it started.
+            .process_group(0)
+            .spawn()
+            .context("cannot run java (Debian's activemq package depends on a JRE)")?;
+        self.child = Some(child);
+        self.wait_accepting(started)?;
+        self.started_in = started.elapsed();
+        Ok(())
+    }
+
     fn wait_accepting(&mut self, started: Instant) -> anyhow::Result<()> {
         let addr = self.addr();
         loop {
-            if let Some(status) = self.child.try_wait()? {
+            if let Some(status) = self.child.as_mut().map(Child::try_wait).transpose()?.flatten() {
                 bail!("Apache ActiveMQ exited ({status}) before opening {addr}:\n{}", self.log());
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
@@ -129,6 +156,31 @@ impl ActiveMq {
         }
     }
 
+    /// Stops the broker cleanly (SIGTERM to its process group; SIGKILL after 60 s).
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else { return Ok(()) };
+        signal_group(&child, "-TERM");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait()?.is_none() {
+            if Instant::now() >= deadline {
+                signal_group(&child, "-KILL");
+                child.kill().ok();
+                child.wait()?;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Whatever else the group still runs.
+        signal_group(&child, "-KILL");
+        Ok(())
+    }
+
+    /// Stops the broker and starts it again on the same port and data directory.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop()?;
+        self.launch()
+    }
+
     /// The OpenWire address.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
@@ -139,12 +191,13 @@ impl ActiveMq {
         self.port
     }
 
-    /// The broker URL for `ferromq producer` / `consumer`: `tcp://127.0.0.1:PORT`.
+    /// The broker URL for `ferromq producer` / `consumer` and the JMS client:
+    /// `tcp://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("tcp://{}", self.addr())
     }
 
-    /// How long it took to open its port.
+    /// How long its last start took, until the port accepted connections.
     pub fn started_in(&self) -> Duration {
         self.started_in
     }
@@ -157,16 +210,27 @@ impl ActiveMq {
 
 impl Drop for ActiveMq {
     fn drop(&mut self) {
-        // The whole process group, then the JVM itself for certain.
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &group])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            signal_group(&child, "-KILL");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
+}
+
+/// Sends `signal` to the process group `child` leads.
+fn signal_group(child: &Child, signal: &str) {
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill")
+        .args([signal, "--", &group])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// `activemq.jar` of Debian's package.
+fn jar() -> std::path::PathBuf {
+    Path::new(ACTIVEMQ_HOME).join("bin/activemq.jar")
 }
 
 /// A loopback port free right now.

@@ -4,20 +4,17 @@
 //!
 //! `scripts/test` installs the client (Debian's `libactivemq-java`), compiles the checks and
 //! sets `FERROMQ_JMS_CLASSPATH`; without it the tests fail. The checks themselves are validated
-//! against Apache ActiveMQ by [`jms_checks_pass_against_apache_activemq`], which needs the peer
-//! broker and is run by hand:
-//!
-//! ```text
-//! cargo test -p tests --test integration jms_checks_pass_against_apache_activemq -- --ignored --nocapture
-//! ```
+//! against Apache ActiveMQ by [`jms_checks_pass_against_apache_activemq`], which starts Debian's
+//! `activemq` package with [`tests::ActiveMq`] (about a minute for every check; skipped with a
+//! message when the package is missing, unless `FERROMQ_REQUIRE_ACTIVEMQ` is set).
 //!
 //! The `failover` check needs its broker restarted in the middle: the Java program prints
 //! [`RESTART_MARKER`] once its first half is done and waits for a line on stdin, which
 //! [`run_java_check`] writes once the broker is back on the same port.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -388,129 +385,9 @@ async fn jms_and_stomp_exchange_messages() -> anyhow::Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Against Apache ActiveMQ, to validate the checks
 
-/// The script that starts Apache ActiveMQ as a peer: `start.sh DIR [OPENWIRE STOMP MQTT]`,
-/// printing the broker's process id.
-fn activemq_start_script() -> PathBuf {
-    std::env::var_os("FERROMQ_ACTIVEMQ_START")
-        .filter(|value| !value.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/peers/activemq/start.sh"))
-}
-
-/// Apache ActiveMQ started by [`activemq_start_script`] on loopback; stopped when dropped.
-struct ActiveMq {
-    dir: PathBuf,
-    ports: [u16; 3],
-    pid: Option<u32>,
-}
-
-impl ActiveMq {
-    fn start(dir: &Path) -> anyhow::Result<ActiveMq> {
-        let mut peer = ActiveMq { dir: dir.to_path_buf(), ports: free_ports()?, pid: None };
-        peer.launch()?;
-        Ok(peer)
-    }
-
-    /// The OpenWire URL.
-    fn url(&self) -> String {
-        format!("tcp://127.0.0.1:{}", self.ports[0])
-    }
-
-    fn launch(&mut self) -> anyhow::Result<()> {
-        let script = activemq_start_script();
-        let output = Command::new(&script)
-            .arg(&self.dir)
-            .args(self.ports.map(|port| port.to_string()))
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("cannot run {}", script.display()))?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            bail!(
-                "{} failed ({}): {}{}",
-                script.display(),
-                output.status,
-                stdout,
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        let pid = stdout
-            .lines()
-            .last()
-            .and_then(|line| line.trim().parse().ok())
-            .with_context(|| format!("{} printed no process id: {stdout}", script.display()))?;
-        self.pid = Some(pid);
-        Ok(())
-    }
-
-    /// Stops the broker (SIGTERM, so that it shuts down cleanly; SIGKILL after 60 s).
-    fn stop(&mut self) -> anyhow::Result<()> {
-        let Some(pid) = self.pid.take() else { return Ok(()) };
-        signal(pid, "-TERM")?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while process_alive(pid) {
-            if Instant::now() >= deadline {
-                signal(pid, "-KILL")?;
-                while process_alive(pid) {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Ok(())
-    }
-
-    /// Stops the broker and starts it again on the same ports and data directory.
-    fn restart(&mut self) -> anyhow::Result<()> {
-        self.stop()?;
-        self.launch()
-    }
-}
-
-impl Drop for ActiveMq {
-    fn drop(&mut self) {
-        let _ = self.stop();
-    }
-}
-
-fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
-    let status = Command::new("kill").args([signal, &pid.to_string()]).status()?;
-    if !status.success() && process_alive(pid) {
-        bail!("kill {signal} {pid} failed ({status})");
-    }
-    Ok(())
-}
-
-/// Whether process `pid` still runs (a zombie does not: the broker is not our child).
-fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
-            state != Some("Z")
-        }
-        Err(_) => false,
-    }
-}
-
-/// Three distinct free loopback ports (OpenWire, STOMP, MQTT).
-fn free_ports() -> anyhow::Result<[u16; 3]> {
-    let listeners = [
-        TcpListener::bind("127.0.0.1:0")?,
-        TcpListener::bind("127.0.0.1:0")?,
-        TcpListener::bind("127.0.0.1:0")?,
-    ];
-    let mut ports = [0; 3];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener.local_addr()?.port();
-    }
-    Ok(ports)
-}
-
-/// Every check passes against the real Apache ActiveMQ, which proves the checks right: run it
-/// whenever `JmsChecks.java` changes. The `failover` check restarts the peer.
+/// Every check passes against the real Apache ActiveMQ, which proves the checks right. The
+/// `failover` check restarts the peer.
 #[test]
-#[ignore = "needs Apache ActiveMQ (FERROMQ_ACTIVEMQ_START, default /work/shared/peers/activemq/start.sh) and libactivemq-java"]
 fn jms_checks_pass_against_apache_activemq() -> anyhow::Result<()> {
     let classpath = classpath()?;
     let listed = Command::new("java")
@@ -520,8 +397,11 @@ fn jms_checks_pass_against_apache_activemq() -> anyhow::Result<()> {
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert_eq!(listed.lines().collect::<Vec<_>>(), CHECKS, "JmsChecks --list and CHECKS differ");
 
-    let dir = tempfile::tempdir()?;
-    let mut peer = ActiveMq::start(dir.path()).context("starting Apache ActiveMQ")?;
+    // Persistent, so that the failover check's messages survive the restart.
+    let Some(mut peer) = tests::ActiveMq::start_persistent().context("starting Apache ActiveMQ")?
+    else {
+        return Ok(());
+    };
     let url = peer.url();
     let mut failures = Vec::new();
     for check in CHECKS {
