@@ -116,12 +116,19 @@ impl OpenWireClient {
             shutting_down: false,
         };
         let task = tokio::spawn(connection.run());
+        let connection_id = new_connection_id();
+        // Like ActiveMQ's client, one is generated when none is given: Apache ActiveMQ
+        // refuses a connection without a client id.
+        let client_id = match options.client_id.clone().filter(|id| !id.is_empty()) {
+            Some(id) => id,
+            None => format!("{}-client", connection_id.trim_end_matches(":1")),
+        };
         let inner = Arc::new(Inner {
             requests: requests_tx,
             timeout: options.timeout,
             closed,
-            connection_id: ow::ConnectionId { value: new_connection_id() },
-            client_id: options.client_id.clone().filter(|id| !id.is_empty()),
+            connection_id: ow::ConnectionId { value: connection_id },
+            client_id: Some(client_id),
             format,
             broker_info,
             next_session: AtomicI64::new(1),
@@ -142,6 +149,11 @@ impl OpenWireClient {
             return Err(error);
         }
         Ok(OpenWireClient { inner, implicit: OnceCell::new(), task })
+    }
+
+    /// The JMS client id: the one asked for, else a generated unique one.
+    pub fn client_id(&self) -> &str {
+        self.inner.client_id.as_deref().unwrap_or_default()
     }
 
     /// The negotiated wire format (version, encoding, cache, inactivity duration).

@@ -11,7 +11,8 @@ pub struct OpenWireOptions {
     pub user: Option<String>,
     /// The password in ConnectionInfo, if any.
     pub password: Option<String>,
-    /// The JMS client id (needed for durable subscriptions); none by default.
+    /// The JMS client id (durable subscriptions belong to it); by default a unique one is
+    /// generated, as ActiveMQ's client does.
     pub client_id: Option<String>,
     /// How long to wait for the TCP connection, the handshake and each response; default
     /// 15 s (ActiveMQ's close timeout).

@@ -168,14 +168,14 @@ async fn durable_subscriber_gets_what_was_published_while_offline() -> anyhow::R
     publisher.send(&topic, &OutgoingMessage::text("after")).await?;
     let mut consumer = session.consumer(durable).await?;
     nothing_more(&mut consumer).await?;
-    // A durable subscription needs a client id: the broker refuses with the JMS exception.
+    // A durable subscription is for topics: the broker refuses with the JMS exception.
     let anonymous = connect(&broker).await?;
     let refused = anonymous
-        .subscribe(SubscribeOptions::new(topic).durable("nameless"))
+        .subscribe(SubscribeOptions::new(Destination::queue("ow.q")).durable("on-a-queue"))
         .await
-        .expect_err("no client id");
+        .expect_err("a durable queue subscription");
     assert!(
-        matches!(&refused, ClientError::Exception { class, .. } if class == "javax.jms.InvalidClientIDException"),
+        matches!(&refused, ClientError::Exception { class, .. } if class == "javax.jms.InvalidDestinationException"),
         "{refused:?}"
     );
     for client in [subscriber, publisher, anonymous] {
