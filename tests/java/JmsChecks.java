@@ -85,7 +85,12 @@ public final class JmsChecks {
             "wildcard_topic",
             "prefetch_zero",
             "large_message",
-            "failover");
+            "failover",
+            "message_priority",
+            "exclusive_consumer",
+            "consumer_priority",
+            "message_groups",
+            "queue_browser");
 
     /**
      * Checks run by the Rust tests together with a STOMP client, so not part of {@link #CHECKS}
@@ -213,6 +218,11 @@ public final class JmsChecks {
             case "large_message" -> largeMessage();
             case "failover" -> failover();
             case "stomp_interop" -> stompInterop();
+            case "message_priority" -> messagePriority();
+            case "exclusive_consumer" -> exclusiveConsumer();
+            case "consumer_priority" -> consumerPriority();
+            case "message_groups" -> messageGroups();
+            case "queue_browser" -> queueBrowser();
             default -> throw new CheckFailed("unknown check " + check);
         }
     }
@@ -1247,6 +1257,157 @@ public final class JmsChecks {
         BytesMessage binary = session.createBytesMessage();
         binary.writeBytes(expected);
         producer.send(binary, DeliveryMode.NON_PERSISTENT, 4, 0);
+    }
+
+    /** Messages sent with priorities 0-9 while no consumer is attached come out highest first. */
+    void messagePriority() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = session.createProducer(session.createQueue(queueName));
+        int[] priorities = {4, 0, 9, 5, 1, 9, 7, 4, 0, 3};
+        for (int i = 0; i < priorities.length; i++) {
+            producer.send(indexed(session, "p", i), DeliveryMode.PERSISTENT, priorities[i], 0);
+        }
+        MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+        List<Integer> order = new ArrayList<>();
+        for (int i = 0; i < priorities.length; i++) {
+            Message message = receive(consumer, "message " + i + " by priority");
+            expectEquals(priorities[message.getIntProperty("index")], message.getJMSPriority(), "JMSPriority kept");
+            order.add(message.getIntProperty("index"));
+        }
+        // Highest priority first, in send order within a priority.
+        expectEquals(List.of(2, 5, 6, 3, 0, 7, 9, 4, 1, 8), order, "delivery order by priority");
+    }
+
+    /** An exclusive consumer gets everything; when it closes, another takes over. */
+    void exclusiveConsumer() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer exclusive = session.createConsumer(session.createQueue(queueName + "?consumer.exclusive=true"));
+        MessageConsumer other = session.createConsumer(session.createQueue(queueName));
+        MessageProducer producer = session.createProducer(session.createQueue(queueName));
+        for (int i = 0; i < 10; i++) {
+            producer.send(indexed(session, "x", i));
+        }
+        for (int i = 0; i < 10; i++) {
+            expectEquals(i, receive(exclusive, "x" + i + " on the exclusive consumer").getIntProperty("index"),
+                    "the exclusive consumer gets every message in order");
+        }
+        expectNothing(other, "the exclusive consumer has the queue");
+        exclusive.close();
+        producer.send(indexed(session, "x", 10));
+        expectEquals(10, receive(other, "x10 after the exclusive consumer closed").getIntProperty("index"),
+                "another consumer takes over");
+    }
+
+    /** Messages go to the highest-priority consumer while it has room in its prefetch. */
+    void consumerPriority() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect(url + (url.contains("?") ? "&" : "?") + "jms.prefetchPolicy.all=5");
+        Session session = connection.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer low = session.createConsumer(session.createQueue(queueName + "?consumer.priority=1"));
+        MessageConsumer high = session.createConsumer(session.createQueue(queueName + "?consumer.priority=9"));
+        Session producerSession = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+        for (int i = 0; i < 8; i++) {
+            producer.send(indexed(producerSession, "c", i));
+        }
+        // The high-priority consumer's prefetch (5) fills first; the rest overflow to the low one.
+        List<Integer> toHigh = new ArrayList<>();
+        for (int i = 0; i < 5; i++) {
+            toHigh.add(receive(high, "message " + i + " on the high-priority consumer").getIntProperty("index"));
+        }
+        expectEquals(range(0, 5), toHigh, "the high-priority consumer gets the first prefetch-full");
+        List<Integer> toLow = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            toLow.add(receive(low, "message " + (5 + i) + " on the low-priority consumer").getIntProperty("index"));
+        }
+        expectEquals(range(5, 8), toLow, "the low-priority consumer gets the overflow");
+    }
+
+    /** A group sticks to one consumer and moves to another when that consumer closes. */
+    void messageGroups() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect(url + (url.contains("?") ? "&" : "?") + "jms.prefetchPolicy.all=1");
+        Session first = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Session second = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer a = first.createConsumer(first.createQueue(queueName));
+        MessageConsumer b = second.createConsumer(second.createQueue(queueName));
+        Session producerSession = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+        int perGroup = 6;
+        for (int i = 0; i < perGroup; i++) {
+            for (String group : new String[] {"red", "blue"}) {
+                Message message = indexed(producerSession, group, i);
+                message.setStringProperty("JMSXGroupID", group);
+                message.setIntProperty("JMSXGroupSeq", i + 1);
+                message.setStringProperty("group", group);
+                producer.send(message);
+            }
+        }
+        Map<String, Set<String>> consumersOfGroup = new HashMap<>();
+        Map<String, List<Integer>> orderOfGroup = new HashMap<>();
+        for (int i = 0; i < 2 * perGroup; i++) {
+            // Alternate between the consumers so that neither sits on its single prefetched message.
+            for (MessageConsumer consumer : List.of(a, b)) {
+                Message message = consumer.receive(200);
+                if (message == null) {
+                    continue;
+                }
+                String group = message.getStringProperty("group");
+                expectEquals(group, message.getStringProperty("JMSXGroupID"), "JMSXGroupID kept");
+                consumersOfGroup.computeIfAbsent(group, g -> new HashSet<>()).add(consumer == a ? "a" : "b");
+                orderOfGroup.computeIfAbsent(group, g -> new ArrayList<>()).add(message.getIntProperty("index"));
+            }
+        }
+        for (String group : new String[] {"red", "blue"}) {
+            expectEquals(range(0, perGroup), orderOfGroup.get(group), "group " + group + " in order");
+            expectEquals(1, consumersOfGroup.get(group).size(), "group " + group + " sticks to one consumer: "
+                    + consumersOfGroup.get(group));
+        }
+        // Close the owner of "red": the group moves to the other consumer.
+        boolean redOnA = consumersOfGroup.get("red").contains("a");
+        (redOnA ? a : b).close();
+        MessageConsumer survivor = redOnA ? b : a;
+        Message message = indexed(producerSession, "red", perGroup);
+        message.setStringProperty("JMSXGroupID", "red");
+        message.setStringProperty("group", "red");
+        producer.send(message);
+        expectEquals("red", receive(survivor, "red after its consumer closed").getStringProperty("group"),
+                "the group moves to the remaining consumer");
+    }
+
+    /** A browser sees the queue's messages (with a selector) and consumes none. */
+    void queueBrowser() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        javax.jms.Queue queue = session.createQueue(queueName);
+        MessageProducer producer = session.createProducer(queue);
+        for (int i = 0; i < 10; i++) {
+            producer.send(indexed(session, "b", i));
+        }
+        List<Integer> seen = new ArrayList<>();
+        javax.jms.QueueBrowser browser = session.createBrowser(queue);
+        for (java.util.Enumeration<?> e = browser.getEnumeration(); e.hasMoreElements(); ) {
+            seen.add(((Message) e.nextElement()).getIntProperty("index"));
+        }
+        browser.close();
+        expectEquals(range(0, 10), seen, "the browser sees every message in order");
+        List<Integer> late = new ArrayList<>();
+        javax.jms.QueueBrowser selective = session.createBrowser(queue, "index >= 5");
+        for (java.util.Enumeration<?> e = selective.getEnumeration(); e.hasMoreElements(); ) {
+            late.add(((Message) e.nextElement()).getIntProperty("index"));
+        }
+        selective.close();
+        expectEquals(range(5, 10), late, "a browser with a selector");
+        MessageConsumer consumer = session.createConsumer(queue);
+        for (int i = 0; i < 10; i++) {
+            expectEquals(i, receive(consumer, "b" + i + " after browsing").getIntProperty("index"),
+                    "browsing consumed nothing");
+        }
     }
 
     // ---------------------------------------------------------------------------------------

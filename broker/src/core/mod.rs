@@ -723,6 +723,20 @@ impl Core {
             .map_or_else(Vec::new, |a| a.queues.iter().chain(a.private.iter()).cloned().collect())
     }
 
+    /// The messages of queue `name` that `selector` matches, in delivery order, without
+    /// consuming them (a queue browser). Empty for a queue that does not exist.
+    pub fn browse(
+        &self,
+        name: &str,
+        selector: Option<Arc<selector::Selector>>,
+    ) -> impl std::future::Future<Output = Vec<Arc<Message>>> + Send + 'static {
+        let (reply, snapshot) = tokio::sync::oneshot::channel();
+        if let Some(queue) = self.existing_queue(name) {
+            queue.send(QueueCommand::Browse { selector, reply });
+        }
+        async move { snapshot.await.unwrap_or_default() }
+    }
+
     /// Changes a consumer's prefetch, on the queues it consumes from and for queues its
     /// wildcards match later. From 0 to more, any outstanding pull is replaced by the credit.
     pub fn set_prefetch(&self, consumer: ConsumerId, prefetch: u32) {

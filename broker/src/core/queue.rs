@@ -69,6 +69,10 @@ pub struct ConsumerSpec {
     /// An exclusive consumer gets every message while it is subscribed; the others wait
     /// (ActiveMQ's `activemq.exclusive`).
     pub exclusive: bool,
+    /// Consumer priority (ActiveMQ's `consumer.priority`, 0 by default): messages go to the
+    /// highest-priority consumers that have credit; lower ones get messages only while all
+    /// higher ones are full.
+    pub priority: i8,
     /// Where deliveries go: the owning connection's delivery channel.
     pub sink: mpsc::UnboundedSender<Delivery>,
     /// Only messages this selector matches go to the consumer; the others wait for other
@@ -117,6 +121,12 @@ pub(crate) enum QueueCommand {
         ids: Vec<MessageId>,
     },
     Stats(oneshot::Sender<QueueStats>),
+    /// A snapshot of the messages in the queue (waiting or in flight), in delivery order,
+    /// that `selector` matches: for queue browsers, which consume nothing.
+    Browse {
+        selector: Option<Arc<Selector>>,
+        reply: oneshot::Sender<Vec<Arc<Message>>>,
+    },
     /// The consumer's prefetch changes (OpenWire's ConsumerControl).
     SetPrefetch {
         consumer: ConsumerId,
@@ -235,6 +245,10 @@ struct Queue {
     /// here for the transaction's end.
     awaiting_transaction: HashMap<MessageId, QueuedMessage>,
     acked: u64,
+    /// Message groups (JMSXGroupID) and the consumer each sticks to: the first consumer a
+    /// group's message goes to gets all of them until it closes or the group is closed
+    /// (JMSXGroupSeq -1).
+    groups: HashMap<Arc<str>, ConsumerId>,
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
@@ -257,6 +271,7 @@ pub(crate) fn spawn(
         next_consumer: 0,
         awaiting_transaction: HashMap::new(),
         acked: 0,
+        groups: HashMap::new(),
     };
     if stored {
         queue.load_stored(audit)?;
@@ -341,6 +356,9 @@ impl Queue {
                         }
                     }
                 }
+                QueueCommand::Browse { selector, reply } => {
+                    let _ = reply.send(self.browse(selector.as_deref()));
+                }
                 QueueCommand::SetPrefetch { consumer, prefetch } => {
                     if let Some(consumer) = self.consumer_mut(consumer) {
                         consumer.spec.prefetch = prefetch;
@@ -397,6 +415,13 @@ impl Queue {
                 self.forget(&queued.message);
                 continue;
             }
+            if let Some(group) = &queued.message.headers.group_id {
+                if queued.message.headers.group_seq == -1 {
+                    self.groups.remove(group);
+                } else {
+                    self.groups.entry(group.clone()).or_insert(self.consumers[index].spec.id);
+                }
+            }
             let consumer = &mut self.consumers[index];
             let delivery = Delivery {
                 consumer: consumer.spec.id,
@@ -434,20 +459,35 @@ impl Queue {
             return available(index).then_some(index);
         }
         let count = self.consumers.len();
-        (0..count).map(|offset| (self.next_consumer + offset) % count).find(|&i| available(i))
+        let highest = (0..count).filter(|&i| available(i)).map(|i| self.consumers[i].spec.priority);
+        let highest = highest.max()?;
+        (0..count)
+            .map(|offset| (self.next_consumer + offset) % count)
+            .find(|&i| available(i) && self.consumers[i].spec.priority == highest)
     }
 
     /// The key of the first ready message for consumer `index`: the first of all without a
     /// selector; with one, the earlier of its first missed message and the first match after
     /// its scan cursor, which this call advances over every message that does not match.
     fn next_message_for(&mut self, index: usize) -> Option<PageKey> {
-        let Queue { consumers, ready, .. } = self;
+        let Queue { consumers, ready, groups, .. } = self;
         let consumer = &mut consumers[index];
+        let id = consumer.spec.id;
+        // A message of a group that sticks to another consumer is not for this one.
+        let allowed = |queued: &QueuedMessage| match &queued.message.headers.group_id {
+            Some(group) => groups.get(group).is_none_or(|owner| *owner == id),
+            None => true,
+        };
         let Some(selector) = &consumer.spec.selector else {
-            return ready.keys().next().copied();
+            if groups.is_empty() {
+                return ready.keys().next().copied();
+            }
+            // Messages held for other consumers' groups are passed over (a scan as long as
+            // the run of them at the head of the queue).
+            return ready.iter().find(|(_, queued)| allowed(queued)).map(|(key, _)| *key);
         };
         while let Some(first) = consumer.missed.first() {
-            if ready.contains_key(first) {
+            if ready.get(first).is_some_and(allowed) {
                 break;
             }
             consumer.missed.pop_first();
@@ -461,9 +501,10 @@ impl Queue {
             if missed.is_some_and(|missed| missed < *key) {
                 break;
             }
-            if selector.matches(&queued.message) {
+            if allowed(queued) && selector.matches(&queued.message) {
                 return Some(*key);
             }
+            // Passed over for a group too: releasing groups resets the scan.
             consumer.scanned = Some(*key);
         }
         missed
@@ -487,6 +528,16 @@ impl Queue {
     fn remove_consumer(&mut self, id: ConsumerId) {
         let Some(position) = self.consumers.iter().position(|c| c.spec.id == id) else { return };
         let consumer = self.consumers.remove(position);
+        let groups = self.groups.len();
+        self.groups.retain(|_, owner| *owner != id);
+        if self.groups.len() < groups {
+            // Its groups move to whichever consumer gets their next message: consumers that
+            // passed those messages over must look at them again.
+            for other in &mut self.consumers {
+                other.scanned = None;
+                other.missed.clear();
+            }
+        }
         if self.next_consumer > position {
             self.next_consumer -= 1;
         }
@@ -509,6 +560,21 @@ impl Queue {
         if returned > 0 {
             tracing::debug!(queue = ?self.handle.key, returned, "consumer closed with unacknowledged messages");
         }
+    }
+
+    fn browse(&self, selector: Option<&Selector>) -> Vec<Arc<Message>> {
+        let now = now_millis();
+        let in_flight = self.consumers.iter().flat_map(|c| c.in_flight.values());
+        let mut messages: Vec<(PageKey, Arc<Message>)> = self
+            .ready
+            .values()
+            .chain(in_flight)
+            .filter(|queued| !queued.message.is_expired(now))
+            .filter(|queued| selector.is_none_or(|s| s.matches(&queued.message)))
+            .map(|queued| (PageKey::of(&queued.message), queued.message.clone()))
+            .collect();
+        messages.sort_by_key(|(key, _)| *key);
+        messages.into_iter().map(|(_, message)| message).collect()
     }
 
     fn consumer_mut(&mut self, id: ConsumerId) -> Option<&mut Consumer> {

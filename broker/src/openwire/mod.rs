@@ -51,6 +51,9 @@ type Pending = Pin<Box<dyn Future<Output = Option<Command>> + Send>>;
 /// A pull timer fired, or a pull ended (`Some(unused)`).
 type PullEvent = Pin<Box<dyn Future<Output = (ow::ConsumerId, u64, Option<bool>)> + Send>>;
 
+/// A queue browser's snapshot, ready to be dispatched.
+type BrowseEvent = Pin<Box<dyn Future<Output = (ow::ConsumerId, Vec<Arc<Message>>)> + Send>>;
+
 struct OwConsumer {
     core: ConsumerId,
     prefetch: i32,
@@ -91,6 +94,7 @@ pub(crate) async fn serve<S>(
         client_id: None,
         pending: FuturesOrdered::new(),
         pulls: FuturesUnordered::new(),
+        browses: FuturesUnordered::new(),
         format: None,
     };
     connection.run(reader).await;
@@ -204,6 +208,7 @@ struct Connection {
     client_id: Option<Arc<str>>,
     pending: FuturesOrdered<Pending>,
     pulls: FuturesUnordered<PullEvent>,
+    browses: FuturesUnordered<BrowseEvent>,
     format: Option<WireFormat>,
 }
 
@@ -308,6 +313,9 @@ impl Connection {
                 }
                 Some((consumer, generation, ended)) = self.pulls.next(), if !self.pulls.is_empty() => {
                     self.pull_event(consumer, generation, ended);
+                }
+                Some((consumer, messages)) = self.browses.next(), if !self.browses.is_empty() => {
+                    self.browsed(consumer, messages);
                 }
                 _ = keep_alive.tick() => {
                     if self.format.is_some() {
@@ -487,9 +495,6 @@ impl Connection {
         let selector = Selector::parse_optional(info.selector.as_deref())
             .map_err(|e| Refusal::new(INVALID_SELECTOR, e.to_string()))?
             .map(Arc::new);
-        if info.browser {
-            return Err(Refusal::new(JMS_EXCEPTION, "queue browsers are not supported yet"));
-        }
         if self.consumers.contains_key(&consumer_id) {
             return Err(Refusal::new(JMS_EXCEPTION, "this consumer id is already in use"));
         }
@@ -497,6 +502,14 @@ impl Connection {
             info.destination.as_ref().map(mapping::destination_from).ok_or_else(|| {
                 Refusal::new(INVALID_DESTINATION, "the consumer has no destination")
             })?;
+        if info.browser {
+            if destination.kind != DestinationKind::Queue {
+                return Err(Refusal::new(INVALID_DESTINATION, "only queues can be browsed"));
+            }
+            let snapshot = self.context.core.browse(&destination.name, selector);
+            self.browses.push(Box::pin(async move { (consumer_id, snapshot.await) }));
+            return Ok(());
+        }
         let durable = match &info.subscription_name {
             Some(name) if !name.is_empty() => {
                 if destination.kind != DestinationKind::Topic {
@@ -523,6 +536,7 @@ impl Connection {
                 prefetch: prefetch as u32,
                 ack_mode: AckMode::ClientIndividual,
                 exclusive: info.exclusive,
+                priority: info.priority,
                 sink: self.deliveries_tx.clone(),
                 selector,
             },
@@ -925,6 +939,24 @@ impl Connection {
             _ => core.delete_temporary(&destination, self.connection_id)?,
         }
         Ok(())
+    }
+
+    /// Sends a queue browser its snapshot, then the empty dispatch that ends the browse. The
+    /// browser is not a consumer of the queue: its acknowledgements change nothing.
+    fn browsed(&mut self, consumer: ow::ConsumerId, messages: Vec<Arc<Message>>) {
+        for message in messages {
+            let message = mapping::message_to(&message, 0);
+            self.write(&Command::MessageDispatch(Box::new(ow::MessageDispatch {
+                consumer_id: Some(consumer.clone()),
+                destination: message.destination.clone(),
+                message: Some(Box::new(message)),
+                ..Default::default()
+            })));
+        }
+        self.write(&Command::MessageDispatch(Box::new(ow::MessageDispatch {
+            consumer_id: Some(consumer),
+            ..Default::default()
+        })));
     }
 
     fn deliver(&mut self, delivery: Delivery) {

@@ -19,6 +19,7 @@ const SUPPORTED_ACTIVEMQ_HEADERS: &[&str] = &[
     "activemq.exclusive",
     "activemq.retroactive",
     "activemq.noLocal",
+    "activemq.priority",
     // Every dispatch is asynchronous here; the header changes nothing.
     "activemq.dispatchAsync",
 ];
@@ -104,6 +105,18 @@ impl Connection {
                 Fatal::new(Some(frame), &e.to_string(), &format!("selector: {selector}"))
             })?
             .map(|selector| Arc::new(selector.converting_strings()));
+        let priority = match frame.get("activemq.priority") {
+            Some(value) => {
+                value.trim().parse::<i8>().ok().filter(|p| *p >= 0).ok_or_else(|| {
+                    Fatal::new(
+                        Some(frame),
+                        "invalid activemq.priority header",
+                        &format!("`{value}`: expected a consumer priority from 0 to 127"),
+                    )
+                })?
+            }
+            None => 0,
+        };
         let durable = match frame.get("activemq.subscriptionName") {
             None => None,
             Some(name) => Some(self.subscription_key(frame, name, destination.kind)?),
@@ -117,6 +130,7 @@ impl Connection {
                 prefetch,
                 ack_mode,
                 exclusive: flag(frame, "activemq.exclusive")?,
+                priority,
                 sink: self.deliveries_tx.clone(),
                 selector,
             },

@@ -44,6 +44,11 @@ const CHECKS: &[&str] = &[
     "prefetch_zero",
     "large_message",
     "failover",
+    "message_priority",
+    "exclusive_consumer",
+    "consumer_priority",
+    "message_groups",
+    "queue_browser",
 ];
 
 /// The class path with the compiled checks and the ActiveMQ client's jars.
@@ -307,6 +312,31 @@ async fn jms_large_message() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_failover() -> anyhow::Result<()> {
     run_against_ferromq("failover").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_message_priority() -> anyhow::Result<()> {
+    run_against_ferromq("message_priority").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_exclusive_consumer() -> anyhow::Result<()> {
+    run_against_ferromq("exclusive_consumer").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_consumer_priority() -> anyhow::Result<()> {
+    run_against_ferromq("consumer_priority").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_message_groups() -> anyhow::Result<()> {
+    run_against_ferromq("message_groups").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_queue_browser() -> anyhow::Result<()> {
+    run_against_ferromq("queue_browser").await
 }
 
 /// Cross-protocol delivery: STOMP to the JMS client and back, headers and properties mapped as
