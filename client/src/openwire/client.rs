@@ -466,6 +466,128 @@ mod tests {
         assert!(error.to_string().contains("closed the connection during"), "{error}");
     }
 
+    /// A scripted OpenWire server over a pipe: answers the handshake (announcing
+    /// `max_inactivity_ms`) and ConnectionInfo, then hands its side over.
+    async fn scripted_server(
+        max_inactivity_ms: i64,
+    ) -> (tokio::task::JoinHandle<Result<OpenWireClient, ClientError>>, Server) {
+        let (client_side, socket) = tokio::io::duplex(1 << 16);
+        let options = OpenWireOptions { timeout: Duration::from_secs(5), ..Default::default() };
+        let connecting = tokio::spawn(OpenWireClient::connect_stream(client_side, options));
+        let mut server = Server { codec: Codec::new(1 << 20), buffer: BytesMut::new(), socket };
+        let Command::WireFormatInfo(remote) = server.read().await else {
+            panic!("the client did not start with its WireFormatInfo")
+        };
+        let format = WireFormat {
+            max_inactivity_duration: max_inactivity_ms,
+            max_inactivity_duration_initial_delay: 0,
+            ..WireFormat::default()
+        };
+        let local = WireFormatInfo::announcing(&format, "test", "0");
+        server.write(&local.clone().into()).await;
+        server.codec.negotiate(&local, &remote).expect("negotiates");
+        let Command::ConnectionInfo(info) = server.read().await else {
+            panic!("no ConnectionInfo")
+        };
+        assert!(info.response_required && info.client_id.is_some());
+        server
+            .write(&Command::Response(ow::Response {
+                correlation_id: info.command_id,
+                ..Default::default()
+            }))
+            .await;
+        (connecting, server)
+    }
+
+    struct Server {
+        codec: Codec,
+        buffer: BytesMut,
+        socket: tokio::io::DuplexStream,
+    }
+
+    impl Server {
+        async fn read(&mut self) -> Command {
+            loop {
+                if let Some(command) = self.codec.decode(&mut self.buffer).expect("valid OpenWire")
+                {
+                    return command;
+                }
+                let read = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    self.socket.read_buf(&mut self.buffer),
+                )
+                .await
+                .expect("the client writes within 5 s")
+                .expect("reads");
+                assert!(read > 0, "the client closed the connection");
+            }
+        }
+
+        async fn write(&mut self, command: &Command) {
+            let bytes = self.codec.encode_to_bytes(command).expect("encodes");
+            self.socket.write_all(&bytes).await.expect("writes");
+        }
+    }
+
+    #[tokio::test]
+    async fn keep_alives_that_ask_for_a_response_are_answered() {
+        let (connecting, mut server) = scripted_server(30_000).await;
+        let client = connecting.await.expect("joins").expect("connects");
+        assert_eq!(client.wire_format().max_inactivity_duration, 30_000);
+        let ping = ow::KeepAliveInfo { response_required: true, ..Default::default() };
+        server.write(&Command::KeepAliveInfo(ping)).await;
+        // The client's own keep-alives come every 10 s: this one is the answer.
+        let Command::KeepAliveInfo(answer) = server.read().await else { panic!("no answer") };
+        assert!(!answer.response_required);
+        assert!(!client.is_closed());
+    }
+
+    #[tokio::test]
+    async fn idle_connections_send_keep_alives_and_give_up_on_a_silent_broker() {
+        let (connecting, mut server) = scripted_server(600).await;
+        let client = connecting.await.expect("joins").expect("connects");
+        // Nothing else to write: within a third of the inactivity duration, a keep-alive.
+        let Command::KeepAliveInfo(own) = server.read().await else { panic!("no keep-alive") };
+        assert!(!own.response_required);
+        // The server stays silent: the client declares it dead after 600 ms.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(
+            matches!(client.closed_reason(), Some(ClientError::Timeout { .. })),
+            "{:?}",
+            client.closed_reason()
+        );
+        let error = client.session(SessionMode::Auto).await.expect_err("closed");
+        assert!(matches!(error, ClientError::Timeout { .. }), "{error:?}");
+    }
+
+    #[tokio::test]
+    async fn exception_responses_carry_the_java_exception() {
+        let (connecting, mut server) = scripted_server(0).await;
+        let client = connecting.await.expect("joins").expect("connects");
+        let answering = tokio::spawn(async move {
+            let Command::SessionInfo(info) = server.read().await else { panic!("no SessionInfo") };
+            let refusal = ow::ExceptionResponse {
+                correlation_id: info.command_id,
+                exception: Some(ow::Throwable::new("javax.jms.JMSSecurityException", "not you")),
+                ..Default::default()
+            };
+            server.write(&Command::ExceptionResponse(Box::new(refusal))).await;
+            server
+        });
+        let error = client.session(SessionMode::Auto).await.expect_err("refused");
+        match error {
+            ClientError::Exception { class, message } => {
+                assert_eq!(
+                    (class.as_str(), message.as_str()),
+                    ("javax.jms.JMSSecurityException", "not you")
+                );
+            }
+            other => panic!("expected an exception, got {other:?}"),
+        }
+        let _server = answering.await.expect("server");
+        assert!(!client.is_closed());
+    }
+
     #[tokio::test]
     async fn a_silent_server_times_out() {
         let (client, _server) = tokio::io::duplex(4096);
