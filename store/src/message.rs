@@ -187,8 +187,12 @@ pub struct Message {
     /// The protocol-level message id (`ID:<connection>:<session>:<producer>:<seq>` as ActiveMQ
     /// forms it), which clients see as JMSMessageID / STOMP `message-id`.
     pub message_id: Arc<str>,
-    /// The destination the producer sent to.
+    /// The destination the producer sent to; for a copy the broker moved elsewhere (a
+    /// dead-letter queue), where the copy now is.
     pub destination: Destination,
+    /// Where a moved copy came from (ActiveMQ's `originalDestination`, set when a message goes
+    /// to a dead-letter queue); `None` for a message as its producer sent it.
+    pub original_destination: Option<Destination>,
     pub headers: JmsHeaders,
     /// Application properties, ordered by name so that encodings are deterministic.
     pub properties: BTreeMap<Arc<str>, PropertyValue>,
@@ -207,6 +211,7 @@ impl Message {
             id,
             message_id: message_id.into(),
             destination,
+            original_destination: None,
             headers: JmsHeaders { priority: DEFAULT_PRIORITY, ..JmsHeaders::default() },
             properties: BTreeMap::new(),
             body_kind: BodyKind::None,

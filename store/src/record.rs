@@ -51,6 +51,10 @@ pub struct MessageRecord {
     pub body_encoding: String,
     #[prost(bytes = "bytes", tag = "8")]
     pub body: Bytes,
+    /// Where a moved copy (a dead letter) came from; absent in records written before it
+    /// existed, which read back as `None`.
+    #[prost(message, optional, tag = "9")]
+    pub original_destination: Option<DestinationRecord>,
 }
 
 /// A [`Destination`] as stored.
@@ -395,6 +399,10 @@ impl From<&Message> for MessageRecord {
             body_kind: body_kind as i32,
             body_encoding: message.body_encoding.to_string(),
             body: message.body.clone(),
+            original_destination: message
+                .original_destination
+                .as_ref()
+                .map(DestinationRecord::from),
         }
     }
 }
@@ -431,6 +439,10 @@ impl TryFrom<MessageRecord> for Message {
                 LOCATION,
                 "destination",
             )?)?,
+            original_destination: record
+                .original_destination
+                .map(Destination::try_from)
+                .transpose()?,
             headers: JmsHeaders::try_from(required(record.headers, LOCATION, "headers")?)?,
             properties,
             body_kind,

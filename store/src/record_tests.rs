@@ -38,6 +38,7 @@ fn full_message() -> Message {
     message.body_kind = BodyKind::Map;
     message.body_encoding = "openwire".into();
     message.body = Bytes::from_static(b"\x01\x02 map body");
+    message.original_destination = Some(Destination::topic("ORDERS.ALL"));
     message
 }
 
@@ -214,6 +215,7 @@ fn random_message(rng: &mut StdRng) -> Message {
     };
     message.body_encoding = random_text(rng).into();
     message.body = random_bytes(rng, 256);
+    message.original_destination = rng.gen_bool(0.3).then(|| random_destination(rng));
     message
 }
 
