@@ -642,3 +642,39 @@ fn journal_is_the_default_and_survives_a_clean_restart() {
     drop(stomp);
     broker.stop();
 }
+
+/// Priority order is kept by the store: persistent messages of mixed priorities sent before a
+/// SIGKILL come back highest priority first (in send order within a priority) after the restart.
+#[test]
+fn priority_order_survives_a_kill_9() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let queue = "/queue/priority.restart";
+    let port = free_port();
+    let mut broker = Process::start_broker(dir.path(), "first", &data, port);
+    broker.wait_accepting(loopback(port));
+    let mut stomp = RawStomp::open(loopback(port));
+    let priorities = [4u8, 0, 9, 5, 1, 9, 7, 4, 0, 3];
+    for (n, priority) in priorities.iter().enumerate() {
+        let priority = priority.to_string();
+        let headers = [("destination", queue), ("persistent", "true"), ("priority", &priority)];
+        stomp.request("SEND", &headers, format!("p{n}").as_bytes(), &format!("send-{n}"));
+    }
+    drop(stomp);
+    broker.kill_9();
+
+    let port = free_port();
+    let mut broker = Process::start_broker(dir.path(), "second", &data, port);
+    broker.wait_accepting(loopback(port));
+    let mut stomp = RawStomp::open(loopback(port));
+    let mut order: Vec<usize> = (0..priorities.len()).collect();
+    // Stable: send order within a priority.
+    order.sort_by_key(|&n| std::cmp::Reverse(priorities[n]));
+    let expected: Vec<String> = order.iter().map(|n| format!("p{n}")).collect();
+    let frames = receive_exactly(&mut stomp, queue, &expected, true);
+    for (frame, n) in frames.iter().zip(&order) {
+        assert_eq!(frame.header("priority"), Some(priorities[*n].to_string().as_str()));
+    }
+    drop(stomp);
+    broker.stop();
+}

@@ -1338,8 +1338,9 @@ public final class JmsChecks {
         Session producerSession = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
         MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
         int perGroup = 6;
-        for (int i = 0; i < perGroup; i++) {
-            for (String group : new String[] {"red", "blue"}) {
+        // All of red first: without groups, the consumers would share it.
+        for (String group : new String[] {"red", "blue"}) {
+            for (int i = 0; i < perGroup; i++) {
                 Message message = indexed(producerSession, group, i);
                 message.setStringProperty("JMSXGroupID", group);
                 message.setIntProperty("JMSXGroupSeq", i + 1);

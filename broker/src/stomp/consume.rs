@@ -117,6 +117,24 @@ impl Connection {
             }
             None => 0,
         };
+        if flag(frame, "browser")? {
+            if destination.kind != DestinationKind::Queue {
+                return Err(Fatal::new(Some(frame), "only queues can be browsed", ""));
+            }
+            if self.browsers.contains(&id) {
+                return Err(Fatal::new(
+                    Some(frame),
+                    "duplicate subscription id",
+                    &format!("subscription {id} already exists on this connection"),
+                ));
+            }
+            let snapshot = self.context.core.browse(&destination.name, selector);
+            let header = frame.get("destination").unwrap_or_default().to_owned();
+            self.browsers.insert(id.clone());
+            self.browses.push(Box::pin(async move { (id, header, snapshot.await) }));
+            self.receipt(frame);
+            return Ok(());
+        }
         let durable = match frame.get("activemq.subscriptionName") {
             None => None,
             Some(name) => Some(self.subscription_key(frame, name, destination.kind)?),
@@ -183,7 +201,7 @@ impl Connection {
             _ => return Err(Fatal::new(Some(frame), "UNSUBSCRIBE frame has no id header", "")),
         };
         let core = self.context.core.clone();
-        if let Some(id) = id {
+        if let Some(id) = id.filter(|id| !self.browsers.remove(id)) {
             let Some(subscription) = self.subscriptions.remove(&id) else {
                 return Err(Fatal::new(
                     Some(frame),
@@ -326,6 +344,24 @@ impl Connection {
             }
         }));
         Ok(())
+    }
+
+    /// Sends a browsing subscription its snapshot, then the MESSAGE with `browser:end` that
+    /// ends it, as ActiveMQ does.
+    pub(super) fn browsed(&mut self, id: &str, destination: &str, messages: Vec<Arc<Message>>) {
+        if !self.browsers.contains(id) {
+            return; // Unsubscribed before the snapshot came.
+        }
+        for message in &messages {
+            let frame = mapping::message_frame(message, &self.temp_names, id, None, false);
+            self.write_frame(&frame);
+        }
+        let end = Frame::new(Command::Message)
+            .header("subscription", id)
+            .header("destination", destination)
+            .header("message-id", "browse-end")
+            .header("browser", "end");
+        self.write_frame(&end);
     }
 
     pub(super) fn deliver(&mut self, delivery: Delivery) {

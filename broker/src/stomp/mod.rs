@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use protocol::stomp::{self, Codec, Command, Decoded, Frame, Version, WireError};
 use store::{Destination, Message};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -31,6 +31,9 @@ const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// A response that waits for the store: the frame to write once it resolves, and whether the
 /// connection must close after writing it.
 type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+/// A queue browser's snapshot: the subscription id, its destination header, the messages.
+type Browse = Pin<Box<dyn Future<Output = (String, String, Vec<Arc<Message>>)> + Send>>;
 
 struct Outcome {
     frame: Option<Frame>,
@@ -88,6 +91,8 @@ where
         transactions: HashMap::new(),
         client_id: None,
         pending: FuturesOrdered::new(),
+        browsers: std::collections::HashSet::new(),
+        browses: FuturesUnordered::new(),
         connected: false,
         read_timeout: None,
         next_message_seq: 1,
@@ -146,6 +151,10 @@ struct Connection {
     client_id: Option<Arc<str>>,
     /// Responses waiting for the store, written in the order the requests came.
     pending: FuturesOrdered<Pending>,
+    /// Browsing subscriptions (`browser:true`): they consume nothing and end after one
+    /// snapshot of the queue.
+    browsers: std::collections::HashSet<String>,
+    browses: FuturesUnordered<Browse>,
     connected: bool,
     /// The longest the client may stay silent, once heart-beats are negotiated.
     read_timeout: Option<Duration>,
@@ -203,6 +212,9 @@ impl Connection {
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                Some((id, destination, messages)) = self.browses.next(), if !self.browses.is_empty() => {
+                    self.browsed(&id, &destination, messages);
+                }
                 Some(outcome) = self.pending.next(), if !self.pending.is_empty() => {
                     if let Some(frame) = outcome.frame {
                         self.write_frame(&frame);
