@@ -151,6 +151,8 @@ impl Connection {
                 priority,
                 sink: self.deliveries_tx.clone(),
                 selector,
+                // STOMP clients do not count: the broker does, and dead-letters past its limit.
+                counts_redeliveries: true,
             },
             durable,
             retroactive: flag(frame, "activemq.retroactive")?,
@@ -375,13 +377,26 @@ impl Connection {
             (AckMode::Auto, _) | (_, Version::V1_0 | Version::V1_1) => None,
             _ => Some(ack_id(subscription_id, message)),
         };
-        let frame = mapping::message_frame(
+        let mut frame = mapping::message_frame(
             message,
             &self.temp_names,
             subscription_id,
             ack.as_deref(),
             delivery.redelivered,
         );
+        // A virtual topic's consumer queue holds copies whose destination is the queue, the
+        // topic kept as `original-destination` (ActiveMQ's setOriginalDestination default).
+        let key = delivery.queue.key();
+        if key.subscription.is_none()
+            && key.destination.kind == DestinationKind::Queue
+            && message.destination.kind == DestinationKind::Topic
+        {
+            let queue = self.temp_names.format(&key.destination);
+            if let Some((_, value)) = frame.headers.iter_mut().find(|(n, _)| n == "destination") {
+                let topic = std::mem::replace(value, queue);
+                frame.push_header("original-destination", topic);
+            }
+        }
         let mut bytes = BytesMut::new();
         self.codec.encode(&frame, &mut bytes);
         let item = if subscription.ack_mode == AckMode::Auto {

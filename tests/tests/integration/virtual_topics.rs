@@ -68,8 +68,10 @@ async fn group_members_share_and_every_group_and_subscriber_gets_everything() ->
         sorted.sort_by_key(|body| body["order".len()..].parse::<u32>().unwrap_or(u32::MAX));
         assert_eq!(share, sorted);
     }
-    // As in ActiveMQ, a message keeps the destination it was sent to: the virtual topic.
-    assert_eq!(to_a1[0].destination(), Some(ORDERS));
+    // As in ActiveMQ (setOriginalDestination), the copy in a consumer queue names the queue
+    // as its destination and the virtual topic as its original destination.
+    assert_eq!(to_a1[0].destination(), Some("/queue/Consumer.A.VirtualTopic.Orders"));
+    assert_eq!(to_a1[0].header("original-destination"), Some(ORDERS));
     for message in &to_a1 {
         a1.ack(message).await?;
     }
