@@ -90,7 +90,8 @@ public final class JmsChecks {
             "exclusive_consumer",
             "consumer_priority",
             "message_groups",
-            "queue_browser");
+            "queue_browser",
+            "queue_selector");
 
     /**
      * Checks run by the Rust tests together with a STOMP client, so not part of {@link #CHECKS}
@@ -223,6 +224,7 @@ public final class JmsChecks {
             case "consumer_priority" -> consumerPriority();
             case "message_groups" -> messageGroups();
             case "queue_browser" -> queueBrowser();
+            case "queue_selector" -> queueSelector();
             default -> throw new CheckFailed("unknown check " + check);
         }
     }
@@ -1378,6 +1380,51 @@ public final class JmsChecks {
         producer.send(message);
         expectEquals("red", receive(survivor, "red after its consumer closed").getStringProperty("group"),
                 "the group moves to the remaining consumer");
+    }
+
+    /**
+     * Queue consumers with selectors on properties and headers get only what matches; what
+     * no one matches waits for a later consumer; an invalid selector is refused.
+     */
+    void queueSelector() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        javax.jms.Queue queue = session.createQueue(queueName);
+        MessageConsumer red = session.createConsumer(queue, "color = 'red' AND weight BETWEEN 1 AND 5");
+        MessageConsumer urgent = session.createConsumer(queue, "JMSPriority > 6 OR JMSType LIKE 'urgent%'");
+        MessageProducer producer = session.createProducer(queue);
+        String[] colors = {"red", "blue", "red", "green", "red", "blue"};
+        for (int i = 0; i < colors.length; i++) {
+            Message message = indexed(session, "s", i);
+            message.setStringProperty("color", colors[i]);
+            message.setIntProperty("weight", i + 1);
+            if (i == 1) {
+                message.setJMSType("urgent-order");
+            }
+            producer.send(message, DeliveryMode.PERSISTENT, i == 3 ? 9 : 4, 0);
+        }
+        List<Integer> toRed = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            toRed.add(receive(red, "red message " + i).getIntProperty("index"));
+        }
+        expectEquals(List.of(0, 2, 4), toRed, "red weights 1-5");
+        expectNothing(red, "the red consumer matches nothing else");
+        List<Integer> toUrgent = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+            toUrgent.add(receive(urgent, "urgent message " + i).getIntProperty("index"));
+        }
+        toUrgent.sort(null);
+        expectEquals(List.of(1, 3), toUrgent, "JMSType LIKE and JMSPriority");
+        MessageConsumer rest = session.createConsumer(queue);
+        expectEquals(5, receive(rest, "the message no selector matched").getIntProperty("index"),
+                "unmatched messages wait for another consumer");
+        try {
+            session.createConsumer(queue, "color = 'red' AND");
+            throw new CheckFailed("an invalid selector was accepted");
+        } catch (javax.jms.InvalidSelectorException expected) {
+            // The client or the broker refuses it.
+        }
     }
 
     /** A browser sees the queue's messages (with a selector) and consumes none. */

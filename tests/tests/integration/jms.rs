@@ -49,6 +49,7 @@ const CHECKS: &[&str] = &[
     "consumer_priority",
     "message_groups",
     "queue_browser",
+    "queue_selector",
 ];
 
 /// The class path with the compiled checks and the ActiveMQ client's jars.
@@ -337,6 +338,11 @@ async fn jms_message_groups() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_queue_browser() -> anyhow::Result<()> {
     run_against_ferromq("queue_browser").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_queue_selector() -> anyhow::Result<()> {
+    run_against_ferromq("queue_selector").await
 }
 
 /// Cross-protocol delivery: STOMP to the JMS client and back, headers and properties mapped as
