@@ -95,9 +95,11 @@ impl BrokerBuilder {
                     prefix: rule.prefix.clone(),
                 })
                 .collect(),
+            scheduler: config.broker.scheduler,
             ..CoreSettings::default()
         };
         let core = Arc::new(Core::recover(store, settings)?);
+        core.start_scheduler();
 
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {

@@ -30,6 +30,10 @@ pub struct BrokerConfig {
     /// `0` closes them at once. Key `shutdown_timeout_ms`, default 10 000.
     #[serde(rename = "shutdown_timeout_ms", with = "number::millis")]
     pub shutdown_timeout: Duration,
+    /// Scheduled delivery: messages with the `AMQ_SCHEDULED_DELAY`, `_PERIOD`, `_REPEAT` and
+    /// `_CRON` properties are held until due. Default true (ActiveMQ's `schedulerSupport`
+    /// defaults to false); when false those properties are ignored.
+    pub scheduler: bool,
 }
 
 impl Default for BrokerConfig {
@@ -38,6 +42,7 @@ impl Default for BrokerConfig {
             name: "localhost".to_owned(),
             data_dir: PathBuf::from("data"),
             shutdown_timeout: Duration::from_millis(10_000),
+            scheduler: true,
         }
     }
 }

@@ -6,11 +6,13 @@
 //! Layout: `queue` is the task that owns one queue of messages (a queue destination, a
 //! durable subscription, or a topic subscriber); `registry` is the routing table;
 //! `transaction` holds a connection's open local transaction; `wildcard` matches names;
-//! `selector` parses and evaluates JMS message selectors.
+//! `selector` parses and evaluates JMS message selectors; `scheduler` holds messages sent with
+//! a delay, period or cron entry until they are due.
 
 mod audit;
 pub mod queue;
 mod registry;
+pub mod scheduler;
 pub mod selector;
 mod transaction;
 pub mod wildcard;
@@ -84,6 +86,8 @@ pub enum CoreError {
     NotTemporary(String),
     #[error("the broker is shutting down")]
     ShuttingDown,
+    #[error("invalid message schedule: {0}")]
+    InvalidSchedule(String),
 }
 
 /// The advisory topic announcing temporary queues.
@@ -150,6 +154,9 @@ pub struct CoreSettings {
     pub virtual_topics: Vec<VirtualTopicRule>,
     /// Bytes of recent messages kept per topic for retroactive subscribers.
     pub retroactive_buffer: usize,
+    /// Holds messages with `AMQ_SCHEDULED_*` properties until due (ActiveMQ's
+    /// `schedulerSupport`); when off, those properties are ignored.
+    pub scheduler: bool,
 }
 
 impl Default for CoreSettings {
@@ -161,6 +168,7 @@ impl Default for CoreSettings {
                 prefix: "Consumer.*.".to_owned(),
             }],
             retroactive_buffer: 64 * 1024,
+            scheduler: true,
         }
     }
 }
@@ -191,6 +199,8 @@ pub struct Core {
     next_consumer_id: AtomicU64,
     next_connection_id: AtomicU64,
     next_transaction_id: AtomicU64,
+    /// Scheduled delivery, when enabled.
+    scheduler: Option<scheduler::Scheduler>,
 }
 
 impl Core {
@@ -202,6 +212,7 @@ impl Core {
     ) -> Result<Core, StoreError> {
         let recovered = store.recover()?;
         let first_transaction = recovered.prepared.iter().map(|t| t.0 + 1).max().unwrap_or(1);
+        let settings_scheduler = settings.scheduler;
         let core = Core {
             store,
             settings,
@@ -211,11 +222,14 @@ impl Core {
             next_consumer_id: AtomicU64::new(1),
             next_connection_id: AtomicU64::new(1),
             next_transaction_id: AtomicU64::new(first_transaction),
+            scheduler: settings_scheduler.then(scheduler::Scheduler::new),
         };
         {
+            let scheduler_queue = scheduler::store_queue();
             let mut registry = core.registry.lock();
             for destination in &recovered.destinations {
-                if destination.kind.is_queue() {
+                // The scheduler's store queue holds jobs, not a destination's messages.
+                if destination.kind.is_queue() && *destination != scheduler_queue.destination {
                     registry.queue(&destination.name, &core.store)?;
                 }
             }
@@ -239,6 +253,16 @@ impl Core {
                     selector,
                 });
                 registry.durable.insert(info.key, (handle, None));
+            }
+        }
+        match &core.scheduler {
+            Some(scheduler) => scheduler.handle.add(scheduler::recover_jobs(&core.store)?),
+            None => {
+                let waiting = core.store.count(&scheduler::store_queue())?;
+                if waiting > 0 {
+                    tracing::warn!(waiting, "the store holds scheduled messages but the \
+                        scheduler is off ([broker] scheduler = false): they wait until it is on");
+                }
             }
         }
         Ok(core)
@@ -279,12 +303,17 @@ impl Core {
     /// transaction, keeps it for the commit. The completion resolves when the message is
     /// durable (at once when nothing was stored); the message may be dispatched before that
     /// (concurrent store and dispatch).
+    ///
+    /// A message with `AMQ_SCHEDULED_*` properties goes to the scheduler instead (see
+    /// [`scheduler`]); an invalid schedule is refused with [`CoreError::InvalidSchedule`].
     pub fn send(
         &self,
         message: Arc<Message>,
         connection: u64,
         transaction: Option<&mut Transaction>,
     ) -> Result<Completion, CoreError> {
+        // Checked first: a refused schedule must not count as seen by the audit.
+        let schedule = self.schedule_of(&message)?;
         let mut registry = self.registry.lock();
         // Under the registry lock, so that an original and its resend (on another connection)
         // are judged in the order they are routed.
@@ -292,6 +321,10 @@ impl Core {
             tracing::debug!(id = %message.message_id, destination = %message.destination,
                 "duplicate send ignored (a resend after failover)");
             return Ok(Completion::ready(Ok(())));
+        }
+        if let Some(schedule) = schedule {
+            drop(registry);
+            return self.schedule(message, schedule, transaction);
         }
         // A transacted topic message is published (and becomes recent for retroactive
         // subscribers) at the commit: an aborted one must never be replayed.
@@ -857,7 +890,7 @@ impl Core {
         stats
     }
 
-    /// Stops every queue task (at shutdown, after connections have closed).
+    /// Stops every queue task and the scheduler (at shutdown, after connections have closed).
     pub fn stop_queues(&self) {
         let mut registry = self.registry.lock();
         for handle in registry.queues.drain().map(|(_, h)| h) {
@@ -868,5 +901,8 @@ impl Core {
         }
         registry.durable.clear();
         registry.consumers.clear();
+        if let Some(scheduler) = &self.scheduler {
+            scheduler.handle.stop();
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork};
 
 use super::queue::{QueueCommand, QueueHandle};
+use super::scheduler::Schedule;
 use super::{composite_parts, ConsumerId, Core, CoreError};
 
 /// An open local transaction, owned by the connection that began it.
@@ -20,6 +21,8 @@ pub struct Transaction {
     pub(crate) sends: Vec<(Vec<QueueHandle>, Arc<Message>, u64)>,
     /// Messages acknowledged, per queue.
     pub(crate) acks: Vec<(QueueHandle, Vec<MessageId>)>,
+    /// Messages sent with a schedule: handed to the scheduler (and stored) at the commit.
+    pub(crate) scheduled: Vec<(Arc<Message>, Schedule)>,
     /// On rollback, acknowledged messages stay with the consumers they were delivered to
     /// (still unacknowledged) instead of going back to their queues: the ActiveMQ JMS client
     /// redelivers them itself.
@@ -33,6 +36,7 @@ impl Transaction {
             has_store_records: false,
             sends: Vec::new(),
             acks: Vec::new(),
+            scheduled: Vec::new(),
             keep_delivered_on_rollback: false,
         }
     }
@@ -117,6 +121,10 @@ impl Core {
         mut transaction: Transaction,
     ) -> impl Future<Output = Result<(), CoreError>> + Send + 'static {
         self.route_at_commit(&mut transaction);
+        // Scheduled only at the commit, as in ActiveMQ: timed from now, stored in this
+        // transaction so that the commit record makes the jobs durable with everything else.
+        let scheduled = self.schedule_at_commit(&mut transaction);
+        let scheduler = self.scheduler_handle();
         let completion = if transaction.has_store_records {
             self.store().submit(UnitOfWork::with(Operation::Commit(transaction.id)))
         } else {
@@ -126,6 +134,9 @@ impl Core {
             match completion.await {
                 Ok(()) => {
                     transaction.apply();
+                    if let Some(scheduler) = scheduler {
+                        scheduler.add(scheduled);
+                    }
                     Ok(())
                 }
                 Err(error) => {

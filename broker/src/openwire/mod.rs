@@ -160,6 +160,8 @@ impl From<CoreError> for Refusal {
             CoreError::NotOwner(_) | CoreError::NotTemporary(_) | CoreError::WildcardSend(_) => {
                 INVALID_DESTINATION
             }
+            // What ActiveMQ's cron parser throws for a malformed entry.
+            CoreError::InvalidSchedule(_) => "javax.jms.MessageFormatException",
             _ => JMS_EXCEPTION,
         };
         Refusal::new(class, error.to_string())

@@ -13,6 +13,7 @@ mod openwire;
 mod openwire_client;
 mod queues;
 mod receipts;
+mod scheduled;
 mod selectors;
 mod stomp_protocol;
 mod stomp_py;
