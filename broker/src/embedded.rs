@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::core::wildcard::DestinationFilter;
-use crate::core::{Core, CoreSettings, QueueStats, VirtualTopicRule};
+use crate::core::{
+    Core, CoreSettings, DeadLetterSettings, DeadLetterStrategy, QueueStats, VirtualTopicRule,
+};
 use crate::error::BrokerError;
 use crate::transport::{self, BoundConnector, ConnectionContext};
 
@@ -96,6 +98,7 @@ impl BrokerBuilder {
                 })
                 .collect(),
             scheduler: config.broker.scheduler,
+            dead_letters: dead_letter_settings(&config),
             ..CoreSettings::default()
         };
         let core = Arc::new(Core::recover(store, settings)?);
@@ -298,5 +301,28 @@ impl DataDirLock {
         file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
         write!(file, "{}", std::process::id()).map_err(io)?;
         Ok(DataDirLock { _file: file })
+    }
+}
+
+/// The core's dead-letter settings from `[dead_letter]` and `destinations.expire_messages_period_ms`.
+fn dead_letter_settings(config: &Config) -> DeadLetterSettings {
+    let section = &config.dead_letter;
+    let strategy = match section.strategy {
+        conf::DeadLetterStrategy::Shared => {
+            DeadLetterStrategy::Shared { queue: section.queue.as_str().into() }
+        }
+        conf::DeadLetterStrategy::Individual => DeadLetterStrategy::Individual {
+            queue_prefix: section.queue_prefix.as_str().into(),
+            topic_prefix: section.topic_prefix.as_str().into(),
+        },
+        conf::DeadLetterStrategy::Discarding => DeadLetterStrategy::Discarding,
+    };
+    let period = config.destinations.expire_messages_period;
+    DeadLetterSettings {
+        strategy,
+        max_redeliveries: section.redelivery_limit(),
+        process_non_persistent: section.process_non_persistent,
+        process_expired: section.process_expired,
+        expire_messages_period: (!period.is_zero()).then_some(period),
     }
 }

@@ -404,6 +404,7 @@ fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "transport" => Some(keys_of::<TransportConfig>()),
         "store" => Some(keys_of::<StoreConfig>()),
         "destinations" => Some(keys_of::<DestinationDefaults>()),
+        "dead_letter" => Some(keys_of::<crate::DeadLetterConfig>()),
         _ => None,
     }
 }
@@ -479,7 +480,10 @@ mod tests {
 
     #[test]
     fn section_keys_come_from_the_structs() {
-        assert_eq!(root_keys(), ["broker", "transport", "store", "destinations", "virtual_topics"]);
+        assert_eq!(
+            root_keys(),
+            ["broker", "transport", "store", "destinations", "dead_letter", "virtual_topics"]
+        );
         assert_eq!(
             section_keys("store"),
             Some(

@@ -12,6 +12,8 @@
 //! - `sections.rs`: the four sections, [`BrokerConfig`], [`TransportConfig`], [`StoreConfig`],
 //!   [`DestinationDefaults`], with their defaults, and the `[[virtual_topics]]` entries,
 //!   [`VirtualTopicConfig`].
+//! - `dead_letter.rs`: `[dead_letter]`, [`DeadLetterConfig`]: the dead-letter strategy and
+//!   the STOMP redelivery limit.
 //! - `uri.rs`: [`ConnectorUri`], ActiveMQ's `scheme://host:port?options` connector syntax.
 //! - `validate.rs`: rules beyond types (limits above zero, distinct connector addresses, well-formed
 //!   virtual topic patterns...).
@@ -59,6 +61,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod dead_letter;
 mod document;
 mod error;
 mod number;
@@ -70,6 +73,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::dead_letter::{DeadLetterConfig, DeadLetterStrategy};
 use crate::document::Document;
 pub use crate::error::{ConfigError, UNKNOWN_ORIGIN};
 pub use crate::sections::{
@@ -93,6 +97,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// `[destinations]`
     pub destinations: DestinationDefaults,
+    /// `[dead_letter]`
+    pub dead_letter: DeadLetterConfig,
     /// `[[virtual_topics]]`: which topics are virtual and how their consumer queues are named.
     /// Default: ActiveMQ's one entry, [`VirtualTopicConfig::default()`]
     /// (`name = "VirtualTopic.>"`, `prefix = "Consumer.*."`). Entries in the file replace it;
@@ -107,6 +113,7 @@ impl Default for Config {
             transport: TransportConfig::default(),
             store: StoreConfig::default(),
             destinations: DestinationDefaults::default(),
+            dead_letter: DeadLetterConfig::default(),
             virtual_topics: vec![VirtualTopicConfig::default()],
         }
     }

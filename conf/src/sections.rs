@@ -248,11 +248,20 @@ pub struct DestinationDefaults {
     /// of its own. Default 1000, as ActiveMQ's queue prefetch.
     #[serde(deserialize_with = "number::whole")]
     pub queue_prefetch: u32,
+    /// How often every queue is swept for expired messages, which are dead-lettered or
+    /// dropped (see [`DeadLetterConfig`](crate::DeadLetterConfig)); expired messages are never
+    /// delivered, swept or not. `0` turns the sweep off. Key `expire_messages_period_ms`,
+    /// default 30 000, as ActiveMQ's `expireMessagesPeriod`.
+    #[serde(rename = "expire_messages_period_ms", with = "number::millis")]
+    pub expire_messages_period: Duration,
 }
 
 impl Default for DestinationDefaults {
     fn default() -> Self {
-        DestinationDefaults { queue_prefetch: 1000 }
+        DestinationDefaults {
+            queue_prefetch: 1000,
+            expire_messages_period: Duration::from_millis(30_000),
+        }
     }
 }
 

@@ -30,7 +30,7 @@ pub(crate) struct Invalid {
 }
 
 impl Invalid {
-    fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
         Invalid { key: key.into(), or_else: None, reason: reason.into() }
     }
 
@@ -143,6 +143,12 @@ impl Config {
         self.check_store()?;
 
         at_least_one("destinations.queue_prefetch", u64::from(self.destinations.queue_prefetch))?;
+        duration(
+            "destinations.expire_messages_period_ms",
+            self.destinations.expire_messages_period,
+            true,
+        )?;
+        self.dead_letter.check("dead_letter")?;
 
         self.check_virtual_topics()?;
         Ok(())

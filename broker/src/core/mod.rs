@@ -10,6 +10,7 @@
 //! a delay, period or cron entry until they are due.
 
 mod audit;
+pub mod dead_letter;
 pub mod queue;
 mod registry;
 pub mod scheduler;
@@ -28,6 +29,8 @@ use store::{
 };
 
 use queue::QueueCommand;
+use dead_letter::DeadLetters;
+pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
 use selector::Selector;
@@ -157,6 +160,8 @@ pub struct CoreSettings {
     /// Holds messages with `AMQ_SCHEDULED_*` properties until due (ActiveMQ's
     /// `schedulerSupport`); when off, those properties are ignored.
     pub scheduler: bool,
+    /// Where undeliverable messages go, the STOMP redelivery limit and the expiry sweep.
+    pub dead_letters: DeadLetterSettings,
 }
 
 impl Default for CoreSettings {
@@ -169,6 +174,7 @@ impl Default for CoreSettings {
             }],
             retroactive_buffer: 64 * 1024,
             scheduler: true,
+            dead_letters: DeadLetterSettings::default(),
         }
     }
 }
@@ -192,10 +198,12 @@ pub struct SubscribeRequest {
 pub struct Core {
     store: Arc<dyn MessageStore>,
     settings: CoreSettings,
-    registry: Mutex<Registry>,
+    /// Shared with the dead-letter task (which holds it weakly).
+    registry: Arc<Mutex<Registry>>,
     /// JMS client ids of connected clients that claimed one, with their connection.
     client_ids: Mutex<std::collections::HashMap<Arc<str>, u64>>,
-    next_message_id: AtomicU64,
+    /// Shared with the dead-letter task, which gives each dead-letter copy a new id.
+    next_message_id: Arc<AtomicU64>,
     next_consumer_id: AtomicU64,
     next_connection_id: AtomicU64,
     next_transaction_id: AtomicU64,
@@ -213,17 +221,25 @@ impl Core {
         let recovered = store.recover()?;
         let first_transaction = recovered.prepared.iter().map(|t| t.0 + 1).max().unwrap_or(1);
         let settings_scheduler = settings.scheduler;
+        let (dead_letters, letters) = DeadLetters::new(settings.dead_letters.clone());
         let core = Core {
             store,
             settings,
-            registry: Mutex::new(Registry::default()),
+            registry: Arc::new(Mutex::new(Registry { dead_letters, ..Registry::default() })),
             client_ids: Mutex::new(std::collections::HashMap::new()),
-            next_message_id: AtomicU64::new(recovered.next_message_id.0.max(1)),
+            next_message_id: Arc::new(AtomicU64::new(recovered.next_message_id.0.max(1))),
             next_consumer_id: AtomicU64::new(1),
             next_connection_id: AtomicU64::new(1),
             next_transaction_id: AtomicU64::new(first_transaction),
             scheduler: settings_scheduler.then(scheduler::Scheduler::new),
         };
+        tokio::spawn(dead_letter::run(
+            letters,
+            core.settings.dead_letters.clone(),
+            Arc::downgrade(&core.registry),
+            core.store.clone(),
+            core.next_message_id.clone(),
+        ));
         {
             let scheduler_queue = scheduler::store_queue();
             let mut registry = core.registry.lock();
@@ -234,8 +250,13 @@ impl Core {
                 }
             }
             for info in recovered.subscriptions {
-                let handle =
-                    queue::spawn(info.queue(), true, core.store.clone(), &mut registry.audit)?;
+                let handle = queue::spawn(
+                    info.queue(),
+                    true,
+                    core.store.clone(),
+                    registry.dead_letters.clone(),
+                    &mut registry.audit,
+                )?;
                 let selector = match Selector::parse_optional(info.selector.as_deref()) {
                     Ok(selector) => selector.map(Arc::new),
                     Err(error) => {
@@ -438,6 +459,7 @@ impl Core {
                 QueueKey::destination(destination.clone()),
                 false,
                 self.store.clone(),
+                registry.dead_letters.clone(),
                 &mut registry.audit,
             )?),
             DestinationKind::TempTopic => None,
@@ -617,7 +639,13 @@ impl Core {
                     name: format!("consumer-{}", consumer.0).into(),
                 }),
             };
-            let queue = queue::spawn(key, false, self.store.clone(), &mut registry.audit)?;
+            let queue = queue::spawn(
+                key,
+                false,
+                self.store.clone(),
+                registry.dead_letters.clone(),
+                &mut registry.audit,
+            )?;
             for (filter, temporary) in topics {
                 if retroactive {
                     replay_recent(&registry, &filter, spec.selector.as_deref(), &queue);
@@ -698,7 +726,13 @@ impl Core {
             selector: selector.as_ref().map(|s| Arc::from(s.text())),
             no_local: no_local.is_some(),
         };
-        let queue = queue::spawn(info.queue(), true, self.store.clone(), &mut registry.audit)?;
+        let queue = queue::spawn(
+            info.queue(),
+            true,
+            self.store.clone(),
+            registry.dead_letters.clone(),
+            &mut registry.audit,
+        )?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.
         drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
         registry.topic_subscriptions.push(TopicSubscription {
@@ -871,6 +905,20 @@ impl Core {
 
     pub fn nack(&self, queue: &QueueHandle, consumer: ConsumerId, ids: Vec<MessageId>) {
         queue.send(QueueCommand::Nack { consumer, ids });
+    }
+
+    /// The consumer's client gave up on these messages (OpenWire's poison ack, after its
+    /// redelivery policy's maximum): they move to a dead-letter queue or are dropped, as the
+    /// dead-letter settings say. `cause` is the client's reason, as Java's
+    /// `Throwable.toString()`.
+    pub fn poison(
+        &self,
+        queue: &QueueHandle,
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+        cause: Option<String>,
+    ) {
+        queue.send(QueueCommand::Poison { consumer, ids, cause });
     }
 
     /// Starts a local transaction.

@@ -28,6 +28,7 @@ use store::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::audit::ProducerAudit;
+use super::dead_letter::{Cause, DeadLetter, DeadLetters};
 use super::selector::Selector;
 use super::{AckMode, ConsumerId, Delivery};
 
@@ -78,6 +79,11 @@ pub struct ConsumerSpec {
     /// Only messages this selector matches go to the consumer; the others wait for other
     /// consumers. Parsed once, when the consumer subscribes.
     pub selector: Option<Arc<Selector>>,
+    /// The broker counts this consumer's redeliveries: a message it gives back (NACK, or still
+    /// unacknowledged when it goes) after more deliveries than the dead-letter settings allow
+    /// is dead-lettered. True for STOMP consumers; OpenWire clients count for themselves and
+    /// send a poison ack ([`QueueCommand::Poison`]).
+    pub counts_redeliveries: bool,
 }
 
 /// What a connection (or the broker) asks a queue to do.
@@ -119,6 +125,13 @@ pub(crate) enum QueueCommand {
     Nack {
         consumer: ConsumerId,
         ids: Vec<MessageId>,
+    },
+    /// The consumer's client gave up on these (OpenWire's poison ack, `cause` its reason):
+    /// they leave the queue for the dead-letter task.
+    Poison {
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+        cause: Option<String>,
     },
     Stats(oneshot::Sender<QueueStats>),
     /// A snapshot of the messages in the queue (waiting or in flight), in delivery order,
@@ -249,6 +262,9 @@ struct Queue {
     /// group's message goes to gets all of them until it closes or the group is closed
     /// (JMSXGroupSeq -1).
     groups: HashMap<Arc<str>, ConsumerId>,
+    /// Where messages go that this queue gives up on (expired, poisoned, redelivered too
+    /// often), with the settings for that.
+    dead_letters: DeadLetters,
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
@@ -259,6 +275,7 @@ pub(crate) fn spawn(
     key: QueueKey,
     stored: bool,
     store: Arc<dyn MessageStore>,
+    dead_letters: DeadLetters,
     audit: &mut ProducerAudit,
 ) -> Result<QueueHandle, StoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -272,6 +289,7 @@ pub(crate) fn spawn(
         awaiting_transaction: HashMap::new(),
         acked: 0,
         groups: HashMap::new(),
+        dead_letters,
     };
     if stored {
         queue.load_stored(audit)?;
@@ -308,7 +326,23 @@ impl Queue {
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<QueueCommand>) {
-        while let Some(command) = rx.recv().await {
+        let mut sweep = self.dead_letters.settings().expire_messages_period.map(|period| {
+            let mut sweep = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            sweep
+        });
+        loop {
+            let command = tokio::select! {
+                command = rx.recv() => match command {
+                    Some(command) => command,
+                    None => break,
+                },
+                () = next_sweep(&mut sweep) => {
+                    self.expire();
+                    self.dispatch();
+                    continue;
+                }
+            };
             match command {
                 QueueCommand::Enqueue(messages) => {
                     for message in messages {
@@ -343,6 +377,7 @@ impl Queue {
                     self.end_transaction(&ids, false, keep_delivered)
                 }
                 QueueCommand::Nack { consumer, ids } => self.nack(consumer, &ids),
+                QueueCommand::Poison { consumer, ids, cause } => self.poison(consumer, &ids, cause),
                 QueueCommand::Consumed { consumer, ids } => self.consumed(consumer, &ids),
                 QueueCommand::Stats(reply) => {
                     let _ = reply.send(self.stats());
@@ -411,8 +446,8 @@ impl Queue {
             };
             let Some(mut queued) = self.ready.remove(&key) else { return };
             if queued.message.is_expired(now) {
-                // Expired messages are dropped (dead-lettering them is a later policy).
-                self.forget(&queued.message);
+                // Never delivered: dead-lettered or dropped.
+                self.dead_letter(queued.message, Cause::Expired);
                 continue;
             }
             if let Some(group) = &queued.message.headers.group_id {
@@ -555,7 +590,10 @@ impl Queue {
             if consumer.spec.ack_mode == AckMode::Auto {
                 queued.delivery_count -= 1;
             }
-            self.make_ready(queued);
+            // Unacknowledged when its consumer went: counted like a NACK.
+            let counted =
+                consumer.spec.counts_redeliveries && consumer.spec.ack_mode != AckMode::Auto;
+            self.give_back(queued, counted);
         }
         if returned > 0 {
             tracing::debug!(queue = ?self.handle.key, returned, "consumer closed with unacknowledged messages");
@@ -680,22 +718,85 @@ impl Queue {
                 returned.push(queued);
             }
         }
+        let counted = consumer.spec.counts_redeliveries;
         for queued in returned {
+            self.give_back(queued, counted);
+        }
+    }
+
+    /// The consumer's client gave up on these in-flight messages: they go to the dead-letter
+    /// task, which removes their stored references.
+    fn poison(&mut self, consumer: ConsumerId, ids: &[MessageId], cause: Option<String>) {
+        let Some(consumer) = self.consumer_mut(consumer) else { return };
+        let mut poisoned = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(queued) = consumer.in_flight.remove(id) {
+                if queued.releases_credit() {
+                    consumer.released -= 1;
+                }
+                poisoned.push(queued.message);
+            }
+        }
+        for message in poisoned {
+            self.dead_letter(message, Cause::Poisoned(cause.clone()));
+        }
+    }
+
+    /// A message back from a consumer: dead-lettered when `counted` (the broker counts the
+    /// consumer's redeliveries) and it was delivered more often than allowed, else ready again,
+    /// marked redelivered.
+    fn give_back(&mut self, queued: QueuedMessage, counted: bool) {
+        let settings = self.dead_letters.settings();
+        if counted && settings.redeliveries_exceeded(queued.delivery_count) {
+            let cause = Cause::Redeliveries {
+                deliveries: queued.delivery_count,
+                limit: settings.max_redeliveries.unwrap_or(0),
+            };
+            self.dead_letter(queued.message, cause);
+        } else {
             self.make_ready(queued);
         }
     }
 
-    /// Drops a message from the queue for good (expired), removing its stored reference.
-    fn forget(&mut self, message: &Message) {
-        if self.handle.stored && message.is_persistent() {
-            let unit = UnitOfWork::with(Operation::Ack {
-                queue: (*self.handle.key).clone(),
-                key: PageKey::of(message),
-                txn: None,
-            });
-            // Nobody waits for this removal; a failure poisons the store, which says so.
-            drop(self.store.submit(unit));
+    /// The periodic sweep: every expired message waiting here leaves (dead-lettered or
+    /// dropped); in-flight ones were delivered before they expired.
+    fn expire(&mut self) {
+        let now = now_millis();
+        let expired: Vec<PageKey> = self
+            .ready
+            .iter()
+            .filter(|(_, queued)| queued.message.is_expired(now))
+            .map(|(key, _)| *key)
+            .collect();
+        if !expired.is_empty() {
+            tracing::debug!(queue = ?self.handle.key, count = expired.len(), "expired messages swept");
         }
+        for key in expired {
+            if let Some(queued) = self.ready.remove(&key) {
+                self.dead_letter(queued.message, Cause::Expired);
+            }
+        }
+    }
+
+    /// Takes a message this queue gives up on to the dead-letter task, which moves it to a
+    /// dead-letter queue or drops it, and removes its stored reference here either way.
+    fn dead_letter(&self, message: Arc<Message>, cause: Cause) {
+        self.dead_letters.send(DeadLetter {
+            queue: self.handle.key.clone(),
+            stored: self.handle.stored,
+            message,
+            cause,
+        });
+    }
+}
+
+/// The next tick of the expiry sweep; never, when there is none.
+async fn next_sweep(sweep: &mut Option<tokio::time::Interval>) {
+    match sweep {
+        Some(sweep) => {
+            sweep.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use store::{Destination, Message, MessageStore, QueueKey, StoreError, SubscriptionKey};
 
 use super::audit::ProducerAudit;
+use super::dead_letter::DeadLetters;
 use super::queue::{self, ConsumerSpec, QueueCommand, QueueHandle};
 use super::selector::Selector;
 use super::wildcard::DestinationFilter;
@@ -87,6 +88,8 @@ pub(crate) struct Registry {
     pub temporary: HashMap<Destination, Temporary>,
     /// Duplicate detection for resent messages, per destination and producer.
     pub audit: ProducerAudit,
+    /// Where every queue's task sends the messages it gives up on.
+    pub dead_letters: DeadLetters,
 }
 
 impl Registry {
@@ -101,7 +104,8 @@ impl Registry {
             return Ok((handle.clone(), false));
         }
         let key = QueueKey::destination(Destination::queue(name.clone()));
-        let handle = queue::spawn(key, true, store.clone(), &mut self.audit)?;
+        let handle =
+            queue::spawn(key, true, store.clone(), self.dead_letters.clone(), &mut self.audit)?;
         for attachment in self.consumers.values_mut() {
             for (filter, spec) in &attachment.wildcards {
                 if filter.matches(name) {

@@ -182,6 +182,7 @@ pub(crate) fn message_to(message: &Message, redelivery_counter: i32) -> ow::Mess
     m.producer_id = id.producer_id.clone();
     m.message_id = Some(id);
     m.destination = Some(destination_to(&message.destination));
+    m.original_destination = message.original_destination.as_ref().map(destination_to);
     let h = &message.headers;
     m.correlation_id = h.correlation_id.as_deref().map(str::to_owned);
     m.reply_to = h.reply_to.as_ref().map(destination_to);

@@ -541,6 +541,8 @@ impl Connection {
                 priority: info.priority,
                 sink: self.deliveries_tx.clone(),
                 selector,
+                // The JMS client counts redeliveries itself and sends a poison ack.
+                counts_redeliveries: false,
             },
             durable,
             retroactive: info.retroactive,
@@ -760,9 +762,6 @@ impl Connection {
         } else {
             consumer.delivered.drain(..=position).collect()
         };
-        if kind == ack_type::POISON {
-            tracing::warn!(peer = %self.peer, count = acked.len(), "poisoned messages dropped (no dead letter queue yet)");
-        }
         let core_consumer = consumer.core;
         let core = self.context.core.clone();
         let mut groups: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
@@ -771,6 +770,20 @@ impl Connection {
                 Some((_, messages)) => messages.push(message),
                 None => groups.push((queue, vec![message])),
             }
+        }
+        if kind == ack_type::POISON {
+            // The client's redelivery policy gave up on them (it sends this outside any
+            // transaction, after rolling back): to the dead-letter queue.
+            let cause = ack.poison_cause.as_ref().map(|cause| match &cause.message {
+                Some(message) => format!("{}: {message}", cause.class_name),
+                None => cause.class_name.clone(),
+            });
+            tracing::debug!(peer = %self.peer, ?cause, "poison ack");
+            for (queue, messages) in groups {
+                let ids = messages.iter().map(|m| m.id).collect();
+                core.poison(&queue, core_consumer, ids, cause.clone());
+            }
+            return Ok(());
         }
         if let Some(transaction) = self.transaction_of(ack.transaction_id.as_ref())? {
             for (queue, messages) in &groups {

@@ -241,6 +241,10 @@ pub fn message_frame(
         .header("subscription", subscription)
         .header("message-id", &*message.message_id)
         .header("destination", names.format(&message.destination));
+    // A dead letter names where it came from, as ActiveMQ's STOMP frames do.
+    if let Some(original) = &message.original_destination {
+        frame.push_header("original-destination", names.format(original));
+    }
     if let Some(ack) = ack {
         frame.push_header("ack", ack);
     }

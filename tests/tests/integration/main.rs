@@ -4,6 +4,7 @@
 mod activemq_tools;
 mod bad_input;
 mod connectors;
+mod dead_letter;
 mod delivery_order;
 mod durable;
 mod extensions;

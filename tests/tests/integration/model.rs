@@ -200,7 +200,8 @@ const WEIGHTS: &[(Step, u32)] = &[
 
 impl Run {
     async fn start(seed: u64) -> anyhow::Result<Run> {
-        let broker = start_broker(|_| {}).await?;
+        // The model redelivers NACKed and returned messages however often they come back.
+        let broker = start_broker(|config| config.dead_letter.max_redeliveries = -1).await?;
         let producer = connect(&broker).await?;
         let mut run = Run {
             rng: StdRng::seed_from_u64(seed),
@@ -609,7 +610,8 @@ struct TopicRun {
 
 impl TopicRun {
     async fn start(seed: u64) -> anyhow::Result<TopicRun> {
-        let broker = start_broker(|_| {}).await?;
+        // The model redelivers NACKed and returned messages however often they come back.
+        let broker = start_broker(|config| config.dead_letter.max_redeliveries = -1).await?;
         let producer = connect(&broker).await?;
         let mut rng = StdRng::seed_from_u64(seed);
         let durable_count = rng.gen_range(1..=3);
