@@ -28,9 +28,9 @@ use store::{
     QueueKey, StoreError, SubscriptionInfo, SubscriptionKey, TxnId, UnitOfWork,
 };
 
-use queue::QueueCommand;
 use dead_letter::DeadLetters;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
+use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
 use selector::Selector;
