@@ -91,7 +91,9 @@ public final class JmsChecks {
             "consumer_priority",
             "message_groups",
             "queue_browser",
-            "queue_selector");
+            "queue_selector",
+            "scheduled_delay",
+            "scheduled_repeat");
 
     /**
      * Checks run by the Rust tests together with a STOMP client, so not part of {@link #CHECKS}
@@ -225,6 +227,8 @@ public final class JmsChecks {
             case "message_groups" -> messageGroups();
             case "queue_browser" -> queueBrowser();
             case "queue_selector" -> queueSelector();
+            case "scheduled_delay" -> scheduledDelay();
+            case "scheduled_repeat" -> scheduledRepeat();
             default -> throw new CheckFailed("unknown check " + check);
         }
     }
@@ -1456,6 +1460,64 @@ public final class JmsChecks {
             expectEquals(i, receive(consumer, "b" + i + " after browsing").getIntProperty("index"),
                     "browsing consumed nothing");
         }
+    }
+
+    /**
+     * AMQ_SCHEDULED_DELAY holds a message back for its delay; it arrives once, without the
+     * scheduling property, with its own JMSMessageID and the job id in scheduledJobId.
+     */
+    void scheduledDelay() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+        MessageProducer producer = session.createProducer(session.createQueue(queueName));
+        TextMessage delayed = session.createTextMessage("delayed");
+        delayed.setLongProperty("AMQ_SCHEDULED_DELAY", 600);
+        long sent = System.nanoTime();
+        producer.send(delayed);
+        producer.send(session.createTextMessage("at once"));
+        expectEquals("at once", ((TextMessage) receive(consumer, "the unscheduled message")).getText(),
+                "an unscheduled message is not held back behind a scheduled one");
+        Message message = receive(consumer, "the delayed message");
+        long waitedMs = (System.nanoTime() - sent) / 1_000_000;
+        expect(waitedMs >= 600, "the delayed message arrived after " + waitedMs + " ms, before its 600 ms delay");
+        expectEquals("delayed", ((TextMessage) message).getText(), "the delayed message's body");
+        expectEquals(delayed.getJMSMessageID(), message.getJMSMessageID(), "a one-shot delay keeps the JMSMessageID");
+        expectEquals(delayed.getJMSMessageID(), message.getStringProperty("scheduledJobId"), "scheduledJobId");
+        expect(!message.propertyExists("AMQ_SCHEDULED_DELAY"), "the delivered copy has no AMQ_SCHEDULED_DELAY");
+        expectNothing(consumer, "a delayed message is delivered once");
+    }
+
+    /** Delay, period and repeat N: N + 1 copies, a period apart, each a message of its own. */
+    void scheduledRepeat() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+        MessageProducer producer = session.createProducer(session.createQueue(queueName));
+        TextMessage repeated = session.createTextMessage("tick");
+        repeated.setLongProperty("AMQ_SCHEDULED_DELAY", 300);
+        repeated.setLongProperty("AMQ_SCHEDULED_PERIOD", 250);
+        repeated.setIntProperty("AMQ_SCHEDULED_REPEAT", 2);
+        long sent = System.nanoTime();
+        producer.send(repeated);
+        List<Long> arrivals = new ArrayList<>();
+        java.util.Set<String> ids = new java.util.HashSet<>();
+        for (int i = 0; i < 3; i++) {
+            Message message = receive(consumer, "copy " + i + " of the repeated message");
+            arrivals.add((System.nanoTime() - sent) / 1_000_000);
+            expectEquals("tick", ((TextMessage) message).getText(), "copy " + i + "'s body");
+            expect(!message.propertyExists("AMQ_SCHEDULED_REPEAT"), "copy " + i + " has no AMQ_SCHEDULED_REPEAT");
+            ids.add(message.getJMSMessageID());
+        }
+        expect(arrivals.get(0) >= 300, "the first copy arrived after " + arrivals + " ms, before its 300 ms delay");
+        for (int i = 1; i < 3; i++) {
+            // Receive times jitter a little around fires a period apart.
+            expect(arrivals.get(i) - arrivals.get(i - 1) >= 200, "copies a period (250 ms) apart: " + arrivals);
+        }
+        expectEquals(3, ids.size(), "every copy has its own JMSMessageID: " + ids);
+        expectNothing(consumer, "repeat 2 means three copies in all");
     }
 
     // ---------------------------------------------------------------------------------------

@@ -281,8 +281,11 @@ impl Core {
             None => {
                 let waiting = core.store.count(&scheduler::store_queue())?;
                 if waiting > 0 {
-                    tracing::warn!(waiting, "the store holds scheduled messages but the \
-                        scheduler is off ([broker] scheduler = false): they wait until it is on");
+                    tracing::warn!(
+                        waiting,
+                        "the store holds scheduled messages but the \
+                        scheduler is off ([broker] scheduler = false): they wait until it is on"
+                    );
                 }
             }
         }

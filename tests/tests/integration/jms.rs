@@ -50,6 +50,8 @@ const CHECKS: &[&str] = &[
     "message_groups",
     "queue_browser",
     "queue_selector",
+    "scheduled_delay",
+    "scheduled_repeat",
 ];
 
 /// The class path with the compiled checks and the ActiveMQ client's jars.
@@ -343,6 +345,16 @@ async fn jms_queue_browser() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_queue_selector() -> anyhow::Result<()> {
     run_against_ferromq("queue_selector").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_scheduled_delay() -> anyhow::Result<()> {
+    run_against_ferromq("scheduled_delay").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_scheduled_repeat() -> anyhow::Result<()> {
+    run_against_ferromq("scheduled_repeat").await
 }
 
 /// Cross-protocol delivery: STOMP to the JMS client and back, headers and properties mapped as

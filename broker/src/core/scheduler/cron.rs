@@ -91,15 +91,14 @@ impl Cron {
     /// epoch, UTC), in milliseconds; `None` if the entry never matches (`0 0 31 2 *`).
     pub fn next_after(&self, after_millis: i64) -> Option<i64> {
         let first_minute = after_millis.div_euclid(MINUTE_MS) + 1;
-        let mut day = first_minute.div_euclid(DAY_MINUTES);
+        let first_day = first_minute.div_euclid(DAY_MINUTES);
         let mut from = first_minute.rem_euclid(DAY_MINUTES);
-        for _ in 0..SEARCH_DAYS {
+        for day in first_day..first_day + SEARCH_DAYS {
             if self.day_matches(day) {
                 if let Some(minute_of_day) = self.first_time_from(from) {
                     return Some((day * DAY_MINUTES + minute_of_day) * MINUTE_MS);
                 }
             }
-            day += 1;
             from = 0;
         }
         None
