@@ -1,9 +1,12 @@
-//! # client: an async STOMP client on tokio
+//! # client: async STOMP and OpenWire clients on tokio
 //!
-//! This crate owns a small STOMP 1.0–1.2 client for ferromq's integration tests and CLI
-//! tools. It speaks over any byte stream: TCP ([`StompClient::connect`]) or an in-process
-//! pipe ([`StompClient::connect_stream`], e.g. the broker's `vm://` connections). Framing is
-//! `protocol::stomp`'s; this crate adds the session.
+//! This crate owns a small STOMP 1.0–1.2 client and an OpenWire client ([`openwire`], the
+//! protocol of ActiveMQ's JMS client, against ferromq or Apache ActiveMQ) for ferromq's
+//! integration tests and CLI tools. Both speak over any byte stream: TCP
+//! ([`StompClient::connect`], [`openwire::OpenWireClient::connect`]) or an in-process pipe
+//! ([`StompClient::connect_stream`], e.g. the broker's `vm://` connections). Framing is
+//! `protocol`'s; this crate adds the sessions. This page describes the STOMP client; the
+//! OpenWire client has the same shape (see [`openwire`]).
 //!
 //! ## Layout
 //!
@@ -12,7 +15,9 @@
 //! - `subscription.rs`: [`Subscription`], one SUBSCRIBE's stream of messages;
 //! - `message.rs`: [`ReceivedMessage`];
 //! - `options.rs`: [`ConnectOptions`] and [`AckMode`];
-//! - `error.rs`: [`ClientError`];
+//! - `error.rs`: [`ClientError`], shared by both clients;
+//! - `net.rs`: [`connect_tcp`], which tries every address a host name resolves to;
+//! - `openwire/`: [`openwire`], the OpenWire client;
 //! - `load/`: [`load`], the load generator behind `ferromq producer`, `ferromq consumer`
 //!   and the benches.
 //!
