@@ -93,7 +93,9 @@ public final class JmsChecks {
             "queue_browser",
             "queue_selector",
             "scheduled_delay",
-            "scheduled_repeat");
+            "scheduled_repeat",
+            "dead_letter_queue",
+            "expired_to_dead_letter_queue");
 
     /**
      * Checks run by the Rust tests together with a STOMP client, so not part of {@link #CHECKS}
@@ -229,6 +231,8 @@ public final class JmsChecks {
             case "queue_selector" -> queueSelector();
             case "scheduled_delay" -> scheduledDelay();
             case "scheduled_repeat" -> scheduledRepeat();
+            case "dead_letter_queue" -> deadLetterQueue();
+            case "expired_to_dead_letter_queue" -> expiredToDeadLetterQueue();
             default -> throw new CheckFailed("unknown check " + check);
         }
     }
@@ -1487,6 +1491,83 @@ public final class JmsChecks {
         expectEquals(delayed.getJMSMessageID(), message.getStringProperty("scheduledJobId"), "scheduledJobId");
         expect(!message.propertyExists("AMQ_SCHEDULED_DELAY"), "the delivered copy has no AMQ_SCHEDULED_DELAY");
         expectNothing(consumer, "a delayed message is delivered once");
+    }
+
+    /**
+     * A transacted consumer rolls a message back seven times: with the default RedeliveryPolicy
+     * (maximumRedeliveries 6) the client then poisons it, and the broker moves it to
+     * ActiveMQ.DLQ with its JMSMessageID, body and properties, its original destination and
+     * the cause recorded; it is gone from its queue.
+     */
+    void deadLetterQueue() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        javax.jms.Queue queue = session.createQueue(queueName);
+        TextMessage poison = session.createTextMessage("poison");
+        poison.setStringProperty("color", "red");
+        poison.setIntProperty("attempt", 42);
+        session.createProducer(queue).send(poison);
+        String id = poison.getJMSMessageID();
+        Session transacted = connection.createSession(true, Session.SESSION_TRANSACTED);
+        MessageConsumer consumer = transacted.createConsumer(queue);
+        for (int delivery = 1; delivery <= 7; delivery++) {
+            Message message = receive(consumer, "delivery " + delivery + " of the poison message");
+            expectEquals(id, message.getJMSMessageID(), "JMSMessageID of delivery " + delivery);
+            expectEquals(delivery > 1, message.getJMSRedelivered(), "JMSRedelivered of delivery " + delivery);
+            transacted.rollback();
+        }
+        expectNothing(consumer, "after 6 redeliveries the message goes to the dead-letter queue");
+        consumer.close();
+        MessageConsumer dead = session.createConsumer(session.createQueue("ActiveMQ.DLQ"),
+                "JMSMessageID = '" + id + "'");
+        Message letter = receive(dead, "the poison message in ActiveMQ.DLQ");
+        expectEquals(id, letter.getJMSMessageID(), "the dead letter's JMSMessageID");
+        expectEquals("poison", text(letter), "the dead letter's body");
+        expectEquals("red", letter.getStringProperty("color"), "the dead letter's string property");
+        expectEquals(42, letter.getIntProperty("attempt"), "the dead letter's int property");
+        expectEquals(queue, ((org.apache.activemq.command.ActiveMQMessage) letter).getOriginalDestination(),
+                "the dead letter's original destination");
+        String cause = letter.getStringProperty("dlqDeliveryFailureCause");
+        expect(cause != null && cause.contains("exceeds redelivery policy limit"),
+                "dlqDeliveryFailureCause names the redelivery limit: " + cause);
+        letter.acknowledge();
+        MessageConsumer original = session.createConsumer(queue);
+        expectNothing(original, "the poison message left its queue");
+    }
+
+    /**
+     * A message sent with a short time to live while nobody consumes is never delivered; the
+     * broker's expiry sweep moves it to ActiveMQ.DLQ (processExpired), where it no longer
+     * expires. ferromq's tests sweep every 500 ms; Apache ActiveMQ's default is every 30 s.
+     */
+    void expiredToDeadLetterQueue() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        javax.jms.Queue queue = session.createQueue(queueName);
+        MessageProducer producer = session.createProducer(queue);
+        TextMessage fleeting = session.createTextMessage("too late");
+        producer.send(fleeting, DeliveryMode.PERSISTENT, Message.DEFAULT_PRIORITY, 500);
+        String id = fleeting.getJMSMessageID();
+        producer.send(session.createTextMessage("in time"));
+        // Nothing consumes the queue meanwhile: only the sweep can move the message.
+        MessageConsumer dead = session.createConsumer(session.createQueue("ActiveMQ.DLQ"),
+                "JMSMessageID = '" + id + "'");
+        Message letter = dead.receive(45_000);
+        if (letter == null) {
+            throw new CheckFailed("the expired message did not reach ActiveMQ.DLQ within 45 s");
+        }
+        expectEquals("too late", text(letter), "the expired message's body");
+        expectEquals(0L, letter.getJMSExpiration(), "a dead letter does not expire");
+        expectEquals(queue, ((org.apache.activemq.command.ActiveMQMessage) letter).getOriginalDestination(),
+                "the expired message's original destination");
+        String cause = letter.getStringProperty("dlqDeliveryFailureCause");
+        expect(cause != null && cause.contains("Message Expired"), "dlqDeliveryFailureCause: " + cause);
+        MessageConsumer consumer = session.createConsumer(queue);
+        expectEquals("in time", text(receive(consumer, "the message that did not expire")),
+                "only the unexpired message is delivered");
+        expectNothing(consumer, "an expired message is never delivered");
     }
 
     /** Delay, period and repeat N: N + 1 copies, a period apart, each a message of its own. */

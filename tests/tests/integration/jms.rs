@@ -52,6 +52,8 @@ const CHECKS: &[&str] = &[
     "queue_selector",
     "scheduled_delay",
     "scheduled_repeat",
+    "dead_letter_queue",
+    "expired_to_dead_letter_queue",
 ];
 
 /// The class path with the compiled checks and the ActiveMQ client's jars.
@@ -194,6 +196,8 @@ fn openwire_config(data_dir: Option<&Path>, port: u16) -> anyhow::Result<conf::C
         }
         None => config.store.kind = conf::StoreKind::Memory,
     }
+    // Expired messages are swept every 500 ms (ActiveMQ: 30 s), so that the expiry check is quick.
+    config.destinations.expire_messages_period = Duration::from_millis(500);
     let connector = format!("tcp://127.0.0.1:{port}");
     config.transport.connectors =
         vec![connector.parse().with_context(|| format!("connector {connector}"))?];
@@ -355,6 +359,21 @@ async fn jms_scheduled_delay() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_scheduled_repeat() -> anyhow::Result<()> {
     run_against_ferromq("scheduled_repeat").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_dead_letter_queue() -> anyhow::Result<()> {
+    run_against_ferromq("dead_letter_queue").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_expired_to_dead_letter_queue() -> anyhow::Result<()> {
+    run_against_ferromq("expired_to_dead_letter_queue").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_advisories() -> anyhow::Result<()> {
+    run_against_ferromq("advisories").await
 }
 
 /// Cross-protocol delivery: STOMP to the JMS client and back, headers and properties mapped as
