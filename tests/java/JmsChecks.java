@@ -92,6 +92,7 @@ public final class JmsChecks {
             "message_groups",
             "queue_browser",
             "queue_selector",
+            "advisories",
             "scheduled_delay",
             "scheduled_repeat",
             "dead_letter_queue",
@@ -229,6 +230,7 @@ public final class JmsChecks {
             case "message_groups" -> messageGroups();
             case "queue_browser" -> queueBrowser();
             case "queue_selector" -> queueSelector();
+            case "advisories" -> advisories();
             case "scheduled_delay" -> scheduledDelay();
             case "scheduled_repeat" -> scheduledRepeat();
             case "dead_letter_queue" -> deadLetterQueue();
@@ -1433,6 +1435,57 @@ public final class JmsChecks {
         } catch (javax.jms.InvalidSelectorException expected) {
             // The client or the broker refuses it.
         }
+    }
+
+    /**
+     * Advisories as the client's AdvisorySupport reads them: a consumer's start (ConsumerInfo,
+     * consumerCount 1) and stop (RemoveInfo with the same consumer id, consumerCount 0) on
+     * ActiveMQ.Advisory.Consumer.Queue.NAME, and a connection's start and stop on
+     * ActiveMQ.Advisory.Connection.
+     */
+    void advisories() throws Exception {
+        Connection monitor = connect();
+        Session session = monitor.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        org.apache.activemq.command.ActiveMQQueue queue =
+                new org.apache.activemq.command.ActiveMQQueue(name("queue"));
+        MessageConsumer consumerEvents =
+                session.createConsumer(org.apache.activemq.advisory.AdvisorySupport.getConsumerAdvisoryTopic(queue));
+        MessageConsumer connectionEvents =
+                session.createConsumer(org.apache.activemq.advisory.AdvisorySupport.getConnectionAdvisoryTopic());
+
+        Connection other = connect();
+        Object opened = dataStructure(receive(connectionEvents, "the connection advisory of a new connection"));
+        expect(opened instanceof org.apache.activemq.command.ConnectionInfo,
+                "a connection start carries a ConnectionInfo, got " + opened);
+        Session otherSession = other.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer consumer = otherSession.createConsumer(queue);
+        Message started = receive(consumerEvents, "the advisory of the consumer's start");
+        Object info = dataStructure(started);
+        expect(info instanceof org.apache.activemq.command.ConsumerInfo,
+                "a consumer start carries a ConsumerInfo, got " + info);
+        org.apache.activemq.command.ConsumerInfo consumerInfo = (org.apache.activemq.command.ConsumerInfo) info;
+        expectEquals(queue, consumerInfo.getDestination(), "the advisory names the consumer's queue");
+        expectEquals(1, started.getIntProperty("consumerCount"), "consumerCount after the start");
+
+        consumer.close();
+        Message stopped = receive(consumerEvents, "the advisory of the consumer's stop");
+        Object removal = dataStructure(stopped);
+        expect(removal instanceof org.apache.activemq.command.RemoveInfo,
+                "a consumer stop carries a RemoveInfo, got " + removal);
+        expectEquals(consumerInfo.getConsumerId(),
+                ((org.apache.activemq.command.RemoveInfo) removal).getObjectId(), "the stopped consumer's id");
+        expectEquals(0, stopped.getIntProperty("consumerCount"), "consumerCount after the stop");
+
+        other.close();
+        Object closed = dataStructure(receive(connectionEvents, "the connection advisory of a closed connection"));
+        expect(closed instanceof org.apache.activemq.command.RemoveInfo,
+                "a connection stop carries a RemoveInfo, got " + closed);
+        expectEquals(((org.apache.activemq.command.ConnectionInfo) opened).getConnectionId(),
+                ((org.apache.activemq.command.RemoveInfo) closed).getObjectId(), "the closed connection's id");
+    }
+
+    static Object dataStructure(Message message) {
+        return ((org.apache.activemq.command.ActiveMQMessage) message).getDataStructure();
     }
 
     /** A browser sees the queue's messages (with a selector) and consumes none. */

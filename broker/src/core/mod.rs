@@ -9,6 +9,7 @@
 //! `selector` parses and evaluates JMS message selectors; `scheduler` holds messages sent with
 //! a delay, period or cron entry until they are due.
 
+mod advisory;
 mod audit;
 pub mod dead_letter;
 pub mod queue;
@@ -31,6 +32,9 @@ use store::{
 use dead_letter::DeadLetters;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 use queue::QueueCommand;
+pub use advisory::{
+    consumer_topic, ADVISORY_CLIENT_ID, ADVISORY_KIND, ADVISORY_SUBJECT, CONSUMER_COUNT,
+};
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
 use selector::Selector;
@@ -504,6 +508,7 @@ impl Core {
         for destination in owned {
             self.drop_temporary(&mut registry, &destination);
         }
+        self.advise_connection_closed(&mut registry, connection);
     }
 
     fn drop_temporary(&self, registry: &mut Registry, destination: &Destination) {
@@ -555,6 +560,7 @@ impl Core {
     ) -> Result<QueueHandle, CoreError> {
         let (handle, created) = registry.queue(name, &self.store)?;
         if created {
+            self.advise_queue_created(registry, name);
             // Not awaited: a later unit (an add) is applied after it, and a queue lost in a
             // crash before any message reached it is harmless.
             drop(self.store.submit(UnitOfWork::with(Operation::AddDestination(
@@ -571,6 +577,15 @@ impl Core {
     /// subscriptions as messages are routed (so a durable subscription stores only what its
     /// selector matches; the subscription's queue then needs no selector of its own).
     pub fn subscribe(&self, request: SubscribeRequest) -> Result<(), CoreError> {
+        let (destination, consumer, connection) =
+            (request.destination.clone(), request.spec.id, request.connection);
+        self.attach(request)?;
+        let mut registry = self.registry.lock();
+        self.advise_consumer(&mut registry, consumer, Some((&destination, connection)));
+        Ok(())
+    }
+
+    fn attach(&self, request: SubscribeRequest) -> Result<(), CoreError> {
         let SubscribeRequest { destination, spec, durable, retroactive, no_local, connection } =
             request;
         let consumer = spec.id;
@@ -781,7 +796,9 @@ impl Core {
     /// Detaches a consumer; its unacknowledged messages return to their queues. A
     /// non-durable topic subscription ends with it; a durable one stays.
     pub fn unsubscribe(&self, consumer: ConsumerId) {
-        self.registry.lock().detach(consumer);
+        let mut registry = self.registry.lock();
+        registry.detach(consumer);
+        self.advise_consumer(&mut registry, consumer, None);
     }
 
     /// The queues a consumer is attached to.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use store::{Destination, Message, MessageStore, QueueKey, StoreError, SubscriptionKey};
 
+use super::advisory::AdvisoryState;
 use super::audit::ProducerAudit;
 use super::dead_letter::DeadLetters;
 use super::queue::{self, ConsumerSpec, QueueCommand, QueueHandle};
@@ -88,6 +89,8 @@ pub(crate) struct Registry {
     pub temporary: HashMap<Destination, Temporary>,
     /// Duplicate detection for resent messages, per destination and producer.
     pub audit: ProducerAudit,
+    /// What advisories about consumers and connections need to remember.
+    pub advisories: AdvisoryState,
     /// Where every queue's task sends the messages it gives up on.
     pub dead_letters: DeadLetters,
 }

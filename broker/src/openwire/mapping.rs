@@ -19,7 +19,9 @@ use store::{
     BodyKind, DeliveryMode, Destination, DestinationKind, Message, MessageId, PropertyValue,
 };
 
-use crate::core::{ADVISORY_DESTINATION, ADVISORY_OPERATION};
+use crate::core::{
+    ADVISORY_CLIENT_ID, ADVISORY_DESTINATION, ADVISORY_KIND, ADVISORY_OPERATION, ADVISORY_SUBJECT,
+};
 
 /// The `body_encoding` of map and stream bodies an OpenWire producer sent.
 pub(crate) const OPENWIRE_ENCODING: &str = "openwire";
@@ -227,34 +229,83 @@ pub(crate) fn message_to(message: &Message, redelivery_counter: i32) -> ow::Mess
     if let Err(error) = result {
         tracing::warn!(%error, message = %message.message_id, "body not representable in OpenWire");
     }
-    if let Some(info) = advisory(message) {
+    if let Some(command) = advisory(message) {
         m.jms_type = Some("Advisory".to_owned());
-        m.data_structure = Some(Box::new(ow::DataStructure::Command(
-            ow::Command::DestinationInfo(Box::new(info)),
-        )));
+        m.data_structure = Some(Box::new(ow::DataStructure::Command(command)));
     }
     m
 }
 
-/// The DestinationInfo an advisory about a temporary destination carries for the JMS
-/// client (which watches `ActiveMQ.Advisory.TempQueue` / `TempTopic` before sending to one).
-fn advisory(message: &Message) -> Option<ow::DestinationInfo> {
+/// A string property of an advisory message.
+fn advisory_property<'m>(message: &'m Message, name: &str) -> Option<&'m str> {
+    match message.properties.get(name)? {
+        PropertyValue::String(value) => Some(value),
+        _ => None,
+    }
+}
+
+/// The command an advisory carries for the JMS client's `AdvisorySupport`: a ConsumerInfo or
+/// ConnectionInfo for a start, a RemoveInfo with the same id for a stop, a DestinationInfo
+/// for destinations.
+fn advisory(message: &Message) -> Option<ow::Command> {
     if !message.destination.name.starts_with("ActiveMQ.Advisory.") {
         return None;
     }
-    let PropertyValue::String(target) = message.properties.get(ADVISORY_DESTINATION)? else {
-        return None;
+    let removed = advisory_property(message, ADVISORY_OPERATION)? == "remove";
+    let remove = |id: ow::DataStructure| {
+        ow::Command::RemoveInfo(Box::new(ow::RemoveInfo {
+            object_id: Some(Box::new(id)),
+            ..Default::default()
+        }))
     };
-    let PropertyValue::String(operation) = message.properties.get(ADVISORY_OPERATION)? else {
-        return None;
-    };
-    let target = Destination::parse_qualified(target)?;
+    match advisory_property(message, ADVISORY_KIND).unwrap_or("destination") {
+        "consumer" => {
+            let subject = advisory_property(message, ADVISORY_SUBJECT)?;
+            let (rest, value) = subject.rsplit_once(':')?;
+            let (connection, session) = rest.rsplit_once(':')?;
+            let consumer_id = ow::ConsumerId {
+                connection_id: connection.to_owned(),
+                session_id: session.parse().ok()?,
+                value: value.parse().ok()?,
+            };
+            if removed {
+                return Some(remove(ow::DataStructure::ConsumerId(consumer_id)));
+            }
+            let destination = advisory_property(message, ADVISORY_DESTINATION)?;
+            let destination = Destination::parse_qualified(destination)?;
+            Some(ow::Command::ConsumerInfo(Box::new(ow::ConsumerInfo {
+                consumer_id: Some(consumer_id),
+                destination: Some(destination_to(&destination)),
+                ..Default::default()
+            })))
+        }
+        "connection" => {
+            let connection_id =
+                ow::ConnectionId { value: advisory_property(message, ADVISORY_SUBJECT)?.to_owned() };
+            if removed {
+                return Some(remove(ow::DataStructure::ConnectionId(connection_id)));
+            }
+            Some(ow::Command::ConnectionInfo(Box::new(ow::ConnectionInfo {
+                connection_id: Some(connection_id),
+                client_id: advisory_property(message, ADVISORY_CLIENT_ID).map(str::to_owned),
+                ..Default::default()
+            })))
+        }
+        _ => destination_advisory(message, removed)
+            .map(|info| ow::Command::DestinationInfo(Box::new(info))),
+    }
+}
+
+/// The DestinationInfo an advisory about a destination carries for the JMS client (which
+/// watches `ActiveMQ.Advisory.TempQueue` / `TempTopic` before sending to a temporary one).
+fn destination_advisory(message: &Message, removed: bool) -> Option<ow::DestinationInfo> {
+    let target = Destination::parse_qualified(advisory_property(message, ADVISORY_DESTINATION)?)?;
     // The client names temporary destinations `<connection id>:<n>`.
     let connection = target.name.rsplit_once(':').map_or(&*target.name, |(c, _)| c);
     Some(ow::DestinationInfo {
         connection_id: Some(ow::ConnectionId { value: connection.to_owned() }),
         destination: Some(destination_to(&target)),
-        operation_type: if &**operation == "remove" {
+        operation_type: if removed {
             ow::destination_operation::REMOVE
         } else {
             ow::destination_operation::ADD

@@ -432,6 +432,7 @@ impl Connection {
                         ))
                     }
                     _ => {
+                        self.context.core.connection_opened(self.connection_id, client_id.as_deref());
                         self.client_id = client_id;
                         Ok(())
                     }

@@ -50,6 +50,7 @@ const CHECKS: &[&str] = &[
     "message_groups",
     "queue_browser",
     "queue_selector",
+    "advisories",
     "scheduled_delay",
     "scheduled_repeat",
     "dead_letter_queue",

@@ -1,0 +1,46 @@
+//! Advisory messages over STOMP: consumers, connections and new queues announced on
+//! `ActiveMQ.Advisory.*` topics, with the facts as headers.
+
+use client::AckMode;
+use tests::recv;
+
+#[tokio::test]
+async fn consumer_connection_and_queue_advisories() -> anyhow::Result<()> {
+    let broker = tests::start_broker(|_| {}).await?;
+    let monitor = tests::connect(&broker).await?;
+    let mut consumers = monitor
+        .subscribe("/topic/ActiveMQ.Advisory.Consumer.Queue.adv", AckMode::Auto, &[])
+        .await?;
+    let mut connections =
+        monitor.subscribe("/topic/ActiveMQ.Advisory.Connection", AckMode::Auto, &[]).await?;
+    let mut queues =
+        monitor.subscribe("/topic/ActiveMQ.Advisory.Queue", AckMode::Auto, &[]).await?;
+
+    let other = tests::connect(&broker).await?;
+    let opened = recv(&mut connections).await?;
+    assert_eq!(opened.header("ferromq.advisory.operation"), Some("add"));
+    let connection = opened.header("ferromq.advisory.subject").map(str::to_owned);
+    assert!(connection.as_deref().is_some_and(|c| c.starts_with("ID:")), "{connection:?}");
+
+    let subscription = other.subscribe("/queue/adv", AckMode::Auto, &[]).await?;
+    let created = recv(&mut queues).await?;
+    assert_eq!(created.header("ferromq.advisory.destination"), Some("queue://adv"));
+    let started = recv(&mut consumers).await?;
+    assert_eq!(started.header("ferromq.advisory.operation"), Some("add"));
+    assert_eq!(started.header("ferromq.advisory.destination"), Some("queue://adv"));
+    assert_eq!(started.header("consumerCount"), Some("1"));
+    let consumer = started.header("ferromq.advisory.subject").map(str::to_owned);
+
+    subscription.unsubscribe().await?;
+    let stopped = recv(&mut consumers).await?;
+    assert_eq!(stopped.header("ferromq.advisory.operation"), Some("remove"));
+    assert_eq!(stopped.header("ferromq.advisory.subject").map(str::to_owned), consumer);
+    assert_eq!(stopped.header("consumerCount"), Some("0"));
+
+    other.disconnect().await?;
+    let closed = recv(&mut connections).await?;
+    assert_eq!(closed.header("ferromq.advisory.operation"), Some("remove"));
+    assert_eq!(closed.header("ferromq.advisory.subject").map(str::to_owned), connection);
+    broker.shutdown().await;
+    Ok(())
+}
