@@ -29,12 +29,12 @@ use store::{
     QueueKey, StoreError, SubscriptionInfo, SubscriptionKey, TxnId, UnitOfWork,
 };
 
-use dead_letter::DeadLetters;
-pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
-use queue::QueueCommand;
 pub use advisory::{
     consumer_topic, ADVISORY_CLIENT_ID, ADVISORY_KIND, ADVISORY_SUBJECT, CONSUMER_COUNT,
 };
+use dead_letter::DeadLetters;
+pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
+use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
 use selector::Selector;
