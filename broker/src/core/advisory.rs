@@ -89,8 +89,11 @@ impl Core {
             return;
         }
         let id = self.next_message_id();
-        let mut message =
-            Message::new(id, format!("ID:ferromq-advisory:1:1:{}", id.0), Destination::topic(topic));
+        let mut message = Message::new(
+            id,
+            format!("ID:ferromq-advisory:1:1:{}", id.0),
+            Destination::topic(topic),
+        );
         message.headers.delivery_mode = store::DeliveryMode::NonPersistent;
         message.headers.timestamp = queue::now_millis();
         for (name, value) in properties {
@@ -133,7 +136,10 @@ impl Core {
             (ADVISORY_KIND, PropertyValue::String("consumer".into())),
             (ADVISORY_OPERATION, PropertyValue::String(operation.into())),
             (ADVISORY_DESTINATION, PropertyValue::String(destination.to_string().into())),
-            (ADVISORY_SUBJECT, PropertyValue::String(consumer_subject(connection, consumer).into())),
+            (
+                ADVISORY_SUBJECT,
+                PropertyValue::String(consumer_subject(connection, consumer).into()),
+            ),
             (CONSUMER_COUNT, PropertyValue::Int(i32::try_from(count).unwrap_or(i32::MAX))),
         ];
         self.publish_advisory(registry, &topic, properties);

@@ -280,8 +280,9 @@ fn advisory(message: &Message) -> Option<ow::Command> {
             })))
         }
         "connection" => {
-            let connection_id =
-                ow::ConnectionId { value: advisory_property(message, ADVISORY_SUBJECT)?.to_owned() };
+            let connection_id = ow::ConnectionId {
+                value: advisory_property(message, ADVISORY_SUBJECT)?.to_owned(),
+            };
             if removed {
                 return Some(remove(ow::DataStructure::ConnectionId(connection_id)));
             }

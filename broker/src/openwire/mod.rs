@@ -432,7 +432,9 @@ impl Connection {
                         ))
                     }
                     _ => {
-                        self.context.core.connection_opened(self.connection_id, client_id.as_deref());
+                        self.context
+                            .core
+                            .connection_opened(self.connection_id, client_id.as_deref());
                         self.client_id = client_id;
                         Ok(())
                     }
