@@ -214,12 +214,12 @@ fn an_unknown_key_is_found_in_dotted_and_inline_form() {
     assert_eq!(
         error_of("\n\nbroker.nmae = \"x\"\n"),
         "ferromq.toml:3: `broker.nmae`: unknown key `nmae` in [broker] (known keys: name, data_dir, \
-         shutdown_timeout_ms)"
+         shutdown_timeout_ms, scheduler)"
     );
     assert_eq!(
         error_of("[broker]\nstore = 1\n"),
         "ferromq.toml:2: `broker.store`: unknown key `store` in [broker] (known keys: name, data_dir, \
-         shutdown_timeout_ms)"
+         shutdown_timeout_ms, scheduler)"
     );
     assert_eq!(
         error_of("\nstore = { kind = \"memory\", fsync = true }\n"),
