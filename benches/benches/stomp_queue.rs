@@ -99,6 +99,7 @@ fn main() -> anyhow::Result<()> {
             config.store.kind = store;
             config.broker.data_dir = data.path().to_path_buf();
             config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
+            config.admin.enabled = false;
             let broker = broker::Broker::start(config).await?;
             let ours = broker.stomp_addr().context("no STOMP connector")?;
             for scenario in SCENARIOS {

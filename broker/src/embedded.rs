@@ -14,12 +14,14 @@ use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admin::AdminState;
 use crate::core::wildcard::DestinationFilter;
+use crate::core::DestinationStats;
 use crate::core::{
     Core, CoreSettings, DeadLetterSettings, DeadLetterStrategy, QueueStats, VirtualTopicRule,
 };
 use crate::error::BrokerError;
-use crate::transport::{self, BoundConnector, ConnectionContext};
+use crate::transport::{self, BoundConnector, ConnectionContext, Protocol};
 
 /// Size of the in-process pipe behind a `vm://` connection, in each direction.
 const IN_PROCESS_BUFFER: usize = 256 * 1024;
@@ -111,6 +113,10 @@ impl BrokerBuilder {
         for uri in &config.transport.connectors {
             listeners.push(transport::bind(uri, config.transport.max_connections_for(uri)).await?);
         }
+        let admin = match config.admin.enabled {
+            true => Some(crate::admin::bind(&config.admin.bind).await?),
+            false => None,
+        };
         let shutdown = CancellationToken::new();
         let limits = Limits {
             max_frame_size: config.transport.max_frame_size,
@@ -124,6 +130,7 @@ impl BrokerBuilder {
             connect_timeout: config.transport.connect_timeout,
             heart_beat_grace: config.transport.heart_beat_grace,
             shutdown: shutdown.clone(),
+            connections: Arc::default(),
         });
         let tracker = TaskTracker::new();
         let mut connectors = Vec::with_capacity(listeners.len());
@@ -138,11 +145,22 @@ impl BrokerBuilder {
             }
             tracker.spawn(listener.run(context, tracker.clone()));
         }
+        let admin_addr = admin.as_ref().map(|admin| admin.local_addr);
+        if let Some(admin) = admin {
+            let state = Arc::new(AdminState {
+                core: core.clone(),
+                connections: context.connections.clone(),
+                name: config.broker.name.clone(),
+                started: std::time::Instant::now(),
+            });
+            tracker.spawn(admin.run(state, shutdown.clone(), tracker.clone()));
+        }
         tracing::info!(name = %config.broker.name, store = core.store().name(), "broker started");
         Ok(BrokerHandle {
             core,
             context,
             connectors,
+            admin_addr,
             tracker,
             shutdown,
             shutdown_timeout: config.broker.shutdown_timeout,
@@ -189,6 +207,7 @@ pub struct BrokerHandle {
     core: Arc<Core>,
     context: Arc<ConnectionContext>,
     connectors: Vec<BoundConnector>,
+    admin_addr: Option<std::net::SocketAddr>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
     shutdown_timeout: Duration,
@@ -211,6 +230,12 @@ impl BrokerHandle {
         self.addr_of(&[Scheme::OpenWire, Scheme::OpenWireNio])
     }
 
+    /// The admin endpoint's address (`[admin] bind`, the port resolved when 0 was asked), or
+    /// `None` when it is off.
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin_addr
+    }
+
     fn addr_of(&self, schemes: &[Scheme]) -> Option<std::net::SocketAddr> {
         self.connectors.iter().find(|c| schemes.contains(&c.uri.scheme)).map(|c| c.local_addr)
     }
@@ -221,7 +246,11 @@ impl BrokerHandle {
     pub fn connect_in_process(&self) -> DuplexStream {
         let (ours, theirs) = tokio::io::duplex(IN_PROCESS_BUFFER);
         let context = self.context.clone();
-        self.tracker.spawn(crate::stomp::serve(ours, context, "vm://".to_owned()));
+        let counted = context.connections.opened(Protocol::Stomp);
+        self.tracker.spawn(async move {
+            crate::stomp::serve(ours, context, "vm://".to_owned()).await;
+            drop(counted);
+        });
         theirs
     }
 
@@ -233,6 +262,11 @@ impl BrokerHandle {
     /// A queue's counters, or `None` if no such queue exists.
     pub async fn queue_stats(&self, name: &str) -> Option<QueueStats> {
         self.core.existing_queue(name)?.stats().await
+    }
+
+    /// Every queue's and topic's counters, as the admin endpoint's `/api/destinations`.
+    pub async fn destination_stats(&self) -> Vec<DestinationStats> {
+        self.core.destination_stats().await
     }
 
     /// A durable subscription's counters, or `None` if it does not exist.

@@ -24,4 +24,13 @@ pub enum BrokerError {
     },
     #[error("data directory {path} is locked by another broker{holder}; stop it or choose another --data-dir")]
     DataDirLocked { path: PathBuf, holder: String },
+    #[error(
+        "cannot serve the admin endpoint on {address} (`admin.bind`): {source}; choose another \
+         address, or set `admin.enabled = false`"
+    )]
+    AdminBind {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
 }

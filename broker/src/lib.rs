@@ -8,6 +8,8 @@
 //!   shutdown) that hand each socket to a protocol adapter;
 //! - `stomp`: the STOMP adapter, frames to core commands and deliveries to frames;
 //! - `openwire`: the OpenWire adapter, for the ActiveMQ JMS client (`tcp://`, `nio://`);
+//! - [`admin`]: the admin endpoint (HTTP: statistics as JSON and Prometheus metrics) and the
+//!   client `ferromq dstat` reads it with;
 //! - [`Broker`] / [`BrokerHandle`]: the embedded API; `src/main.rs` is the `ferromq` binary.
 //!
 //! ```no_run
@@ -22,6 +24,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod admin;
 pub mod core;
 mod embedded;
 mod error;

@@ -33,11 +33,17 @@ enum Command {
         /// configured connectors.
         #[arg(long = "connector", value_name = "URI")]
         connectors: Vec<String>,
+        /// The admin endpoint's address, HOST:PORT (overrides admin.bind; port 0 picks one).
+        #[arg(long, value_name = "HOST:PORT")]
+        admin_bind: Option<String>,
     },
     /// Sends messages to a broker and reports the throughput (ActiveMQ's `producer`).
     Producer(cli::producer::ProducerArgs),
     /// Receives messages from a broker and reports the throughput (ActiveMQ's `consumer`).
     Consumer(cli::consumer::ConsumerArgs),
+    /// Prints every destination's statistics from a running broker's admin endpoint
+    /// (ActiveMQ's `dstat`).
+    Dstat(cli::dstat::DstatArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,9 +57,12 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Start { config, data_dir, connectors } => start(config, data_dir, connectors),
+        Command::Start { config, data_dir, connectors, admin_bind } => {
+            start(config, data_dir, connectors, admin_bind)
+        }
         Command::Producer(args) => cli::producer::run(args),
         Command::Consumer(args) => cli::consumer::run(args),
+        Command::Dstat(args) => cli::dstat::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -68,6 +77,7 @@ fn start(
     config_path: Option<PathBuf>,
     data_dir: Option<PathBuf>,
     connectors: Vec<String>,
+    admin_bind: Option<String>,
 ) -> anyhow::Result<()> {
     let mut config = match &config_path {
         Some(path) => conf::Config::load(path)?,
@@ -85,6 +95,9 @@ fn start(
             })
             .collect::<anyhow::Result<_>>()?;
     }
+    if let Some(bind) = admin_bind {
+        config.admin.bind = bind;
+    }
     config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -101,6 +114,9 @@ fn start(
             .map_err(|error| anyhow::anyhow!("{error}"))?;
         for connector in broker.connectors() {
             tracing::info!(connector = %connector.uri, address = %connector.local_addr, "accepting connections");
+        }
+        if let Some(address) = broker.admin_addr() {
+            tracing::info!(%address, "admin endpoint: http://{address}/api/broker, /metrics");
         }
         wait_for_signal().await?;
         tracing::info!("shutting down");

@@ -51,6 +51,8 @@ fn start_broker(dir: &Path) -> RunningBroker {
         &openwire_uri,
         "--data-dir",
         common::path_str(&data),
+        "--admin-bind",
+        "127.0.0.1:0",
     ];
     let mut process = Process::start(dir, "broker", &args);
     process.wait_accepting(loopback(stomp));
@@ -343,6 +345,7 @@ async fn load_api_runs_every_ack_mode() -> anyhow::Result<()> {
     config.store.kind = conf::StoreKind::Memory;
     config.transport.connectors =
         vec!["stomp://127.0.0.1:0".parse()?, "tcp://127.0.0.1:0".parse()?];
+    config.admin.bind = "127.0.0.1:0".to_owned();
     let broker = broker::Broker::start(config).await?;
     let stomp = broker.stomp_addr().expect("a STOMP connector");
     let openwire = broker.openwire_addr().expect("an OpenWire connector");

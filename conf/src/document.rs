@@ -405,6 +405,7 @@ fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "store" => Some(keys_of::<StoreConfig>()),
         "destinations" => Some(keys_of::<DestinationDefaults>()),
         "dead_letter" => Some(keys_of::<crate::DeadLetterConfig>()),
+        "admin" => Some(keys_of::<crate::AdminConfig>()),
         _ => None,
     }
 }
@@ -482,7 +483,15 @@ mod tests {
     fn section_keys_come_from_the_structs() {
         assert_eq!(
             root_keys(),
-            ["broker", "transport", "store", "destinations", "dead_letter", "virtual_topics"]
+            [
+                "broker",
+                "transport",
+                "store",
+                "destinations",
+                "dead_letter",
+                "admin",
+                "virtual_topics"
+            ]
         );
         assert_eq!(
             section_keys("store"),

@@ -14,6 +14,7 @@
 //!   [`VirtualTopicConfig`].
 //! - `dead_letter.rs`: `[dead_letter]`, [`DeadLetterConfig`]: the dead-letter strategy and
 //!   the STOMP redelivery limit.
+//! - `admin.rs`: `[admin]`, [`AdminConfig`]: the admin endpoint's address.
 //! - `uri.rs`: [`ConnectorUri`], ActiveMQ's `scheme://host:port?options` connector syntax.
 //! - `validate.rs`: rules beyond types (limits above zero, distinct connector addresses, well-formed
 //!   virtual topic patterns...).
@@ -61,6 +62,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod admin;
 mod dead_letter;
 mod document;
 mod error;
@@ -73,6 +75,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::admin::AdminConfig;
 pub use crate::dead_letter::{DeadLetterConfig, DeadLetterStrategy};
 use crate::document::Document;
 pub use crate::error::{ConfigError, UNKNOWN_ORIGIN};
@@ -99,6 +102,8 @@ pub struct Config {
     pub destinations: DestinationDefaults,
     /// `[dead_letter]`
     pub dead_letter: DeadLetterConfig,
+    /// `[admin]`
+    pub admin: AdminConfig,
     /// `[[virtual_topics]]`: which topics are virtual and how their consumer queues are named.
     /// Default: ActiveMQ's one entry, [`VirtualTopicConfig::default()`]
     /// (`name = "VirtualTopic.>"`, `prefix = "Consumer.*."`). Entries in the file replace it;
@@ -114,6 +119,7 @@ impl Default for Config {
             store: StoreConfig::default(),
             destinations: DestinationDefaults::default(),
             dead_letter: DeadLetterConfig::default(),
+            admin: AdminConfig::default(),
             virtual_topics: vec![VirtualTopicConfig::default()],
         }
     }

@@ -149,6 +149,7 @@ impl Config {
             true,
         )?;
         self.dead_letter.check("dead_letter")?;
+        self.admin.check("admin")?;
 
         self.check_virtual_topics()?;
         Ok(())

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use store::{
     Completion, Message, MessageStore, Operation, PageKey, QueueKey, Recovered, StoreError,
-    StoredMessage, UnitOfWork,
+    StoreUsage, StoredMessage, UnitOfWork,
 };
 
 use crate::disk::{Disk, DiskFile, RealDisk};
@@ -457,6 +457,11 @@ impl MessageStore for JournalStore {
             return Err(StoreError::Closed);
         }
         Ok(state.index.count(queue))
+    }
+
+    fn usage(&self) -> StoreUsage {
+        let used_bytes = self.shared.state.read().used_bytes();
+        StoreUsage { used_bytes, limit_bytes: self.shared.options.max_size }
     }
 
     fn close(&self) -> Result<(), StoreError> {

@@ -266,6 +266,16 @@ pub struct StoredMessage {
     pub redelivered: bool,
 }
 
+/// How much room a store takes, as [`MessageStore::usage`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreUsage {
+    /// Bytes in use: for the journal, the bytes of records in its data files (and those
+    /// queued for its writer); for the memory store, the bytes of the message bodies it holds.
+    pub used_bytes: u64,
+    /// The most it may use (the journal's `max_size`); 0 when there is no limit.
+    pub limit_bytes: u64,
+}
+
 /// The persistence contract. Object-safe: the broker holds an `Arc<dyn MessageStore>` chosen
 /// at run time.
 pub trait MessageStore: Send + Sync + 'static {
@@ -295,6 +305,12 @@ pub trait MessageStore: Send + Sync + 'static {
 
     /// Number of references `queue` holds (committed ones).
     fn count(&self, queue: &QueueKey) -> Result<u64, StoreError>;
+
+    /// How much room the store takes, for the broker's statistics; cheap (no I/O, no scan).
+    /// The default knows nothing (zeros): every engine reports its own, wrappers need not.
+    fn usage(&self) -> StoreUsage {
+        StoreUsage::default()
+    }
 
     /// Finishes every submitted unit, makes it durable and releases the store's resources.
     /// Later submits fail with [`StoreError::Closed`].

@@ -38,7 +38,8 @@ pub mod record;
 
 pub use contract::{
     validate_unit, Completer, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered,
-    StoredMessage, SubscriptionInfo, SubscriptionKey, SyncPolicy, TxnId, TxnState, UnitOfWork,
+    StoreUsage, StoredMessage, SubscriptionInfo, SubscriptionKey, SyncPolicy, TxnId, TxnState,
+    UnitOfWork,
 };
 pub use error::StoreError;
 pub use failpoint::{FailAction, Failpoints};

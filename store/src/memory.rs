@@ -21,7 +21,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::contract::{
-    validate_unit, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered,
+    validate_unit, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered, StoreUsage,
     StoredMessage, SubscriptionInfo, SubscriptionKey, TxnId, TxnState, UnitOfWork,
 };
 use crate::error::StoreError;
@@ -71,6 +71,8 @@ struct Transaction {
 #[derive(Debug)]
 struct State {
     bodies: HashMap<MessageId, Body>,
+    /// The [`Message::memory_size`] of every body held: the store's usage.
+    body_bytes: u64,
     /// Only non-empty queues are kept.
     queues: HashMap<QueueKey, BTreeSet<PageKey>>,
     destinations: BTreeSet<Destination>,
@@ -86,6 +88,7 @@ impl Default for State {
     fn default() -> Self {
         State {
             bodies: HashMap::new(),
+            body_bytes: 0,
             queues: HashMap::new(),
             destinations: BTreeSet::new(),
             subscriptions: BTreeMap::new(),
@@ -248,10 +251,10 @@ impl State {
 
     fn add_references(&mut self, message: &Arc<Message>, queues: &[QueueKey]) {
         for queue in queues {
-            let body = self
-                .bodies
-                .entry(message.id)
-                .or_insert_with(|| Body { message: Arc::clone(message), references: 0 });
+            let body = self.bodies.entry(message.id).or_insert_with(|| {
+                self.body_bytes += message.memory_size() as u64;
+                Body { message: Arc::clone(message), references: 0 }
+            });
             // The body stored first wins, so every queue files the id under one PageKey.
             let key = PageKey::of(&body.message);
             if self.queues.entry(queue.clone()).or_default().insert(key) {
@@ -259,7 +262,7 @@ impl State {
             }
         }
         if self.bodies.get(&message.id).is_some_and(|body| body.references == 0) {
-            self.bodies.remove(&message.id);
+            self.remove_body(message.id);
         }
     }
 
@@ -289,8 +292,14 @@ impl State {
         if let Some(body) = self.bodies.get_mut(&id) {
             body.references = body.references.saturating_sub(1);
             if body.references == 0 {
-                self.bodies.remove(&id);
+                self.remove_body(id);
             }
+        }
+    }
+
+    fn remove_body(&mut self, id: MessageId) {
+        if let Some(body) = self.bodies.remove(&id) {
+            self.body_bytes = self.body_bytes.saturating_sub(body.message.memory_size() as u64);
         }
     }
 }
@@ -353,6 +362,10 @@ impl MessageStore for MemoryStore {
         self.check_open(&state)?;
         self.failpoints.check(FAILPOINT_READ)?;
         Ok(state.queues.get(queue).map_or(0, |references| references.len() as u64))
+    }
+
+    fn usage(&self) -> StoreUsage {
+        StoreUsage { used_bytes: self.state.read().body_bytes, limit_bytes: 0 }
     }
 
     fn close(&self) -> Result<(), StoreError> {

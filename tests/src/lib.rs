@@ -68,13 +68,15 @@ pub const ARRIVES: Duration = Duration::from_secs(5);
 /// How long the suite waits to be confident that something does not happen.
 pub const QUIET: Duration = Duration::from_millis(250);
 
-/// The configuration every test starts from: the defaults, with one STOMP connector on an
-/// ephemeral loopback port and the in-memory store (tests of the journal say so themselves).
+/// The configuration every test starts from: the defaults, with one STOMP connector and the
+/// admin endpoint on ephemeral loopback ports and the in-memory store (tests of the journal say
+/// so themselves).
 pub fn test_config() -> Config {
     let mut config = Config::default();
     config.store.kind = conf::StoreKind::Memory;
     config.transport.connectors =
         vec!["stomp://127.0.0.1:0".parse().expect("a valid connector URI")];
+    config.admin.bind = "127.0.0.1:0".to_owned();
     config
 }
 

@@ -9,6 +9,7 @@
 //! messages than asked also exits non-zero.
 
 pub mod consumer;
+pub mod dstat;
 pub mod producer;
 
 use std::sync::Arc;

@@ -7,7 +7,8 @@
 //! durable subscription, or a topic subscriber); `registry` is the routing table;
 //! `transaction` holds a connection's open local transaction; `wildcard` matches names;
 //! `selector` parses and evaluates JMS message selectors; `scheduler` holds messages sent with
-//! a delay, period or cron entry until they are due.
+//! a delay, period or cron entry until they are due; `statistics` collects the counters the
+//! admin endpoint shows.
 
 mod advisory;
 mod audit;
@@ -16,6 +17,7 @@ pub mod queue;
 mod registry;
 pub mod scheduler;
 pub mod selector;
+pub mod statistics;
 mod transaction;
 pub mod wildcard;
 
@@ -38,6 +40,7 @@ use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
 use selector::Selector;
+pub use statistics::{DestinationStats, ProducerRegistration, StatsKind, SubscriptionStats};
 pub use transaction::Transaction;
 use wildcard::DestinationFilter;
 
@@ -213,6 +216,8 @@ pub struct Core {
     next_transaction_id: AtomicU64,
     /// Scheduled delivery, when enabled.
     scheduler: Option<scheduler::Scheduler>,
+    /// Producers per destination, for the statistics.
+    producers: Arc<statistics::ProducerCounts>,
 }
 
 impl Core {
@@ -236,6 +241,7 @@ impl Core {
             next_connection_id: AtomicU64::new(1),
             next_transaction_id: AtomicU64::new(first_transaction),
             scheduler: settings_scheduler.then(scheduler::Scheduler::new),
+            producers: Arc::default(),
         };
         tokio::spawn(dead_letter::run(
             letters,
@@ -430,6 +436,9 @@ impl Core {
                             message,
                             self.settings.retroactive_buffer,
                         );
+                        if !temporary {
+                            registry.topic_counters.published(&part.name);
+                        }
                     }
                     registry.topic_route(
                         &part.name,

@@ -167,7 +167,9 @@ pub(crate) enum QueueCommand {
     Stop,
 }
 
-/// A snapshot of a queue's counters.
+/// A snapshot of a queue's counters. The counts since the queue started (`enqueued`,
+/// `acked`, `expired`, `dead_lettered`) start from zero at every broker start, as ActiveMQ's;
+/// messages recovered from the store are ready (or in flight) without being counted enqueued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueueStats {
     /// Messages waiting for a consumer.
@@ -175,8 +177,18 @@ pub struct QueueStats {
     /// Messages delivered and not yet acknowledged.
     pub in_flight: usize,
     pub consumers: usize,
-    /// Messages acknowledged since the queue started.
+    /// Messages acknowledged since the queue started (ActiveMQ's dequeue count).
     pub acked: u64,
+    /// Messages that entered the queue since it started (a redelivery is not counted again).
+    pub enqueued: u64,
+    /// Messages that expired before delivery and left (dead-lettered or dropped).
+    pub expired: u64,
+    /// Messages given up on for another reason (a poison ack, too many redeliveries) and
+    /// moved to a dead-letter queue or dropped.
+    pub dead_lettered: u64,
+    /// Bytes of the messages held, ready or in flight ([`Message::memory_size`]). A message
+    /// held by several queues (a topic's subscriptions) counts in each.
+    pub memory_bytes: usize,
 }
 
 /// A cheap, cloneable handle to a queue's task.
@@ -258,6 +270,12 @@ struct Queue {
     /// here for the transaction's end.
     awaiting_transaction: HashMap<MessageId, QueuedMessage>,
     acked: u64,
+    /// The other counters of [`QueueStats`]: plain fields, since only this task touches them.
+    enqueued: u64,
+    expired: u64,
+    dead_lettered: u64,
+    /// Bytes of every message held (ready, in flight, awaiting a transaction's end).
+    memory_bytes: usize,
     /// Message groups (JMSXGroupID) and the consumer each sticks to: the first consumer a
     /// group's message goes to gets all of them until it closes or the group is closed
     /// (JMSXGroupSeq -1).
@@ -288,6 +306,10 @@ pub(crate) fn spawn(
         next_consumer: 0,
         awaiting_transaction: HashMap::new(),
         acked: 0,
+        enqueued: 0,
+        expired: 0,
+        dead_lettered: 0,
+        memory_bytes: 0,
         groups: HashMap::new(),
         dead_letters,
     };
@@ -313,6 +335,7 @@ impl Queue {
                 let mut queued = QueuedMessage::new(stored.message);
                 // Possibly seen by a consumer before an unclean stop: goes out redelivered.
                 queued.delivery_count = u32::from(stored.redelivered);
+                self.memory_bytes += queued.message.memory_size();
                 self.ready.insert(PageKey::of(&queued.message), queued);
             }
             if !full {
@@ -346,6 +369,8 @@ impl Queue {
             match command {
                 QueueCommand::Enqueue(messages) => {
                     for message in messages {
+                        self.enqueued += 1;
+                        self.memory_bytes += message.memory_size();
                         self.make_ready(QueuedMessage::new(message));
                     }
                 }
@@ -426,6 +451,10 @@ impl Queue {
                 + self.awaiting_transaction.len(),
             consumers: self.consumers.len(),
             acked: self.acked,
+            enqueued: self.enqueued,
+            expired: self.expired,
+            dead_lettered: self.dead_lettered,
+            memory_bytes: self.memory_bytes,
         }
     }
 
@@ -630,6 +659,7 @@ impl Queue {
                     consumer.released -= 1;
                 }
                 self.acked += 1;
+                self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
                 if self.handle.stored && queued.message.is_persistent() {
                     unit.push(Operation::Ack {
                         queue: (*self.handle.key).clone(),
@@ -698,6 +728,7 @@ impl Queue {
             let Some(mut queued) = found else { continue };
             if committed {
                 self.acked += 1;
+                self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
             } else {
                 queued.acked_in_transaction = false;
                 self.make_ready(queued);
@@ -780,7 +811,12 @@ impl Queue {
 
     /// Takes a message this queue gives up on to the dead-letter task, which moves it to a
     /// dead-letter queue or drops it, and removes its stored reference here either way.
-    fn dead_letter(&self, message: Arc<Message>, cause: Cause) {
+    fn dead_letter(&mut self, message: Arc<Message>, cause: Cause) {
+        match cause {
+            Cause::Expired => self.expired += 1,
+            Cause::Poisoned(_) | Cause::Redeliveries { .. } => self.dead_lettered += 1,
+        }
+        self.memory_bytes = self.memory_bytes.saturating_sub(message.memory_size());
         self.dead_letters.send(DeadLetter {
             queue: self.handle.key.clone(),
             stored: self.handle.stored,

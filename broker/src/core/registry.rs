@@ -13,6 +13,7 @@ use super::audit::ProducerAudit;
 use super::dead_letter::DeadLetters;
 use super::queue::{self, ConsumerSpec, QueueCommand, QueueHandle};
 use super::selector::Selector;
+use super::statistics::TopicCounters;
 use super::wildcard::DestinationFilter;
 use super::{ConsumerId, VirtualTopicRule};
 
@@ -93,6 +94,8 @@ pub(crate) struct Registry {
     pub advisories: AdvisoryState,
     /// Where every queue's task sends the messages it gives up on.
     pub dead_letters: DeadLetters,
+    /// Messages published per topic, for the statistics.
+    pub topic_counters: TopicCounters,
 }
 
 impl Registry {

@@ -30,8 +30,8 @@ use tokio::time::Instant;
 
 use crate::core::selector::Selector;
 use crate::core::{
-    AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, QueueHandle, SubscribeRequest,
-    Transaction,
+    AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, ProducerRegistration, QueueHandle,
+    SubscribeRequest, Transaction,
 };
 use crate::transport::ConnectionContext;
 
@@ -89,6 +89,7 @@ pub(crate) async fn serve<S>(
         consumers: HashMap::new(),
         by_core: HashMap::new(),
         producers: HashMap::new(),
+        producer_registrations: HashMap::new(),
         transactions: HashMap::new(),
         transaction_acks: HashMap::new(),
         client_id: None,
@@ -203,6 +204,9 @@ struct Connection {
     by_core: HashMap<ConsumerId, ow::ConsumerId>,
     /// Producers and their window size (ProducerAck after async sends when > 0).
     producers: HashMap<ow::ProducerId, i32>,
+    /// Producers created for a destination, counted on it (for the statistics) while their
+    /// registration lives.
+    producer_registrations: HashMap<ow::ProducerId, ProducerRegistration>,
     transactions: HashMap<ow::LocalTransactionId, Transaction>,
     /// What each open transaction acknowledged: on rollback these are again awaiting an ack
     /// (the client redelivers them itself).
@@ -444,6 +448,11 @@ impl Connection {
             Command::SessionInfo(_) => self.answer(id, required, Ok(())),
             Command::ProducerInfo(info) => {
                 if let Some(producer) = info.producer_id.clone() {
+                    if let Some(destination) = &info.destination {
+                        let destination = mapping::destination_from(destination);
+                        let registration = self.context.core.register_producer(&destination);
+                        self.producer_registrations.insert(producer.clone(), registration);
+                    }
                     self.producers.insert(producer, info.window_size);
                 }
                 self.answer(id, required, Ok(()));
@@ -585,6 +594,7 @@ impl Connection {
             Some(DataStructure::ConsumerId(id)) => self.remove_consumer(id, last_delivered),
             Some(DataStructure::ProducerId(id)) => {
                 self.producers.remove(id);
+                self.producer_registrations.remove(id);
             }
             Some(DataStructure::SessionId(session)) => {
                 let ids: Vec<ow::ConsumerId> = self
@@ -599,6 +609,9 @@ impl Connection {
                     self.remove_consumer(&id, last_delivered);
                 }
                 self.producers.retain(|p, _| {
+                    !(p.connection_id == session.connection_id && p.session_id == session.value)
+                });
+                self.producer_registrations.retain(|p, _| {
                     !(p.connection_id == session.connection_id && p.session_id == session.value)
                 });
             }
@@ -1016,6 +1029,7 @@ impl Connection {
             core.unsubscribe(consumer.core);
         }
         self.by_core.clear();
+        self.producer_registrations.clear();
         core.release_connection(self.connection_id);
         core.release_client_id(self.connection_id);
     }

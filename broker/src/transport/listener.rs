@@ -9,7 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use super::ConnectionContext;
+use super::{ConnectionContext, Protocol};
 use crate::error::BrokerError;
 use crate::{openwire, stomp};
 
@@ -77,11 +77,14 @@ impl Listener {
             match limit.clone().try_acquire_owned() {
                 Ok(permit) => {
                     tracker.spawn(async move {
+                        let connections = context.connections.clone();
                         match scheme {
                             Scheme::Stomp | Scheme::StompNio => {
+                                let _counted = connections.opened(Protocol::Stomp);
                                 stomp::serve(socket, context, peer.to_string()).await
                             }
                             Scheme::OpenWire | Scheme::OpenWireNio => {
+                                let _counted = connections.opened(Protocol::OpenWire);
                                 let url = format!("{scheme}://{local}");
                                 openwire::serve(socket, context, peer.to_string(), url).await
                             }

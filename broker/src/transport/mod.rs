@@ -1,11 +1,13 @@
 //! Transport connectors: one listener per configured URI, an accept loop with back-off and a
 //! connection limit, and one handler task per connection, all stopped by one shutdown token.
 
+mod connections;
 mod listener;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use connections::{ConnectionCounts, ConnectionStats, Protocol};
 pub use listener::{bind, BoundConnector};
 use protocol::stomp::Limits;
 
@@ -24,4 +26,6 @@ pub struct ConnectionContext {
     pub heart_beat_grace: f64,
     /// Cancelled when the broker shuts down.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Open connections per protocol, shared by every connector.
+    pub connections: Arc<ConnectionCounts>,
 }

@@ -55,10 +55,13 @@ impl Process {
         Process { name: name.to_owned(), child, stdout_path, stderr_path, exited: None }
     }
 
-    /// `ferromq start` with a STOMP connector on `port`, on `data`.
+    /// `ferromq start` with a STOMP connector on `port`, on `data` (and the admin endpoint on
+    /// a free port, so that brokers of tests running at once do not compete for 8161).
     pub fn start_broker(dir: &Path, name: &str, data: &Path, port: u16) -> Process {
         let uri = format!("stomp://127.0.0.1:{port}");
-        Process::start(dir, name, &["start", "--connector", &uri, "--data-dir", path_str(data)])
+        let admin = ["--admin-bind", "127.0.0.1:0"];
+        let args = ["start", "--connector", &uri, "--data-dir", path_str(data), admin[0], admin[1]];
+        Process::start(dir, name, &args)
     }
 
     /// [`Process::start_broker`] with the configuration file `config`.
@@ -78,6 +81,8 @@ impl Process {
             &uri,
             "--data-dir",
             path_str(data),
+            "--admin-bind",
+            "127.0.0.1:0",
         ];
         Process::start(dir, name, &args)
     }

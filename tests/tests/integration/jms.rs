@@ -194,6 +194,7 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<S
 /// if given (so that it keeps persistent messages across a restart), else in memory.
 fn openwire_config(data_dir: Option<&Path>, port: u16) -> anyhow::Result<conf::Config> {
     let mut config = conf::Config::default();
+    config.admin.bind = "127.0.0.1:0".to_owned();
     match data_dir {
         Some(dir) => {
             config.store.kind = conf::StoreKind::Journal;

@@ -2,6 +2,7 @@
 //! embedded broker on an ephemeral port (see the `tests` library for the shared helpers).
 
 mod activemq_tools;
+mod admin;
 mod advisories;
 mod bad_input;
 mod connectors;

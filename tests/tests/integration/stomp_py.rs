@@ -99,6 +99,7 @@ async fn run_check(check: &str) -> anyhow::Result<()> {
     let mut config = conf::Config::default();
     config.store.kind = conf::StoreKind::Memory;
     config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
+    config.admin.bind = "127.0.0.1:0".to_owned();
     let broker = broker::Broker::start(config).await?;
     let addr = broker.stomp_addr().context("the broker has no STOMP connector")?;
     let script = repository_root().join("tests/python/stomp_py_checks.py");

@@ -1,0 +1,289 @@
+//! The admin endpoint: a small HTTP/1 server with the broker's statistics, read by
+//! `ferromq dstat`, dashboards and Prometheus.
+//!
+//! | request | answer |
+//! |---|---|
+//! | `GET /api/broker` | [`BrokerStats`] as JSON |
+//! | `GET /api/destinations` | every [`DestinationStats`] as a JSON array |
+//! | `GET /api/destinations/{queue\|topic}/{name}` | one [`DestinationStats`], or 404 |
+//! | `GET /metrics` | the same numbers in Prometheus' text format (`metrics.rs`) |
+//!
+//! Anything else is a JSON [`ErrorBody`]: 404 for an unknown path, 405 (with `Allow`) for a
+//! known path with another method.
+//!
+//! Layout: `mod.rs` binds and serves (one task per HTTP connection, all ended by the broker's
+//! shutdown) and routes a request to a [`Route`]; `model.rs` holds the JSON types (shared with
+//! `ferromq dstat`, which deserializes them); `metrics.rs` writes the Prometheus text;
+//! `client.rs` is the tiny HTTP GET client `ferromq dstat` and the tests use.
+//!
+//! The endpoint is read-only for now. Write operations (purge a queue, delete a destination:
+//! issue 11) become more [`Route`]s with their method, and TLS wraps the accepted stream
+//! before [`serve_connection`] (which takes any byte stream).
+
+mod client;
+mod metrics;
+mod model;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use client::{AdminClient, AdminClientError, HttpAnswer};
+pub use model::{BrokerStats, DestinationCounts, ErrorBody, StoreStats};
+
+use crate::core::Core;
+pub use crate::core::{DestinationStats, StatsKind, SubscriptionStats};
+use crate::error::BrokerError;
+use crate::transport::ConnectionCounts;
+pub use crate::transport::ConnectionStats;
+
+/// What the endpoint reads: the broker's core and connection counters.
+pub(crate) struct AdminState {
+    pub core: Arc<Core>,
+    pub connections: Arc<ConnectionCounts>,
+    pub name: String,
+    pub started: Instant,
+}
+
+impl AdminState {
+    /// The broker-wide numbers, from every destination's.
+    async fn broker_stats(&self, destinations: &[DestinationStats]) -> BrokerStats {
+        let count = |kind| destinations.iter().filter(|d| d.kind == kind).count() as u64;
+        let store = self.core.store();
+        let usage = store.usage();
+        BrokerStats {
+            name: self.name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            connections: self.connections.snapshot(),
+            destinations: DestinationCounts {
+                queues: count(StatsKind::Queue),
+                topics: count(StatsKind::Topic),
+            },
+            memory_bytes: destinations.iter().map(|d| d.memory_bytes).sum(),
+            memory_limit_bytes: None,
+            store: StoreStats {
+                kind: store.name().to_owned(),
+                used_bytes: usage.used_bytes,
+                limit_bytes: usage.limit_bytes,
+            },
+        }
+    }
+}
+
+/// A bound, not yet serving, admin endpoint.
+pub(crate) struct AdminServer {
+    listener: TcpListener,
+    pub local_addr: SocketAddr,
+}
+
+/// Binds `bind` (the `admin.bind` key's value); a taken port is an error naming both.
+pub(crate) async fn bind(bind: &str) -> Result<AdminServer, BrokerError> {
+    let error = |source| BrokerError::AdminBind { address: bind.to_owned(), source };
+    let listener = TcpListener::bind(bind).await.map_err(error)?;
+    let local_addr = listener.local_addr().map_err(error)?;
+    Ok(AdminServer { listener, local_addr })
+}
+
+impl AdminServer {
+    /// Serves until `shutdown`, each HTTP connection a task on `tracker`.
+    pub async fn run(
+        self,
+        state: Arc<AdminState>,
+        shutdown: CancellationToken,
+        tracker: TaskTracker,
+    ) {
+        tracing::info!(address = %self.local_addr, "admin endpoint listening");
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                accepted = self.listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((stream, _peer)) => {
+                    let state = state.clone();
+                    let shutdown = shutdown.clone();
+                    tracker.spawn(async move {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => {}
+                            () = serve_connection(stream, state) => {}
+                        }
+                    });
+                }
+                Err(error) => {
+                    // Out of file descriptors, say: the broker goes on; try again shortly.
+                    tracing::warn!(%error, "admin endpoint: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Serves HTTP/1 requests on one connection until the client closes it.
+pub(crate) async fn serve_connection<S>(stream: S, state: Arc<AdminState>)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(answer(&state, request.method(), request.uri().path()).await) }
+    });
+    if let Err(error) = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(%error, "admin endpoint: connection ended with an error");
+    }
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    Broker,
+    Destinations,
+    Destination { kind: StatsKind, name: String },
+    Metrics,
+}
+
+impl Route {
+    /// The route a path names, if any (whatever the method).
+    fn of(path: &str) -> Option<Route> {
+        match path.trim_end_matches('/') {
+            "/api/broker" => Some(Route::Broker),
+            "/api/destinations" => Some(Route::Destinations),
+            "/metrics" => Some(Route::Metrics),
+            other => {
+                let rest = other.strip_prefix("/api/destinations/")?;
+                let (kind, name) = rest.split_once('/')?;
+                let kind = StatsKind::parse(kind)?;
+                let name = percent_decode(name)?;
+                (!name.is_empty()).then_some(Route::Destination { kind, name })
+            }
+        }
+    }
+
+    /// The methods the route answers (only reads, for now).
+    fn allows(&self, method: &Method) -> bool {
+        method == Method::GET || method == Method::HEAD
+    }
+}
+
+/// The response to `method path`.
+async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    let Some(route) = Route::of(path) else {
+        return error(StatusCode::NOT_FOUND, format!("no such resource: {path}"));
+    };
+    if !route.allows(method) {
+        let mut response = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{method} is not allowed on {path}: the admin endpoint is read-only (GET)"),
+        );
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    match route {
+        Route::Broker => {
+            let destinations = state.core.destination_stats().await;
+            json(StatusCode::OK, &state.broker_stats(&destinations).await)
+        }
+        Route::Destinations => json(StatusCode::OK, &state.core.destination_stats().await),
+        Route::Destination { kind, name } => {
+            match state.core.destination_stats_of(kind, &name).await {
+                Some(stats) => json(StatusCode::OK, &stats),
+                None => error(StatusCode::NOT_FOUND, format!("no such {}: {name}", kind.as_str())),
+            }
+        }
+        Route::Metrics => {
+            let destinations = state.core.destination_stats().await;
+            let broker = state.broker_stats(&destinations).await;
+            let text = metrics::render(&broker, &destinations);
+            let mut response = Response::new(Full::new(Bytes::from(text)));
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            response
+        }
+    }
+}
+
+fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
+    match serde_json::to_vec_pretty(value) {
+        Ok(mut body) => {
+            body.push(b'\n');
+            let mut response = Response::new(Full::new(Bytes::from(body)));
+            *response.status_mut() = status;
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+        Err(failure) => {
+            error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the answer: {failure}"))
+        }
+    }
+}
+
+fn error(status: StatusCode, message: String) -> Response<Full<Bytes>> {
+    let body = ErrorBody { status: status.as_u16(), error: message };
+    let text = serde_json::to_vec(&body).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// Decodes `%XX` escapes (a destination name in a path); `None` if one is malformed or the
+/// result is not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = text.get(index + 1..index + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            index += 3;
+        } else {
+            out.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_name_destinations_by_kind_and_decoded_name() {
+        assert_eq!(Route::of("/api/broker"), Some(Route::Broker));
+        assert_eq!(Route::of("/api/destinations/"), Some(Route::Destinations));
+        assert_eq!(
+            Route::of("/api/destinations/queue/orders%20EU"),
+            Some(Route::Destination { kind: StatsKind::Queue, name: "orders EU".to_owned() })
+        );
+        assert_eq!(
+            Route::of("/api/destinations/topic/a/b"),
+            Some(Route::Destination { kind: StatsKind::Topic, name: "a/b".to_owned() })
+        );
+        assert_eq!(Route::of("/api/destinations/table/x"), None);
+        assert_eq!(Route::of("/api/destinations/queue/"), None);
+        assert_eq!(Route::of("/api/destinations/queue/%zz"), None);
+        assert_eq!(Route::of("/"), None);
+    }
+}

@@ -1,0 +1,54 @@
+//! The JSON the admin endpoint answers with. Every type deserializes too: `ferromq dstat`
+//! and the tests read it back with the same types.
+
+use serde::{Deserialize, Serialize};
+
+use crate::transport::ConnectionStats;
+
+/// `GET /api/broker`: the broker as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerStats {
+    /// `broker.name`.
+    pub name: String,
+    /// ferromq's version.
+    pub version: String,
+    /// Seconds since the broker started.
+    pub uptime_seconds: u64,
+    /// Open connections per protocol, and every connection accepted.
+    pub connections: ConnectionStats,
+    /// How many queues and topics exist (temporary ones not counted).
+    pub destinations: DestinationCounts,
+    /// Bytes of messages held by every destination (see `DestinationStats::memory_bytes`).
+    pub memory_bytes: u64,
+    /// The broker's memory limit, once ferromq has one (issue 7's memory limits); `null`
+    /// until then.
+    pub memory_limit_bytes: Option<u64>,
+    /// What the store says of its size.
+    pub store: StoreStats,
+}
+
+/// How many destinations of each kind exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DestinationCounts {
+    pub queues: u64,
+    pub topics: u64,
+}
+
+/// The store's name and usage ([`store::MessageStore::usage`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// `"journal"` or `"memory"`.
+    pub kind: String,
+    pub used_bytes: u64,
+    /// 0 when the store has no limit (`store.max_size = 0`, or the memory store).
+    pub limit_bytes: u64,
+}
+
+/// The body of every error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The HTTP status again.
+    pub status: u16,
+    /// What went wrong, for a person.
+    pub error: String,
+}

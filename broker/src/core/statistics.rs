@@ -1,0 +1,321 @@
+//! Destination statistics: what `/api/destinations`, `/metrics` and `ferromq dstat` show.
+//!
+//! Nothing here runs on the hot path. Each queue task keeps its own counters as plain fields
+//! (it alone touches them) and answers [`QueueCommand::Stats`](super::queue::QueueCommand);
+//! the only counter kept outside a queue task is a topic's publish count, bumped under the
+//! routing lock the send already holds. Producers are counted per destination by
+//! [`ProducerRegistration`]s the adapters hold while a producer lives. A snapshot is taken
+//! by collecting queue handles under the routing lock, then asking each queue without it.
+//!
+//! A topic's numbers are those of its subscriptions (each a queue, durable or not), except
+//! `enqueued`, which counts the messages published to the topic: a message that reaches three
+//! subscribers is enqueued once on the topic, and dequeued once by each of them (as in
+//! ActiveMQ).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use store::{Destination, DestinationKind};
+
+use super::queue::{QueueHandle, QueueStats};
+use super::wildcard::DestinationFilter;
+use super::{composite_parts, Core};
+
+/// Whether a destination is a queue or a topic, as the admin API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StatsKind {
+    Queue,
+    Topic,
+}
+
+impl StatsKind {
+    /// `"queue"` or `"topic"`: the path segment of `/api/destinations/{kind}/{name}` and the
+    /// `kind` label of the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatsKind::Queue => "queue",
+            StatsKind::Topic => "topic",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str)'s names.
+    pub fn parse(text: &str) -> Option<StatsKind> {
+        match text {
+            "queue" => Some(StatsKind::Queue),
+            "topic" => Some(StatsKind::Topic),
+            _ => None,
+        }
+    }
+}
+
+/// One destination's counters. Counts "since" are since the broker started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestinationStats {
+    pub name: String,
+    pub kind: StatsKind,
+    /// Messages waiting for a consumer (ActiveMQ's queue size, less what is in flight).
+    pub pending: u64,
+    /// Messages delivered to consumers and not acknowledged yet.
+    pub in_flight: u64,
+    /// Messages sent to the destination since start.
+    pub enqueued: u64,
+    /// Messages acknowledged by consumers since start.
+    pub dequeued: u64,
+    /// Messages that expired before delivery since start (dead-lettered or dropped).
+    pub expired: u64,
+    /// Messages moved to a dead-letter queue (or dropped) since start for another reason: a
+    /// poison ack, too many redeliveries.
+    pub dead_lettered: u64,
+    /// Producers that named this destination when they were created (OpenWire). Anonymous
+    /// producers and STOMP senders are not counted, as in ActiveMQ.
+    pub producers: u64,
+    /// Consumers attached (a topic: the consumers of its subscriptions).
+    pub consumers: u64,
+    /// Bytes of message bodies and headers held ([`store::Message::memory_size`]).
+    pub memory_bytes: u64,
+    /// A topic's subscriptions, durable or not; empty for a queue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<SubscriptionStats>,
+}
+
+impl DestinationStats {
+    fn new(name: &str, kind: StatsKind) -> DestinationStats {
+        DestinationStats {
+            name: name.to_owned(),
+            kind,
+            pending: 0,
+            in_flight: 0,
+            enqueued: 0,
+            dequeued: 0,
+            expired: 0,
+            dead_lettered: 0,
+            producers: 0,
+            consumers: 0,
+            memory_bytes: 0,
+            subscriptions: Vec::new(),
+        }
+    }
+
+    /// Adds a queue's counters (every one but `enqueued` for a topic, which counts publishes).
+    fn add(&mut self, stats: &QueueStats, count_enqueued: bool) {
+        self.pending += stats.ready as u64;
+        self.in_flight += stats.in_flight as u64;
+        if count_enqueued {
+            self.enqueued += stats.enqueued;
+        }
+        self.dequeued += stats.acked;
+        self.expired += stats.expired;
+        self.dead_lettered += stats.dead_lettered;
+        self.consumers += stats.consumers as u64;
+        self.memory_bytes += stats.memory_bytes as u64;
+    }
+}
+
+/// One subscription of a topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionStats {
+    /// A durable subscription's `client id:subscription name`; for a non-durable one, the
+    /// connection and consumer it belongs to.
+    pub name: String,
+    pub durable: bool,
+    pub pending: u64,
+    pub in_flight: u64,
+    pub enqueued: u64,
+    pub dequeued: u64,
+    pub consumers: u64,
+}
+
+/// How many messages have been published to each topic; kept in the routing table.
+#[derive(Debug, Default)]
+pub(crate) struct TopicCounters {
+    published: HashMap<Arc<str>, u64>,
+}
+
+impl TopicCounters {
+    /// A message was published to `topic` (once, however many subscriptions it reaches).
+    pub fn published(&mut self, topic: &Arc<str>) {
+        match self.published.get_mut(topic) {
+            Some(count) => *count += 1,
+            None => {
+                self.published.insert(topic.clone(), 1);
+            }
+        }
+    }
+}
+
+/// The producers of each destination, shared by the core and every registration.
+#[derive(Debug, Default)]
+pub(crate) struct ProducerCounts {
+    counts: Mutex<HashMap<Destination, u64>>,
+}
+
+impl ProducerCounts {
+    fn of(&self, destination: &Destination) -> u64 {
+        self.counts.lock().get(destination).copied().unwrap_or(0)
+    }
+}
+
+/// A producer counted on its destination (each part of a composite one) while this lives:
+/// adapters keep it beside their producer and drop it when the producer or its connection
+/// goes, so no count can outlive its producer.
+#[derive(Debug)]
+pub struct ProducerRegistration {
+    counts: Arc<ProducerCounts>,
+    destinations: Vec<Destination>,
+}
+
+impl Drop for ProducerRegistration {
+    fn drop(&mut self) {
+        let mut counts = self.counts.counts.lock();
+        for destination in &self.destinations {
+            if let Some(count) = counts.get_mut(destination) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    counts.remove(destination);
+                }
+            }
+        }
+    }
+}
+
+/// What a snapshot collects under the routing lock, to ask the queues about without it.
+struct TopicSnapshot {
+    name: String,
+    published: u64,
+    subscriptions: Vec<(QueueHandle, String, bool)>,
+}
+
+impl Core {
+    /// Counts a producer on `destination` (every part of a composite one) until the returned
+    /// registration is dropped.
+    pub fn register_producer(&self, destination: &Destination) -> ProducerRegistration {
+        let destinations: Vec<Destination> = composite_parts(destination)
+            .into_iter()
+            .filter(|part| matches!(part.kind, DestinationKind::Queue | DestinationKind::Topic))
+            .collect();
+        let mut counts = self.producers.counts.lock();
+        for destination in &destinations {
+            *counts.entry(destination.clone()).or_insert(0) += 1;
+        }
+        drop(counts);
+        ProducerRegistration { counts: self.producers.clone(), destinations }
+    }
+
+    /// Every queue and topic with its counters: queues (dead-letter and virtual topic
+    /// consumer queues included, temporary ones not), then topics that were published to or
+    /// subscribed to by name, each sorted by name.
+    pub async fn destination_stats(&self) -> Vec<DestinationStats> {
+        let (queues, topics) = self.snapshot(None);
+        self.collect(queues, topics).await
+    }
+
+    /// One destination's counters, or `None` if it does not exist.
+    pub async fn destination_stats_of(
+        &self,
+        kind: StatsKind,
+        name: &str,
+    ) -> Option<DestinationStats> {
+        let (queues, topics) = self.snapshot(Some((kind, name)));
+        self.collect(queues, topics).await.into_iter().next()
+    }
+
+    /// The queue handles and topic subscriptions to ask, optionally of one destination.
+    fn snapshot(&self, only: Option<(StatsKind, &str)>) -> (Vec<QueueHandle>, Vec<TopicSnapshot>) {
+        let wanted = |kind: StatsKind, name: &str| {
+            only.is_none_or(|(only_kind, only_name)| only_kind == kind && only_name == name)
+        };
+        let registry = self.registry.lock();
+        let mut queues: Vec<QueueHandle> = registry
+            .queues
+            .iter()
+            .filter(|(name, _)| wanted(StatsKind::Queue, name))
+            .map(|(_, handle)| handle.clone())
+            .collect();
+        queues.sort_by(|a, b| a.name().cmp(b.name()));
+
+        // Topics exist once published to or subscribed to by a plain name.
+        let mut names: BTreeSet<Arc<str>> =
+            registry.topic_counters.published.keys().cloned().collect();
+        for subscription in &registry.topic_subscriptions {
+            let destination = &subscription.queue.key().destination;
+            if !subscription.temporary
+                && destination.kind == DestinationKind::Topic
+                && !destination.name.contains(',')
+                && !DestinationFilter::is_pattern(&destination.name)
+            {
+                names.insert(destination.name.clone());
+            }
+        }
+        let mut topics = Vec::new();
+        for name in names.into_iter().filter(|name| wanted(StatsKind::Topic, name)) {
+            let subscriptions = registry
+                .topic_subscriptions
+                .iter()
+                .filter(|s| !s.temporary && s.filter.matches(&name))
+                .map(|s| {
+                    let key = s.queue.key();
+                    let (label, durable) = match &key.subscription {
+                        Some(sub) if registry.durable.contains_key(sub) => {
+                            (format!("{}:{}", sub.client_id, sub.name), true)
+                        }
+                        Some(sub) => (format!("{}:{}", sub.client_id, sub.name), false),
+                        None => (key.destination.to_string(), false),
+                    };
+                    (s.queue.clone(), label, durable)
+                })
+                .collect();
+            let published = registry.topic_counters.published.get(&name).copied().unwrap_or(0);
+            topics.push(TopicSnapshot { name: name.to_string(), published, subscriptions });
+        }
+        (queues, topics)
+    }
+
+    async fn collect(
+        &self,
+        queues: Vec<QueueHandle>,
+        topics: Vec<TopicSnapshot>,
+    ) -> Vec<DestinationStats> {
+        let mut all = Vec::with_capacity(queues.len() + topics.len());
+        for handle in queues {
+            // A queue that stopped meanwhile (removed) is left out.
+            let Some(stats) = handle.stats().await else { continue };
+            let mut destination = DestinationStats::new(handle.name(), StatsKind::Queue);
+            destination.add(&stats, true);
+            destination.producers = self.producers.of(&Destination::queue(handle.name()));
+            all.push(destination);
+        }
+        // A subscription matching several topics (a wildcard) is asked once.
+        let mut asked: BTreeMap<String, Option<QueueStats>> = BTreeMap::new();
+        for topic in topics {
+            let mut destination = DestinationStats::new(&topic.name, StatsKind::Topic);
+            destination.enqueued = topic.published;
+            destination.producers = self.producers.of(&Destination::topic(topic.name.as_str()));
+            for (handle, label, durable) in topic.subscriptions {
+                let stats = match asked.get(&label) {
+                    Some(stats) => *stats,
+                    None => {
+                        let stats = handle.stats().await;
+                        asked.insert(label.clone(), stats);
+                        stats
+                    }
+                };
+                let Some(stats) = stats else { continue };
+                destination.add(&stats, false);
+                destination.subscriptions.push(SubscriptionStats {
+                    name: label,
+                    durable,
+                    pending: stats.ready as u64,
+                    in_flight: stats.in_flight as u64,
+                    enqueued: stats.enqueued,
+                    dequeued: stats.acked,
+                    consumers: stats.consumers as u64,
+                });
+            }
+            all.push(destination);
+        }
+        all
+    }
+}

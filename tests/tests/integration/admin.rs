@@ -1,0 +1,213 @@
+//! The admin endpoint: after a known workload over STOMP and OpenWire, `/api/destinations`,
+//! `/api/broker` and `/metrics` show exactly its counts; bad requests get 404 and 405; a taken
+//! admin port stops the broker from starting.
+
+use anyhow::{ensure, Context as _};
+use broker::admin::{AdminClient, BrokerStats, DestinationStats, StatsKind};
+use broker::BrokerHandle;
+use client::openwire::{
+    Destination, OpenWireClient, OpenWireOptions, OutgoingMessage, SessionMode,
+};
+use client::AckMode;
+use tests::{connect, recv, recv_n, send_persistent, start_broker, wait_until};
+
+const QUEUE: &str = "admin.orders";
+const TOPIC: &str = "admin.prices";
+
+async fn start() -> anyhow::Result<BrokerHandle> {
+    start_broker(|config| {
+        config.transport.connectors = vec![
+            "stomp://127.0.0.1:0".parse().expect("uri"),
+            "tcp://127.0.0.1:0".parse().expect("uri"),
+        ];
+    })
+    .await
+}
+
+fn admin(broker: &BrokerHandle) -> anyhow::Result<AdminClient> {
+    let addr = broker.admin_addr().context("the admin endpoint is on")?;
+    Ok(AdminClient::new(&format!("http://{addr}"))?)
+}
+
+fn find<'a>(
+    all: &'a [DestinationStats],
+    kind: StatsKind,
+    name: &str,
+) -> Option<&'a DestinationStats> {
+    all.iter().find(|d| d.kind == kind && d.name == name)
+}
+
+/// The queue's counters as the endpoint reports them, once `settled` says they are final.
+async fn wait_for_queue(
+    admin: &AdminClient,
+    what: &str,
+    settled: impl Fn(&DestinationStats) -> bool,
+) -> anyhow::Result<DestinationStats> {
+    wait_until(what, || async {
+        let path = format!("/api/destinations/queue/{QUEUE}");
+        admin.get_json::<DestinationStats>(&path).await.is_ok_and(|d| settled(&d))
+    })
+    .await?;
+    Ok(admin.get_json(&format!("/api/destinations/queue/{QUEUE}")).await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destinations_and_metrics_show_the_counts_of_a_known_workload() -> anyhow::Result<()> {
+    let broker = start().await?;
+    let admin = admin(&broker)?;
+
+    // A queue: 7 messages over STOMP and 3 over OpenWire from a producer created for it;
+    // one STOMP consumer with prefetch 2 takes 4 and acknowledges them.
+    let stomp = connect(&broker).await?;
+    let prefetch = [("activemq.prefetchSize", "2")];
+    let mut consumer =
+        stomp.subscribe(&format!("/queue/{QUEUE}"), AckMode::ClientIndividual, &prefetch).await?;
+    send_persistent(&stomp, &format!("/queue/{QUEUE}"), "s", 7).await?;
+    let addr = broker.openwire_addr().context("an OpenWire connector")?;
+    let openwire =
+        OpenWireClient::connect(&addr.ip().to_string(), addr.port(), OpenWireOptions::default())
+            .await?;
+    let session = openwire.session(SessionMode::Auto).await?;
+    let producer = session.producer(Some(Destination::queue(QUEUE))).await?;
+    for index in 0..3 {
+        producer.send(&OutgoingMessage::text(format!("o{index}"))).await?;
+    }
+    for _ in 0..4 {
+        let message = recv(&mut consumer).await?;
+        stomp.ack(&message).await?;
+    }
+    // A topic: one auto-acknowledging subscriber gets 5 messages.
+    let mut subscriber = stomp.subscribe(&format!("/topic/{TOPIC}"), AckMode::Auto, &[]).await?;
+    for index in 0..5 {
+        stomp.send_with_receipt(&format!("/topic/{TOPIC}"), format!("p{index}"), &[]).await?;
+    }
+    recv_n(&mut subscriber, 5).await?;
+
+    let queue =
+        wait_for_queue(&admin, "4 acks and 2 in flight", |d| d.dequeued == 4 && d.in_flight == 2)
+            .await?;
+    let expected = (4, 2, 10, 4, 1, 1, 0, 0);
+    let got = (
+        queue.pending,
+        queue.in_flight,
+        queue.enqueued,
+        queue.dequeued,
+        queue.consumers,
+        queue.producers,
+        queue.expired,
+        queue.dead_lettered,
+    );
+    ensure!(got == expected, "queue counts {got:?}, expected {expected:?}: {queue:?}");
+    ensure!(queue.memory_bytes > 6 * 2, "6 messages held: {queue:?}");
+
+    wait_until("the topic's 5 deliveries are acknowledged", || async {
+        let all = admin.destinations().await.unwrap_or_default();
+        find(&all, StatsKind::Topic, TOPIC).is_some_and(|t| t.dequeued == 5)
+    })
+    .await?;
+    let all = admin.destinations().await?;
+    ensure!(find(&all, StatsKind::Queue, QUEUE) == Some(&queue), "the list agrees: {all:?}");
+    let topic = find(&all, StatsKind::Topic, TOPIC).context("the topic is listed")?;
+    let got = (topic.enqueued, topic.dequeued, topic.pending, topic.consumers, topic.producers);
+    ensure!(got == (5, 5, 0, 1, 0), "topic counts {got:?}: {topic:?}");
+    ensure!(topic.subscriptions.len() == 1 && !topic.subscriptions[0].durable, "{topic:?}");
+
+    let stats: BrokerStats = admin.broker().await?;
+    ensure!(
+        (stats.connections.stomp, stats.connections.openwire) == (1, 1),
+        "one connection of each protocol: {stats:?}"
+    );
+    ensure!(stats.destinations.queues == 1 && stats.destinations.topics == 1, "{stats:?}");
+    ensure!(stats.memory_bytes >= queue.memory_bytes, "{stats:?}");
+    ensure!(stats.store.kind == "memory" && stats.store.used_bytes > 0, "{stats:?}");
+    ensure!(stats.version == env!("CARGO_PKG_VERSION"), "{stats:?}");
+
+    let metrics = admin.request("GET", "/metrics").await?;
+    ensure!(metrics.status == 200, "{metrics:?}");
+    ensure!(
+        metrics.header("content-type").is_some_and(|t| t.starts_with("text/plain; version=0.0.4")),
+        "{metrics:?}"
+    );
+    let labels = format!("{{destination=\"{QUEUE}\",kind=\"queue\"}}");
+    let topic_labels = format!("{{destination=\"{TOPIC}\",kind=\"topic\"}}");
+    for line in [
+        "# HELP ferromq_destination_pending Messages waiting for a consumer.".to_owned(),
+        "# TYPE ferromq_destination_pending gauge".to_owned(),
+        "# TYPE ferromq_destination_enqueued_total counter".to_owned(),
+        format!("ferromq_destination_pending{labels} 4"),
+        format!("ferromq_destination_in_flight{labels} 2"),
+        format!("ferromq_destination_enqueued_total{labels} 10"),
+        format!("ferromq_destination_dequeued_total{labels} 4"),
+        format!("ferromq_destination_consumers{labels} 1"),
+        format!("ferromq_destination_producers{labels} 1"),
+        format!("ferromq_destination_enqueued_total{topic_labels} 5"),
+        "ferromq_connections{protocol=\"stomp\"} 1".to_owned(),
+        "ferromq_connections{protocol=\"openwire\"} 1".to_owned(),
+        "ferromq_destinations{kind=\"queue\"} 1".to_owned(),
+    ] {
+        ensure!(
+            metrics.body.lines().any(|l| l == line),
+            "/metrics lacks `{line}`:\n{}",
+            metrics.body
+        );
+    }
+
+    // The producer's count ends with it, and the connection's with the connection.
+    producer.close().await?;
+    wait_for_queue(&admin, "the producer is gone", |d| d.producers == 0).await?;
+    openwire.close().await?;
+    wait_until("the OpenWire connection is gone", || async {
+        admin.broker().await.is_ok_and(|b| b.connections.openwire == 0)
+    })
+    .await?;
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_paths_are_404_and_other_methods_405() -> anyhow::Result<()> {
+    let broker = start().await?;
+    let admin = admin(&broker)?;
+
+    let unknown = admin.request("GET", "/api/nothing").await?;
+    ensure!(unknown.status == 404, "{unknown:?}");
+    ensure!(unknown.header("content-type") == Some("application/json"), "{unknown:?}");
+    ensure!(
+        unknown.body.contains("\"status\":404") && unknown.body.contains("/api/nothing"),
+        "{unknown:?}"
+    );
+
+    let missing = admin.request("GET", "/api/destinations/queue/never.used").await?;
+    ensure!(missing.status == 404 && missing.body.contains("never.used"), "{missing:?}");
+
+    let post = admin.request("POST", "/api/destinations").await?;
+    ensure!(post.status == 405, "{post:?}");
+    ensure!(post.header("allow") == Some("GET, HEAD"), "{post:?}");
+    ensure!(post.body.contains("read-only"), "{post:?}");
+    let delete = admin.request("DELETE", "/api/destinations/queue/x").await?;
+    ensure!(delete.status == 405, "{delete:?}");
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_admin_port_fails_startup_naming_the_address_and_key() -> anyhow::Result<()> {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let address = taken.local_addr()?.to_string();
+    let result = start_broker(|config| config.admin.bind = address.clone()).await;
+    let error = match result {
+        Ok(_) => anyhow::bail!("the broker started although {address} is taken"),
+        Err(error) => format!("{error:#}"),
+    };
+    ensure!(error.contains(&address) && error.contains("admin.bind"), "{error}");
+
+    // Off, it binds nothing.
+    let broker = start_broker(|config| {
+        config.admin.bind = address.clone();
+        config.admin.enabled = false;
+    })
+    .await?;
+    ensure!(broker.admin_addr().is_none());
+    broker.shutdown().await;
+    Ok(())
+}
