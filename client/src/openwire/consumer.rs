@@ -24,8 +24,10 @@ use crate::ClientError;
 ///
 /// Acknowledgement follows the session's [`SessionMode`]: automatic (batched: a standard ack
 /// for every half prefetch window of received messages, and for everything received as soon
-/// as a receive would wait), [`Consumer::ack`] in client and individual modes, and the
-/// session's transaction in transacted mode.
+/// as a receive would wait), [`Consumer::ack`] in client and individual modes (with a
+/// delivered ack every half prefetch window, so that a consumer may hold more unacknowledged
+/// messages than its prefetch, as with ActiveMQ), and the session's transaction in
+/// transacted mode.
 ///
 /// Dropping a consumer without [`Consumer::close`] leaves the broker's consumer in place
 /// until the session or connection closes; messages dispatched meanwhile are discarded here
@@ -52,6 +54,8 @@ pub(crate) struct ConsumerShared {
 struct AckState {
     /// Client and individual modes: received, awaiting [`Consumer::ack`], in order.
     unacked: VecDeque<ow::MessageId>,
+    /// Client and individual modes: received since the last delivered ack.
+    unreported: Vec<ow::MessageId>,
     /// Auto and transacted modes: received, their standard ack not yet sent.
     pending: Vec<ow::MessageId>,
     /// Transacted mode: received in the open transaction, to hand out again on rollback.
@@ -269,12 +273,21 @@ impl Consumer {
     /// Records `message` as handed to the application, as the mode says.
     async fn hand_out(&mut self, message: Message) -> Result<Message, ClientError> {
         let id = message.wire.message_id.clone().unwrap_or_default();
+        let mut delivered = None;
         let flush = {
             let mut state = self.shared.lock();
             state.last_delivered = id.broker_sequence_id;
             match self.shared.mode {
                 SessionMode::Client | SessionMode::Individual => {
-                    state.unacked.push_back(id);
+                    state.unacked.push_back(id.clone());
+                    state.unreported.push(id);
+                    // Like ActiveMQ's consumers: a delivered ack every half prefetch window
+                    // tells the broker these reached the application, which opens the window
+                    // for more while the application has not acknowledged them yet.
+                    if state.unreported.len() >= self.shared.ack_batch() {
+                        let unreported = std::mem::take(&mut state.unreported);
+                        delivered = self.shared.ack_command(ack_type::DELIVERED, &unreported, None);
+                    }
                     false
                 }
                 SessionMode::Auto => {
@@ -294,6 +307,9 @@ impl Consumer {
         }
         if flush {
             self.flush_acks().await?;
+        }
+        if let Some(delivered) = delivered {
+            self.session.client.post(delivered, None).await?;
         }
         Ok(message)
     }

@@ -205,6 +205,22 @@ async fn openwire_client_works_against_apache_activemq() -> anyhow::Result<()> {
         let _a1 = next(&mut consumer).await?;
         consumer.ack(&a0).await?;
         acker.close().await?;
+        // Delivered acks let a client-acknowledge consumer hold more than its prefetch.
+        let window = Destination::queue("ferromq.client.window");
+        for n in 0..12 {
+            other.send(&window, &OutgoingMessage::text(format!("w{n}")).persistent(false)).await?;
+        }
+        let holder = connect(None).await?;
+        let session = holder.session(SessionMode::Client).await?;
+        let mut consumer = session.consumer(SubscribeOptions::new(window).prefetch(4)).await?;
+        let mut last = None;
+        for n in 0..12 {
+            let message = next(&mut consumer).await?;
+            assert_eq!(text(&message), format!("w{n}"));
+            last = Some(message);
+        }
+        consumer.ack(&last.context("a last message")?).await?;
+        holder.close().await?;
         // Prefetch 0: each message pulled.
         let puller = connect(None).await?;
         let mut pull = puller.subscribe(SubscribeOptions::new(ack_queue).prefetch(0)).await?;

@@ -274,6 +274,33 @@ async fn client_acknowledge_redelivers_unacknowledged_messages_after_reconnect(
 }
 
 #[tokio::test]
+async fn client_acknowledge_may_hold_more_than_the_prefetch() -> anyhow::Result<()> {
+    let broker = start().await?;
+    let queue = Destination::queue("ow.client.window");
+    let client = connect(&broker).await?;
+    for n in 0..50 {
+        let message = OutgoingMessage::text(format!("w{n}")).persistent(false);
+        client.send(&queue, &message).await?;
+    }
+    let session = client.session(SessionMode::Client).await?;
+    let mut consumer = session.consumer(SubscribeOptions::new(queue).prefetch(10)).await?;
+    // Delivered acks open the window: all 50 arrive with none acknowledged.
+    let mut last = None;
+    for n in 0..50 {
+        let message = next(&mut consumer).await.with_context(|| format!("message {n}"))?;
+        assert_eq!(text(&message), format!("w{n}"));
+        last = Some(message);
+    }
+    consumer.ack(&last.context("a last message")?).await?;
+    consumer.close().await?;
+    client.close().await?;
+    let stats = broker.queue_stats("ow.client.window").await.context("the queue")?;
+    assert_eq!((stats.acked, stats.ready, stats.in_flight), (50, 0, 0), "{stats:?}");
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
 async fn prefetch_zero_pulls_each_message() -> anyhow::Result<()> {
     let broker = start().await?;
     let queue = Destination::queue("ow.client.pull");
