@@ -35,16 +35,21 @@ pub struct DstatArgs {
 }
 
 pub fn run(args: DstatArgs) -> anyhow::Result<()> {
-    let client = AdminClient::new(&args.url)?;
+    // An AdminClientError's message already ends with its cause: print it once, not once more
+    // as the `{:#}` chain's next link.
+    let one_line = |error: broker::admin::AdminClientError| anyhow::anyhow!("{error}");
+    let client = AdminClient::new(&args.url).map_err(one_line)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let (broker, destinations) = runtime.block_on(async {
-        let broker = client.broker().await?;
-        let destinations = client.destinations().await?;
-        Ok::<_, broker::admin::AdminClientError>((broker, destinations))
-    })?;
+    let (broker, destinations) = runtime
+        .block_on(async {
+            let broker = client.broker().await?;
+            let destinations = client.destinations().await?;
+            Ok::<_, broker::admin::AdminClientError>((broker, destinations))
+        })
+        .map_err(one_line)?;
     print!("{}", table(&destinations, args.which, broker.memory_limit_bytes));
     Ok(())
 }
