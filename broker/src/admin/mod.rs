@@ -34,7 +34,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -83,6 +83,10 @@ impl AdminState {
     }
 }
 
+/// The most admin connections served at once; more are closed at once (a scraper and a few
+/// people need far fewer, and the endpoint must never cost the broker much).
+const MAX_CONNECTIONS: usize = 64;
+
 /// A bound, not yet serving, admin endpoint.
 pub(crate) struct AdminServer {
     listener: TcpListener,
@@ -106,13 +110,18 @@ impl AdminServer {
         tracker: TaskTracker,
     ) {
         tracing::info!(address = %self.local_addr, "admin endpoint listening");
+        let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 accepted = self.listener.accept() => accepted,
             };
             match accepted {
-                Ok((stream, _peer)) => {
+                Ok((stream, peer)) => {
+                    let Ok(permit) = limit.clone().try_acquire_owned() else {
+                        tracing::debug!(%peer, "admin endpoint: too many connections; closed");
+                        continue;
+                    };
                     let state = state.clone();
                     let shutdown = shutdown.clone();
                     tracker.spawn(async move {
@@ -120,6 +129,7 @@ impl AdminServer {
                             _ = shutdown.cancelled() => {}
                             () = serve_connection(stream, state) => {}
                         }
+                        drop(permit);
                     });
                 }
                 Err(error) => {
@@ -132,7 +142,8 @@ impl AdminServer {
     }
 }
 
-/// Serves HTTP/1 requests on one connection until the client closes it.
+/// Serves HTTP/1 requests on one connection until the client closes it; a client that takes
+/// more than hyper's 30 s to send a request's headers is disconnected.
 pub(crate) async fn serve_connection<S>(stream: S, state: Arc<AdminState>)
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
@@ -142,6 +153,7 @@ where
         async move { Ok::<_, Infallible>(answer(&state, request.method(), request.uri().path()).await) }
     });
     if let Err(error) = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
         .serve_connection(TokioIo::new(stream), service)
         .await
     {
