@@ -211,3 +211,70 @@ async fn a_taken_admin_port_fails_startup_naming_the_address_and_key() -> anyhow
     broker.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_dead_lettered_and_durable_subscriptions_are_counted() -> anyhow::Result<()> {
+    let broker = start_broker(|config| config.dead_letter.max_redeliveries = 0).await?;
+    let admin = admin(&broker)?;
+    let client = tests::connect_as(&broker, "admin-test").await?;
+    let queue = "/queue/admin.failing";
+
+    // One message expired before anyone consumes it, one NACKed past the limit (0: at once).
+    let past = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis()
+        .saturating_sub(60_000)
+        .to_string();
+    client.send_with_receipt(queue, "stale", &[tests::PERSISTENT, ("expires", &past)]).await?;
+    client.send_with_receipt(queue, "poison", &[tests::PERSISTENT]).await?;
+    let mut consumer = client.subscribe(queue, AckMode::ClientIndividual, &[]).await?;
+    let poison = recv(&mut consumer).await?;
+    client.nack(&poison).await?;
+
+    // A durable subscription, offline while 3 messages are published.
+    let durable = [(tests::SUBSCRIPTION_NAME, "prices-sub")];
+    let subscriber = client.subscribe(&format!("/topic/{TOPIC}"), AckMode::Auto, &durable).await?;
+    subscriber.unsubscribe().await?;
+    for index in 0..3 {
+        client
+            .send_with_receipt(
+                &format!("/topic/{TOPIC}"),
+                format!("p{index}"),
+                &[tests::PERSISTENT],
+            )
+            .await?;
+    }
+
+    wait_until("the queue's two messages are gone", || async {
+        let path = "/api/destinations/queue/admin.failing";
+        admin
+            .get_json::<DestinationStats>(path)
+            .await
+            .is_ok_and(|d| d.expired + d.dead_lettered == 2)
+    })
+    .await?;
+    let all = admin.destinations().await?;
+    let failing = find(&all, StatsKind::Queue, "admin.failing").context("the queue is listed")?;
+    let got = (
+        failing.enqueued,
+        failing.expired,
+        failing.dead_lettered,
+        failing.pending,
+        failing.memory_bytes,
+    );
+    ensure!(got == (2, 1, 1, 0, 0), "enqueued, expired, dead-lettered, pending, memory {got:?}");
+    let dlq = find(&all, StatsKind::Queue, "ActiveMQ.DLQ").context("the DLQ is listed")?;
+    ensure!((dlq.enqueued, dlq.pending) == (2, 2), "both reach the DLQ: {dlq:?}");
+    let topic = find(&all, StatsKind::Topic, TOPIC).context("the topic is listed")?;
+    ensure!((topic.enqueued, topic.pending, topic.consumers) == (3, 3, 0), "{topic:?}");
+    let [subscription] = topic.subscriptions.as_slice() else {
+        anyhow::bail!("one subscription expected: {topic:?}");
+    };
+    ensure!(
+        subscription.durable && subscription.name == "admin-test:prices-sub",
+        "{subscription:?}"
+    );
+    ensure!(subscription.pending == 3 && subscription.consumers == 0, "{subscription:?}");
+    broker.shutdown().await;
+    Ok(())
+}
