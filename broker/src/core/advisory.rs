@@ -22,7 +22,7 @@
 //!
 //! No advisories are published about advisory topics themselves.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use store::{Destination, DestinationKind, Message, PropertyValue};
@@ -54,7 +54,8 @@ pub const ADVISORY_PREFIX: &str = "ActiveMQ.Advisory.";
 #[derive(Default)]
 pub(crate) struct AdvisoryState {
     consumers: HashMap<ConsumerId, (Destination, u64)>,
-    connections: HashSet<u64>,
+    /// Announced connections with the id they were announced under.
+    connections: HashMap<u64, String>,
 }
 
 /// The id an advisory gives a consumer: stable from its start to its stop.
@@ -146,17 +147,20 @@ impl Core {
     }
 
     /// Announces a connection on `ActiveMQ.Advisory.Connection` once it has identified
-    /// itself (STOMP CONNECT, OpenWire ConnectionInfo); its close is announced by
+    /// itself (STOMP CONNECT, OpenWire ConnectionInfo), under the protocol's own id for it
+    /// when it has one (OpenWire's ConnectionId); its close is announced by
     /// [`Core::release_connection`].
-    pub fn connection_opened(&self, connection: u64, client_id: Option<&str>) {
+    pub fn connection_opened(&self, connection: u64, client_id: Option<&str>, id: Option<&str>) {
         let mut registry = self.registry.lock();
-        if !registry.advisories.connections.insert(connection) {
+        if registry.advisories.connections.contains_key(&connection) {
             return;
         }
+        let subject = id.map_or_else(|| connection_subject(connection), str::to_owned);
+        registry.advisories.connections.insert(connection, subject.clone());
         let mut properties = vec![
             (ADVISORY_KIND, PropertyValue::String("connection".into())),
             (ADVISORY_OPERATION, PropertyValue::String("add".into())),
-            (ADVISORY_SUBJECT, PropertyValue::String(connection_subject(connection).into())),
+            (ADVISORY_SUBJECT, PropertyValue::String(subject.into())),
         ];
         if let Some(client_id) = client_id {
             properties.push((ADVISORY_CLIENT_ID, PropertyValue::String(client_id.into())));
@@ -166,13 +170,13 @@ impl Core {
 
     /// Announces the close of a connection announced by [`Core::connection_opened`].
     pub(super) fn advise_connection_closed(&self, registry: &mut Registry, connection: u64) {
-        if !registry.advisories.connections.remove(&connection) {
+        let Some(subject) = registry.advisories.connections.remove(&connection) else {
             return;
-        }
+        };
         let properties = vec![
             (ADVISORY_KIND, PropertyValue::String("connection".into())),
             (ADVISORY_OPERATION, PropertyValue::String("remove".into())),
-            (ADVISORY_SUBJECT, PropertyValue::String(connection_subject(connection).into())),
+            (ADVISORY_SUBJECT, PropertyValue::String(subject.into())),
         ];
         self.publish_advisory(registry, ADVISORY_CONNECTION, properties);
     }

@@ -436,9 +436,12 @@ impl Connection {
                         ))
                     }
                     _ => {
-                        self.context
-                            .core
-                            .connection_opened(self.connection_id, client_id.as_deref());
+                        let id = info.connection_id.as_ref().map(|id| id.value.as_str());
+                        self.context.core.connection_opened(
+                            self.connection_id,
+                            client_id.as_deref(),
+                            id,
+                        );
                         self.client_id = client_id;
                         Ok(())
                     }

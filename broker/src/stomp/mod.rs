@@ -345,7 +345,7 @@ impl Connection {
         self.write_frame(&connected);
         self.codec.set_version(version);
         self.connected = true;
-        self.context.core.connection_opened(self.connection_id, self.client_id.as_deref());
+        self.context.core.connection_opened(self.connection_id, self.client_id.as_deref(), None);
         tracing::debug!(peer = %self.peer, version = version.as_str(), "STOMP connected");
         Ok(())
     }

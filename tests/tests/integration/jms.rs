@@ -5,11 +5,11 @@
 //! `scripts/test` installs the client (Debian's `libactivemq-java`), compiles the checks and
 //! sets `FERROMQ_JMS_CLASSPATH`; without it the tests fail. The checks themselves are validated
 //! against Apache ActiveMQ by [`jms_checks_pass_against_apache_activemq`], which starts Debian's
-//! `activemq` package with [`tests::ActiveMq`]. It takes over a minute (22 checks, 75 s here),
-//! so it is run by hand, whenever `JmsChecks.java` changes:
+//! `activemq` package with [`tests::ActiveMq`], in every run of the suite (about 100 s, beside
+//! the other tests):
 //!
 //! ```text
-//! cargo test -p tests --test integration jms_checks_pass_against_apache_activemq -- --ignored --nocapture
+//! cargo test -p tests --test integration jms_checks_pass_against_apache_activemq -- --nocapture
 //! ```
 //!
 //! The `failover` check needs its broker restarted in the middle: the Java program prints
@@ -460,8 +460,10 @@ async fn jms_and_stomp_exchange_messages() -> anyhow::Result<()> {
 
 /// Every check passes against the real Apache ActiveMQ, which proves the checks right. The
 /// `failover` check restarts the peer.
+///
+/// About 100 s (every check in one Java run per check against one peer); it runs beside the
+/// other tests, so it lengthens the suite by much less.
 #[test]
-#[ignore = "over a minute (22 checks, 75 s); needs Debian's activemq and libactivemq-java; run whenever JmsChecks.java changes"]
 fn jms_checks_pass_against_apache_activemq() -> anyhow::Result<()> {
     let classpath = classpath()?;
     let listed = Command::new("java")
