@@ -8,17 +8,19 @@ use std::time::Duration;
 
 use conf::{Config, Scheme, StoreKind, SyncMode};
 use protocol::stomp::Limits;
-use store::{MemoryStore, MessageStore, StoreError, SyncPolicy};
+use store::{Destination, MemoryStore, MessageStore, StoreError, SyncPolicy};
 use store_journal::{JournalOptions, JournalStore};
 use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::AdminState;
+use crate::core::selector::Selector;
 use crate::core::wildcard::DestinationFilter;
 use crate::core::DestinationStats;
 use crate::core::{
-    Core, CoreSettings, DeadLetterSettings, DeadLetterStrategy, QueueStats, VirtualTopicRule,
+    CompositeRule, CompositeTarget, Composites, Core, CoreSettings, DeadLetterSettings,
+    DeadLetterStrategy, QueueStats, VirtualTopicRule,
 };
 use crate::error::BrokerError;
 use crate::transport::{self, BoundConnector, ConnectionContext, Protocol};
@@ -99,6 +101,7 @@ impl BrokerBuilder {
                     prefix: rule.prefix.clone(),
                 })
                 .collect(),
+            composites: composites(&config)?,
             scheduler: config.broker.scheduler,
             dead_letters: dead_letter_settings(&config),
             ..CoreSettings::default()
@@ -339,6 +342,35 @@ impl DataDirLock {
 }
 
 /// The core's dead-letter settings from `[dead_letter]` and `destinations.expire_messages_period_ms`.
+/// The configured composite destinations, with their selectors parsed: an invalid one is a
+/// configuration error naming its key.
+fn composites(config: &Config) -> Result<Composites, conf::ConfigError> {
+    let destination = |name: &conf::DestinationName| match name.kind {
+        conf::DestinationType::Queue => Destination::queue(name.name.as_str()),
+        conf::DestinationType::Topic => Destination::topic(name.name.as_str()),
+    };
+    let mut composites = Composites::new();
+    for (index, composite) in config.composite_destinations.iter().enumerate() {
+        let mut targets = Vec::with_capacity(composite.forward_to.len());
+        for (position, target) in composite.forward_to.iter().enumerate() {
+            let selector = match Selector::parse_optional(target.selector.as_deref()) {
+                Ok(selector) => selector.map(Arc::new),
+                Err(error) => {
+                    let key =
+                        format!("composite_destinations[{index}].forward_to[{position}].selector");
+                    let reason = error.to_string();
+                    return Err(conf::ConfigError::new(conf::UNKNOWN_ORIGIN, None, key, reason));
+                }
+            };
+            let destination = destination(&target.destination);
+            targets.push(CompositeTarget { destination, selector });
+        }
+        let rule = CompositeRule { forward_only: composite.forward_only, targets };
+        composites.insert(destination(&composite.name), rule);
+    }
+    Ok(composites)
+}
+
 fn dead_letter_settings(config: &Config) -> DeadLetterSettings {
     let section = &config.dead_letter;
     let strategy = match section.strategy {

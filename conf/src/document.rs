@@ -435,6 +435,14 @@ fn list_keys(name: &str) -> Option<ListKeys> {
             )],
             example: "e.g. { name = \"VirtualTopic.>\", prefix = \"Consumer.*.\" }",
         }),
+        "composite_destinations" => Some(ListKeys {
+            known: keys_of::<crate::CompositeDestinationConfig>(),
+            required: &[
+                ("name", "the composite queue or topic, e.g. name = \"queue://ORDERS.ALL\""),
+                ("forward_to", "its targets, e.g. forward_to = [\"queue://ORDERS.EU\"]"),
+            ],
+            example: "e.g. { name = \"queue://ORDERS.ALL\", forward_to = [\"queue://ORDERS.EU\"] }",
+        }),
         _ => None,
     }
 }
@@ -490,7 +498,8 @@ mod tests {
                 "destinations",
                 "dead_letter",
                 "admin",
-                "virtual_topics"
+                "virtual_topics",
+                "composite_destinations"
             ]
         );
         assert_eq!(
@@ -513,6 +522,10 @@ mod tests {
         assert_eq!(
             list_keys("virtual_topics").map(|list| list.known),
             Some(&["name", "prefix"][..])
+        );
+        assert_eq!(
+            list_keys("composite_destinations").map(|list| list.known),
+            Some(&["name", "forward_only", "forward_to"][..])
         );
         assert!(list_keys("broker").is_none());
     }
@@ -581,6 +594,14 @@ mod tests {
         for section in root_keys() {
             let (keys, entry) = match (section_keys(section), list_keys(section)) {
                 (Some(keys), _) => (keys, section.to_string()),
+                // A list that is empty by default shows a commented-out entry.
+                (None, Some(list)) if document.line_of(section).is_none() => {
+                    for key in list.known {
+                        let shown = text.contains(&format!("\n# {key} = "));
+                        assert!(shown, "ferromq.example.toml lacks {section}.{key}");
+                    }
+                    continue;
+                }
                 // A list shows its default entries; the first has every key.
                 (None, Some(list)) => (list.known, format!("{section}[0]")),
                 (None, None) => panic!("no keys for [{section}]"),

@@ -12,6 +12,8 @@
 //! - `sections.rs`: the four sections, [`BrokerConfig`], [`TransportConfig`], [`StoreConfig`],
 //!   [`DestinationDefaults`], with their defaults, and the `[[virtual_topics]]` entries,
 //!   [`VirtualTopicConfig`].
+//! - `composite.rs`: the `[[composite_destinations]]` entries, [`CompositeDestinationConfig`]:
+//!   configured composite queues and topics.
 //! - `dead_letter.rs`: `[dead_letter]`, [`DeadLetterConfig`]: the dead-letter strategy and
 //!   the STOMP redelivery limit.
 //! - `admin.rs`: `[admin]`, [`AdminConfig`]: the admin endpoint's address.
@@ -63,6 +65,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod admin;
+mod composite;
 mod dead_letter;
 mod document;
 mod error;
@@ -76,6 +79,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use crate::admin::AdminConfig;
+pub use crate::composite::{
+    CompositeDestinationConfig, DestinationName, DestinationType, ForwardTarget,
+};
 pub use crate::dead_letter::{DeadLetterConfig, DeadLetterStrategy};
 use crate::document::Document;
 pub use crate::error::{ConfigError, UNKNOWN_ORIGIN};
@@ -109,6 +115,8 @@ pub struct Config {
     /// (`name = "VirtualTopic.>"`, `prefix = "Consumer.*."`). Entries in the file replace it;
     /// `virtual_topics = []` turns virtual topics off.
     pub virtual_topics: Vec<VirtualTopicConfig>,
+    /// `[[composite_destinations]]`: configured composite queues and topics. Default none.
+    pub composite_destinations: Vec<CompositeDestinationConfig>,
 }
 
 impl Default for Config {
@@ -121,6 +129,7 @@ impl Default for Config {
             dead_letter: DeadLetterConfig::default(),
             admin: AdminConfig::default(),
             virtual_topics: vec![VirtualTopicConfig::default()],
+            composite_destinations: Vec::new(),
         }
     }
 }

@@ -34,7 +34,7 @@ impl Invalid {
         Invalid { key: key.into(), or_else: None, reason: reason.into() }
     }
 
-    fn or_else(mut self, key: impl Into<String>) -> Self {
+    pub(crate) fn or_else(mut self, key: impl Into<String>) -> Self {
         self.or_else = Some(key.into());
         self
     }
@@ -152,6 +152,7 @@ impl Config {
         self.admin.check("admin")?;
 
         self.check_virtual_topics()?;
+        crate::composite::check(&self.composite_destinations, "composite_destinations")?;
         Ok(())
     }
 

@@ -44,6 +44,7 @@ import org.apache.activemq.ActiveMQConnection;
 import org.apache.activemq.ActiveMQConnectionFactory;
 import org.apache.activemq.ActiveMQSession;
 import org.apache.activemq.DestinationDoesNotExistException;
+import org.apache.activemq.command.ActiveMQMessage;
 import org.apache.activemq.transport.TransportListener;
 
 /**
@@ -104,6 +105,24 @@ public final class JmsChecks {
      */
     static final List<String> PAIRED_CHECKS = List.of("stomp_interop");
 
+    /**
+     * Checks that need the broker configured for them, so not part of {@link #CHECKS} either:
+     * configured_composite needs the composites below (jms.rs configures ferromq with them).
+     */
+    static final List<String> CONFIGURED_CHECKS = List.of("configured_composite");
+
+    /**
+     * configured_composite: composite queue ORDERS forwards only, to queue EU, topic AUDIT, and
+     * the messages whose int property amount is above 100 to queue BIG; composite topic PRICES
+     * keeps its messages and forwards them to queue PRICES_LOG.
+     */
+    static final String COMPOSITE_ORDERS = "composite.ORDERS";
+    static final String COMPOSITE_EU = "composite.EU";
+    static final String COMPOSITE_AUDIT = "composite.AUDIT";
+    static final String COMPOSITE_BIG = "composite.BIG";
+    static final String COMPOSITE_PRICES = "composite.PRICES";
+    static final String COMPOSITE_PRICES_LOG = "composite.PRICES.LOG";
+
     /** Queues of the stomp_interop check: fixed names, since its STOMP half runs outside. */
     static final String FROM_STOMP = "interop.from-stomp";
     static final String TO_STOMP = "interop.to-stomp";
@@ -151,7 +170,8 @@ public final class JmsChecks {
         if (url == null || check == null) {
             usage("--url and --check are required");
         }
-        if (!CHECKS.contains(check) && !PAIRED_CHECKS.contains(check)) {
+        if (!CHECKS.contains(check) && !PAIRED_CHECKS.contains(check)
+                && !CONFIGURED_CHECKS.contains(check)) {
             usage("unknown check " + check + "; checks: " + String.join(", ", CHECKS));
         }
         startWatchdog(check);
@@ -224,6 +244,7 @@ public final class JmsChecks {
             case "large_message" -> largeMessage();
             case "failover" -> failover();
             case "stomp_interop" -> stompInterop();
+            case "configured_composite" -> configuredComposite();
             case "message_priority" -> messagePriority();
             case "exclusive_consumer" -> exclusiveConsumer();
             case "consumer_priority" -> consumerPriority();
@@ -1224,6 +1245,66 @@ public final class JmsChecks {
      * interop.from-stomp arrives with its headers mapped to JMS ones and its other headers as
      * string properties; what this sends to interop.to-stomp goes the other way.
      */
+    void configuredComposite() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue orders = session.createQueue(COMPOSITE_ORDERS);
+        Queue eu = session.createQueue(COMPOSITE_EU);
+        Topic audit = session.createTopic(COMPOSITE_AUDIT);
+        Queue big = session.createQueue(COMPOSITE_BIG);
+        MessageConsumer euConsumer = session.createConsumer(eu);
+        MessageConsumer auditSubscriber = session.createConsumer(audit);
+        MessageConsumer bigConsumer = session.createConsumer(big);
+        MessageConsumer ordersConsumer = session.createConsumer(orders);
+
+        MessageProducer producer = session.createProducer(orders);
+        int[] amounts = {50, 150, 99, 1000};
+        for (int i = 0; i < amounts.length; i++) {
+            TextMessage message = session.createTextMessage("order " + i);
+            message.setIntProperty("amount", amounts[i]);
+            producer.send(message);
+        }
+        for (int i = 0; i < amounts.length; i++) {
+            Message fromEu = receive(euConsumer, "order " + i + " on " + COMPOSITE_EU);
+            expectEquals("order " + i, text(fromEu), COMPOSITE_EU + " message " + i);
+            expectEquals(amounts[i], fromEu.getIntProperty("amount"), "property on " + COMPOSITE_EU);
+            expectEquals(eu, fromEu.getJMSDestination(), "JMSDestination of a forwarded copy");
+            expectEquals(orders, originalDestination(fromEu), "original destination of a forwarded copy");
+            Message fromAudit = receive(auditSubscriber, "order " + i + " on topic " + COMPOSITE_AUDIT);
+            expectEquals("order " + i, text(fromAudit), COMPOSITE_AUDIT + " message " + i);
+            expectEquals(audit, fromAudit.getJMSDestination(), "JMSDestination of a copy on a topic");
+            expectEquals(orders, originalDestination(fromAudit), "original destination on the topic");
+        }
+        for (int i : new int[] {1, 3}) {
+            Message fromBig = receive(bigConsumer, "order " + i + " on " + COMPOSITE_BIG);
+            expectEquals("order " + i, text(fromBig), COMPOSITE_BIG + " gets amounts above 100 only");
+            expectEquals(big, fromBig.getJMSDestination(), "JMSDestination on " + COMPOSITE_BIG);
+        }
+        expectNothing(bigConsumer, COMPOSITE_BIG + " gets only what its selector matches");
+        expectNothing(ordersConsumer, COMPOSITE_ORDERS + " forwards only");
+        expectNothing(euConsumer, COMPOSITE_EU + " got each order once");
+        expectNothing(auditSubscriber, COMPOSITE_AUDIT + " got each order once");
+
+        Topic prices = session.createTopic(COMPOSITE_PRICES);
+        Queue pricesLog = session.createQueue(COMPOSITE_PRICES_LOG);
+        MessageConsumer pricesSubscriber = session.createConsumer(prices);
+        MessageConsumer logConsumer = session.createConsumer(pricesLog);
+        session.createProducer(prices).send(session.createTextMessage("42"));
+        Message price = receive(pricesSubscriber, "the price on " + COMPOSITE_PRICES);
+        expectEquals("42", text(price), "the composite topic keeps its messages");
+        expectEquals(prices, price.getJMSDestination(), "JMSDestination on the composite topic");
+        expectEquals(null, originalDestination(price), "no original destination on the composite itself");
+        Message logged = receive(logConsumer, "the price on " + COMPOSITE_PRICES_LOG);
+        expectEquals("42", text(logged), COMPOSITE_PRICES_LOG);
+        expectEquals(pricesLog, logged.getJMSDestination(), "JMSDestination on " + COMPOSITE_PRICES_LOG);
+        expectEquals(prices, originalDestination(logged), "original destination on " + COMPOSITE_PRICES_LOG);
+    }
+
+    /** ActiveMQ's originalDestination of a message, which JMS has no getter for. */
+    static Destination originalDestination(Message message) {
+        return ((ActiveMQMessage) message).getOriginalDestination();
+    }
+
     void stompInterop() throws Exception {
         Connection connection = connect();
         Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);

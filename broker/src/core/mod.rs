@@ -12,6 +12,7 @@
 
 mod advisory;
 mod audit;
+mod composite;
 pub mod dead_letter;
 pub mod queue;
 mod registry;
@@ -34,6 +35,7 @@ use store::{
 pub use advisory::{
     consumer_topic, ADVISORY_CLIENT_ID, ADVISORY_KIND, ADVISORY_SUBJECT, CONSUMER_COUNT,
 };
+pub use composite::{CompositeRule, CompositeTarget, Composites};
 use dead_letter::DeadLetters;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 use queue::QueueCommand;
@@ -162,6 +164,8 @@ pub struct CoreSettings {
     /// Prefetch for consumers that do not ask for one.
     pub default_prefetch: u32,
     pub virtual_topics: Vec<VirtualTopicRule>,
+    /// Configured composite destinations by name (see [`composite`]).
+    pub composites: Composites,
     /// Bytes of recent messages kept per topic for retroactive subscribers.
     pub retroactive_buffer: usize,
     /// Holds messages with `AMQ_SCHEDULED_*` properties until due (ActiveMQ's
@@ -179,6 +183,7 @@ impl Default for CoreSettings {
                 name: DestinationFilter::new("VirtualTopic.>"),
                 prefix: "Consumer.*.".to_owned(),
             }],
+            composites: Composites::new(),
             retroactive_buffer: 64 * 1024,
             scheduler: true,
             dead_letters: DeadLetterSettings::default(),
@@ -405,8 +410,9 @@ impl Core {
         Ok(completion)
     }
 
-    /// Every queue a message sent by `connection` lands in, for a plain or composite
-    /// (`A,B`) destination. `publish` also keeps topic messages for retroactive subscribers.
+    /// Every queue a message sent by `connection` lands in, for a plain, composite (`A,B`) or
+    /// configured composite destination ([`Core::targets`]). `publish` also keeps topic
+    /// messages for retroactive subscribers.
     pub(crate) fn route(
         &self,
         registry: &mut Registry,
@@ -415,7 +421,7 @@ impl Core {
         publish: bool,
     ) -> Result<Vec<QueueHandle>, CoreError> {
         let mut route: Vec<QueueHandle> = Vec::new();
-        for part in composite_parts(&message.destination) {
+        for part in self.targets(message) {
             if DestinationFilter::is_pattern(&part.name) {
                 return Err(CoreError::WildcardSend(part.to_string()));
             }

@@ -9,7 +9,7 @@ use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWor
 
 use super::queue::{QueueCommand, QueueHandle};
 use super::scheduler::Schedule;
-use super::{composite_parts, ConsumerId, Core, CoreError};
+use super::{ConsumerId, Core, CoreError};
 
 /// An open local transaction, owned by the connection that began it.
 #[derive(Debug)]
@@ -156,7 +156,7 @@ impl Core {
     fn route_at_commit(&self, transaction: &mut Transaction) {
         let mut registry = self.registry.lock();
         for (route, message, connection) in &mut transaction.sends {
-            if composite_parts(&message.destination).iter().all(|d| d.kind.is_queue()) {
+            if self.targets(message).iter().all(|d| d.kind.is_queue()) {
                 continue;
             }
             // The stored route stays the one the store record names; a destination that went

@@ -1000,15 +1000,13 @@ impl Connection {
             &delivery.message,
             delivery.delivery_count.saturating_sub(1) as i32,
         );
-        // A virtual topic consumer queue: the client sees the queue as JMSDestination and the
-        // topic as the original destination, as with ActiveMQ.
-        let key = delivery.queue.key();
-        if key.subscription.is_none()
-            && key.destination.kind == DestinationKind::Queue
-            && delivery.message.destination.kind == DestinationKind::Topic
-        {
+        // A copy routed elsewhere than where it was sent (a composite's target, a part of
+        // `A,B`, a virtual topic's consumer queue): the client sees where it was routed as
+        // JMSDestination and the sent-to destination as the original one, as with ActiveMQ.
+        let shown = self.context.core.shown_destination(delivery.queue.key(), &delivery.message);
+        if let Some(shown) = shown {
             message.original_destination = message.destination.take();
-            message.destination = Some(mapping::destination_to(&key.destination));
+            message.destination = Some(mapping::destination_to(&shown));
         }
         let dispatch = Command::MessageDispatch(Box::new(ow::MessageDispatch {
             consumer_id: Some(id.clone()),

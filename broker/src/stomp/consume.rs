@@ -384,17 +384,19 @@ impl Connection {
             ack.as_deref(),
             delivery.redelivered,
         );
-        // A virtual topic's consumer queue holds copies whose destination is the queue, the
-        // topic kept as `original-destination` (ActiveMQ's setOriginalDestination default).
-        let key = delivery.queue.key();
-        if key.subscription.is_none()
-            && key.destination.kind == DestinationKind::Queue
-            && message.destination.kind == DestinationKind::Topic
-        {
-            let queue = self.temp_names.format(&key.destination);
-            if let Some((_, value)) = frame.headers.iter_mut().find(|(n, _)| n == "destination") {
-                let topic = std::mem::replace(value, queue);
-                frame.push_header("original-destination", topic);
+        // A copy routed elsewhere than where it was sent (a composite's target, a part of
+        // `A,B`, a virtual topic's consumer queue) shows where it was routed as `destination`
+        // and the sent-to destination as `original-destination` (ActiveMQ's copyMessage and
+        // setOriginalDestination).
+        if let Some(shown) = self.context.core.shown_destination(delivery.queue.key(), message) {
+            let shown = self.temp_names.format(&shown);
+            let headers = &mut frame.headers;
+            if let Some((_, value)) = headers.iter_mut().find(|(n, _)| n == "destination") {
+                let sent_to = std::mem::replace(value, shown);
+                match headers.iter_mut().find(|(n, _)| n == "original-destination") {
+                    Some((_, original)) => *original = sent_to,
+                    None => frame.push_header("original-destination", sent_to),
+                }
             }
         }
         let mut bytes = BytesMut::new();

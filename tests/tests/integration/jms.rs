@@ -455,6 +455,44 @@ async fn jms_and_stomp_exchange_messages() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Configured composite destinations through the JMS client: the Java check
+/// `configured_composite` against a broker configured with the composites it expects (written
+/// as an operator would, in TOML). The check passes against Apache ActiveMQ 5.17 configured with
+/// the same `<compositeQueue>` / `<compositeTopic forwardOnly="false">` (tried by hand: the
+/// peer's `tests/activemq/activemq.xml` has no composites, so it is not in `CHECKS`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_configured_composite() -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let composites = conf::Config::parse(
+        r#"
+[[composite_destinations]]
+name = "queue://composite.ORDERS"
+forward_to = [
+    "queue://composite.EU",
+    "topic://composite.AUDIT",
+    { destination = "queue://composite.BIG", selector = "amount > 100" },
+]
+
+[[composite_destinations]]
+name = "topic://composite.PRICES"
+forward_only = false
+forward_to = ["queue://composite.PRICES.LOG"]
+"#,
+        "composites.toml",
+    )?;
+    let mut config = openwire_config(None, 0)?;
+    config.composite_destinations = composites.composite_destinations;
+    let broker = broker::Broker::start(config).await.context("starting the broker")?;
+    let url = format!("tcp://{}", openwire_addr(&broker)?);
+    let result = tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, "configured_composite", &mut || {
+            bail!("the configured_composite check asked for a restart")
+        })
+    });
+    broker.shutdown().await;
+    result
+}
+
 // ---------------------------------------------------------------------------------------------
 // Against Apache ActiveMQ, to validate the checks
 

@@ -5,6 +5,7 @@ mod activemq_tools;
 mod admin;
 mod advisories;
 mod bad_input;
+mod composites;
 mod connectors;
 mod dead_letter;
 mod delivery_order;
