@@ -29,6 +29,7 @@ use store::{Destination, DestinationKind, Message, PropertyValue};
 
 use super::queue::{self, QueueCommand};
 use super::registry::Registry;
+use super::wildcard::DestinationFilter;
 use super::{ConsumerId, Core, ADVISORY_DESTINATION, ADVISORY_OPERATION};
 
 /// Property of an advisory message: what it is about, "connection", "consumer" or
@@ -124,7 +125,13 @@ impl Core {
                 None => return,
             },
         };
-        if destination.name.starts_with(ADVISORY_PREFIX) {
+        // Not about advisory topics, and not about wildcard or composite subscriptions: an
+        // advisory topic is named after one destination.
+        let name = &destination.name;
+        if name.starts_with(ADVISORY_PREFIX)
+            || DestinationFilter::is_pattern(name)
+            || name.contains(',')
+        {
             return;
         }
         let topic = consumer_topic(&destination);
