@@ -104,6 +104,10 @@ impl BrokerBuilder {
             composites: composites(&config)?,
             scheduler: config.broker.scheduler,
             dead_letters: dead_letter_settings(&config),
+            memory: crate::core::MemoryLimits::new(
+                config.destinations.memory_limit,
+                config.broker.memory_limit,
+            ),
             ..CoreSettings::default()
         };
         let core = Arc::new(Core::recover(store, settings)?);

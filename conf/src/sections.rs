@@ -34,6 +34,12 @@ pub struct BrokerConfig {
     /// `_CRON` properties are held until due. Default true (ActiveMQ's `schedulerSupport`
     /// defaults to false); when false those properties are ignored.
     pub scheduler: bool,
+    /// Bytes of messages all destinations together keep in memory (ActiveMQ's systemUsage
+    /// `memoryUsage`); each destination also has its own limit,
+    /// [`DestinationDefaults::memory_limit`]. Past it, queues keep persistent messages in the
+    /// store only and page them in as consumers drain. Default 1 GiB, as ActiveMQ's
+    /// `BrokerService`.
+    pub memory_limit: u64,
 }
 
 impl Default for BrokerConfig {
@@ -43,6 +49,7 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("data"),
             shutdown_timeout: Duration::from_millis(10_000),
             scheduler: true,
+            memory_limit: 1 << 30,
         }
     }
 }
@@ -254,6 +261,11 @@ pub struct DestinationDefaults {
     /// default 30 000, as ActiveMQ's `expireMessagesPeriod`.
     #[serde(rename = "expire_messages_period_ms", with = "number::millis")]
     pub expire_messages_period: Duration,
+    /// Bytes of messages one destination (a queue, a durable subscription, a topic
+    /// subscriber's queue) keeps in memory, ready or in flight, as ActiveMQ's policy
+    /// `memoryLimit`. Past it a queue keeps only its first messages (in delivery order) in
+    /// memory and pages the rest in from the store as consumers drain. Default 64 MiB.
+    pub memory_limit: u64,
 }
 
 impl Default for DestinationDefaults {
@@ -261,6 +273,7 @@ impl Default for DestinationDefaults {
         DestinationDefaults {
             queue_prefetch: 1000,
             expire_messages_period: Duration::from_millis(30_000),
+            memory_limit: 64 << 20,
         }
     }
 }

@@ -120,6 +120,15 @@ fn consumer_prefix(prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A memory limit: at least 64 KiB, so that a queue keeps a useful window of messages.
+fn memory_limit(key: &str, bytes: u64) -> Result<(), Invalid> {
+    const MIN_MEMORY: u64 = 64 << 10;
+    if bytes < MIN_MEMORY {
+        return Err(Invalid::new(key, format!("{bytes} bytes is less than {MIN_MEMORY} (64 KiB)")));
+    }
+    Ok(())
+}
+
 impl Config {
     /// Checks every rule; the first broken one is returned.
     pub(crate) fn check(&self) -> Result<(), Invalid> {
@@ -137,6 +146,7 @@ impl Config {
             ));
         }
         duration("broker.shutdown_timeout_ms", broker.shutdown_timeout, true)?;
+        memory_limit("broker.memory_limit", broker.memory_limit)?;
 
         self.check_transport()?;
 
@@ -148,6 +158,7 @@ impl Config {
             self.destinations.expire_messages_period,
             true,
         )?;
+        memory_limit("destinations.memory_limit", self.destinations.memory_limit)?;
         self.dead_letter.check("dead_letter")?;
         self.admin.check("admin")?;
 

@@ -210,16 +210,27 @@ fn an_unknown_key_is_refused_with_the_known_ones() {
 }
 
 #[test]
+fn memory_limits_have_defaults_and_a_floor() {
+    let config = Config::default();
+    assert_eq!(config.broker.memory_limit, 1 << 30);
+    assert_eq!(config.destinations.memory_limit, 64 << 20);
+    assert_eq!(
+        error_of("[destinations]\nmemory_limit = 1000\n"),
+        "ferromq.toml:2: `destinations.memory_limit`: 1000 bytes is less than 65536 (64 KiB)"
+    );
+}
+
+#[test]
 fn an_unknown_key_is_found_in_dotted_and_inline_form() {
     assert_eq!(
         error_of("\n\nbroker.nmae = \"x\"\n"),
         "ferromq.toml:3: `broker.nmae`: unknown key `nmae` in [broker] (known keys: name, data_dir, \
-         shutdown_timeout_ms, scheduler)"
+         shutdown_timeout_ms, scheduler, memory_limit)"
     );
     assert_eq!(
         error_of("[broker]\nstore = 1\n"),
         "ferromq.toml:2: `broker.store`: unknown key `store` in [broker] (known keys: name, data_dir, \
-         shutdown_timeout_ms, scheduler)"
+         shutdown_timeout_ms, scheduler, memory_limit)"
     );
     assert_eq!(
         error_of("\nstore = { kind = \"memory\", fsync = true }\n"),

@@ -324,9 +324,11 @@ fn process(
     if let Some(ack) = ack {
         unit.push(ack);
     }
+    handle.announce(&copy);
     let completion = store.submit(unit);
     if completion.is_ready() {
         if let Some(Err(error)) = completion.now_or_never() {
+            handle.withdraw(&copy);
             // Refused whole (full, closed, poisoned): the original is still stored where it
             // was, and comes back there at the next start.
             tracing::error!(%error, id = %message.message_id, "cannot move the message to dead-letter queue {queue}; it stays stored where it was");

@@ -38,6 +38,7 @@ pub use advisory::{
 pub use composite::{CompositeRule, CompositeTarget, Composites};
 use dead_letter::DeadLetters;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
+pub use queue::MemoryLimits;
 use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
@@ -173,6 +174,8 @@ pub struct CoreSettings {
     pub scheduler: bool,
     /// Where undeliverable messages go, the STOMP redelivery limit and the expiry sweep.
     pub dead_letters: DeadLetterSettings,
+    /// How much memory each queue and all of them together may hold (see `queue/paging.rs`).
+    pub memory: MemoryLimits,
 }
 
 impl Default for CoreSettings {
@@ -187,6 +190,7 @@ impl Default for CoreSettings {
             retroactive_buffer: 64 * 1024,
             scheduler: true,
             dead_letters: DeadLetterSettings::default(),
+            memory: MemoryLimits::default(),
         }
     }
 }
@@ -236,10 +240,15 @@ impl Core {
         let first_transaction = recovered.prepared.iter().map(|t| t.0 + 1).max().unwrap_or(1);
         let settings_scheduler = settings.scheduler;
         let (dead_letters, letters) = DeadLetters::new(settings.dead_letters.clone());
+        let memory = settings.memory.clone();
         let core = Core {
             store,
             settings,
-            registry: Arc::new(Mutex::new(Registry { dead_letters, ..Registry::default() })),
+            registry: Arc::new(Mutex::new(Registry {
+                dead_letters,
+                memory,
+                ..Registry::default()
+            })),
             client_ids: Mutex::new(std::collections::HashMap::new()),
             next_message_id: Arc::new(AtomicU64::new(recovered.next_message_id.0.max(1))),
             next_consumer_id: AtomicU64::new(1),
@@ -270,6 +279,7 @@ impl Core {
                     true,
                     core.store.clone(),
                     registry.dead_letters.clone(),
+                    registry.memory.clone(),
                     &mut registry.audit,
                 )?;
                 let selector = match Selector::parse_optional(info.selector.as_deref()) {
@@ -378,6 +388,13 @@ impl Core {
         let completion = if !stores_something {
             Completion::ready(Ok(()))
         } else {
+            // Announced before the submit makes it readable, so that paging leaves it to the
+            // `Enqueue` (a transaction's sends are announced at its commit).
+            if txn.is_none() {
+                for queue in &route {
+                    queue.announce(&message);
+                }
+            }
             let completion = self.store.submit(UnitOfWork::with(Operation::AddMessage {
                 message: message.clone(),
                 queues: stored,
@@ -389,6 +406,9 @@ impl Core {
             // dispatched, as with ActiveMQ's concurrent store and dispatch.
             if completion.is_ready() {
                 if let Some(Err(error)) = completion.now_or_never() {
+                    for queue in &route {
+                        queue.withdraw(&message);
+                    }
                     return Err(error.into());
                 }
                 Completion::ready(Ok(()))
@@ -482,6 +502,7 @@ impl Core {
                 false,
                 self.store.clone(),
                 registry.dead_letters.clone(),
+                registry.memory.clone(),
                 &mut registry.audit,
             )?),
             DestinationKind::TempTopic => None,
@@ -677,6 +698,7 @@ impl Core {
                 false,
                 self.store.clone(),
                 registry.dead_letters.clone(),
+                registry.memory.clone(),
                 &mut registry.audit,
             )?;
             for (filter, temporary) in topics {
@@ -764,6 +786,7 @@ impl Core {
             true,
             self.store.clone(),
             registry.dead_letters.clone(),
+            registry.memory.clone(),
             &mut registry.audit,
         )?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.

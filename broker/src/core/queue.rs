@@ -16,6 +16,9 @@
 //! in `ready` at its original position with its delivery count raised, so it goes out marked
 //! redelivered. An ack inside a transaction frees the consumer's credit but keeps the message
 //! until the transaction ends: a commit drops it, a rollback makes it deliverable again.
+//!
+//! A stored queue keeps only a window of its ready messages in memory, within its memory
+//! limits, and pages the rest in from the store as consumers drain (`paging.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
@@ -32,8 +35,11 @@ use super::dead_letter::{Cause, DeadLetter, DeadLetters};
 use super::selector::Selector;
 use super::{AckMode, ConsumerId, Delivery};
 
-/// Messages read from the store per page while a queue loads at start.
-const RECOVERY_PAGE: usize = 1024;
+mod paging;
+
+pub(crate) use paging::Arriving;
+pub use paging::MemoryLimits;
+use paging::{Paging, MAX_BROWSE};
 
 /// A message waiting in a queue, with the queue's delivery state beside it.
 #[derive(Debug, Clone)]
@@ -163,6 +169,9 @@ pub(crate) enum QueueCommand {
         consumer: ConsumerId,
         unused: oneshot::Sender<bool>,
     },
+    /// A scan of the stored messages beyond the window stopped at its per-turn limit: go on
+    /// (the queue sends this to itself, so that other commands get their turn meanwhile).
+    Resume,
     /// Stop the task (broker shutdown, or the subscription was removed).
     Stop,
 }
@@ -198,6 +207,9 @@ pub struct QueueHandle {
     /// Whether persistent messages in this queue are kept in the store. Queue destinations and
     /// durable subscriptions are; non-durable topic subscribers are not.
     pub(crate) stored: bool,
+    /// Persistent messages submitted to the store for this queue whose `Enqueue` the task has
+    /// not taken yet: paging skips them (see `paging.rs`).
+    arriving: Arc<Arriving>,
     tx: mpsc::UnboundedSender<QueueCommand>,
 }
 
@@ -212,6 +224,22 @@ impl QueueHandle {
 
     pub fn key(&self) -> &QueueKey {
         &self.key
+    }
+
+    /// Registers `message` as on its way to this queue: call before submitting the unit that
+    /// stores it here, and send the `Enqueue` after (or [`withdraw`](Self::withdraw) it if the
+    /// unit fails). Only persistent messages of stored queues need it; others are ignored.
+    pub(crate) fn announce(&self, message: &Message) {
+        if self.stored && message.is_persistent() {
+            self.arriving.insert(message.id);
+        }
+    }
+
+    /// The announced message will not be enqueued after all (its unit failed).
+    pub(crate) fn withdraw(&self, message: &Message) {
+        if self.stored && message.is_persistent() {
+            self.arriving.remove(message.id);
+        }
     }
 
     /// True if both handles lead to the same task.
@@ -247,6 +275,10 @@ struct Consumer {
     /// scan passed (returned by another consumer, or of a higher priority). Entries whose
     /// message has left `ready` are dropped lazily.
     missed: BTreeSet<PageKey>,
+    /// How far this consumer's scan of the stored messages beyond the window has gone: every
+    /// stored message after the window up to this key was tested and is not for it (see
+    /// `paging.rs`).
+    stored_scan: Option<PageKey>,
 }
 
 impl Consumer {
@@ -283,6 +315,8 @@ struct Queue {
     /// Where messages go that this queue gives up on (expired, poisoned, redelivered too
     /// often), with the settings for that.
     dead_letters: DeadLetters,
+    /// Which part of the stored queue is in memory, and the memory limits.
+    paging: Paging,
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
@@ -294,10 +328,11 @@ pub(crate) fn spawn(
     stored: bool,
     store: Arc<dyn MessageStore>,
     dead_letters: DeadLetters,
+    limits: MemoryLimits,
     audit: &mut ProducerAudit,
 ) -> Result<QueueHandle, StoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let handle = QueueHandle { key: Arc::new(key), stored, tx };
+    let handle = QueueHandle { key: Arc::new(key), stored, arriving: Arc::default(), tx };
     let mut queue = Queue {
         handle: handle.clone(),
         store,
@@ -312,42 +347,16 @@ pub(crate) fn spawn(
         memory_bytes: 0,
         groups: HashMap::new(),
         dead_letters,
+        paging: Paging::new(limits),
     };
     if stored {
-        queue.load_stored(audit)?;
+        queue.load_first_window(audit)?;
     }
     tokio::spawn(queue.run(rx));
     Ok(handle)
 }
 
 impl Queue {
-    /// Loads every stored reference. Paging with a bounded window replaces this when memory
-    /// limits arrive (issue 7); the store already reads in page order.
-    fn load_stored(&mut self, audit: &mut ProducerAudit) -> Result<(), StoreError> {
-        let mut after = None;
-        loop {
-            let page = self.store.read_page(&self.handle.key, after, RECOVERY_PAGE)?;
-            let Some(last) = page.last() else { break };
-            after = Some(PageKey::of(&last.message));
-            let full = page.len() == RECOVERY_PAGE;
-            for stored in page {
-                audit.record_recovered(&stored.message);
-                let mut queued = QueuedMessage::new(stored.message);
-                // Possibly seen by a consumer before an unclean stop: goes out redelivered.
-                queued.delivery_count = u32::from(stored.redelivered);
-                self.memory_bytes += queued.message.memory_size();
-                self.ready.insert(PageKey::of(&queued.message), queued);
-            }
-            if !full {
-                break;
-            }
-        }
-        if !self.ready.is_empty() {
-            tracing::info!(queue = ?self.handle.key, messages = self.ready.len(), "recovered");
-        }
-        Ok(())
-    }
-
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<QueueCommand>) {
         let mut sweep = self.dead_letters.settings().expire_messages_period.map(|period| {
             let mut sweep = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -362,12 +371,13 @@ impl Queue {
                 },
                 () = next_sweep(&mut sweep) => {
                     self.expire();
-                    self.dispatch();
+                    self.settle();
                     continue;
                 }
             };
             match command {
                 QueueCommand::Enqueue(messages) => {
+                    self.arrived(&messages);
                     for message in messages {
                         self.enqueued += 1;
                         self.memory_bytes += message.memory_size();
@@ -382,6 +392,7 @@ impl Queue {
                         pulls: 0,
                         scanned: None,
                         missed: BTreeSet::new(),
+                        stored_scan: None,
                     });
                 }
                 QueueCommand::Unsubscribe(consumer) => self.remove_consumer(consumer),
@@ -438,15 +449,17 @@ impl Queue {
                     });
                     let _ = unused.send(pending > 0);
                 }
+                QueueCommand::Resume => self.paging.resume_sent = false,
                 QueueCommand::Stop => break,
             }
-            self.dispatch();
+            self.settle();
         }
+        self.release_memory();
     }
 
     fn stats(&self) -> QueueStats {
         QueueStats {
-            ready: self.ready.len(),
+            ready: self.ready.len() + self.stored_beyond_window(),
             in_flight: self.consumers.iter().map(|c| c.in_flight.len()).sum::<usize>()
                 + self.awaiting_transaction.len(),
             consumers: self.consumers.len(),
@@ -466,14 +479,18 @@ impl Queue {
         // Consumers with credit but nothing they match, for this round (allocated only when
         // a selector leaves one without a message).
         let mut exhausted: Vec<bool> = Vec::new();
-        while !self.ready.is_empty() && !self.consumers.is_empty() {
+        while (!self.ready.is_empty() || self.paging.has_more()) && !self.consumers.is_empty() {
             let Some(index) = self.next_consumer_with_credit(&exhausted) else { return };
-            let Some(key) = self.next_message_for(index) else {
+            // Nothing for it in the window: the first stored message beyond it that is.
+            let found = match self.next_message_for(index) {
+                Some(key) => self.ready.remove(&key),
+                None => self.next_stored_for(index),
+            };
+            let Some(mut queued) = found else {
                 exhausted.resize(self.consumers.len(), false);
                 exhausted[index] = true;
                 continue;
             };
-            let Some(mut queued) = self.ready.remove(&key) else { return };
             if queued.message.is_expired(now) {
                 // Never delivered: dead-lettered or dropped.
                 self.dead_letter(queued.message, Cause::Expired);
@@ -533,8 +550,12 @@ impl Queue {
     /// The key of the first ready message for consumer `index`: the first of all without a
     /// selector; with one, the earlier of its first missed message and the first match after
     /// its scan cursor, which this call advances over every message that does not match.
+    /// Only messages inside the window count: a non-persistent one beyond it waits until the
+    /// stored messages before it are paged in.
     fn next_message_for(&mut self, index: usize) -> Option<PageKey> {
-        let Queue { consumers, ready, groups, .. } = self;
+        let Queue { consumers, ready, groups, paging, .. } = self;
+        let window = paging.window;
+        let inside = |key: &PageKey| !window.beyond(*key);
         let consumer = &mut consumers[index];
         let id = consumer.spec.id;
         // A message of a group that sticks to another consumer is not for this one.
@@ -544,11 +565,15 @@ impl Queue {
         };
         let Some(selector) = &consumer.spec.selector else {
             if groups.is_empty() {
-                return ready.keys().next().copied();
+                return ready.keys().next().copied().filter(inside);
             }
             // Messages held for other consumers' groups are passed over (a scan as long as
             // the run of them at the head of the queue).
-            return ready.iter().find(|(_, queued)| allowed(queued)).map(|(key, _)| *key);
+            return ready
+                .iter()
+                .take_while(|(key, _)| inside(key))
+                .find(|(_, queued)| allowed(queued))
+                .map(|(key, _)| *key);
         };
         while let Some(first) = consumer.missed.first() {
             if ready.get(first).is_some_and(allowed) {
@@ -561,7 +586,7 @@ impl Queue {
             Some(scanned) => Bound::Excluded(scanned),
             None => Bound::Unbounded,
         };
-        for (key, queued) in ready.range((after, Bound::Unbounded)) {
+        for (key, queued) in ready.range((after, Bound::Unbounded)).take_while(|(k, _)| inside(k)) {
             if missed.is_some_and(|missed| missed < *key) {
                 break;
             }
@@ -579,6 +604,11 @@ impl Queue {
     fn make_ready(&mut self, mut queued: QueuedMessage) {
         queued.consumed = false;
         let key = PageKey::of(&queued.message);
+        if self.pageable(&queued.message) && self.paging.window.beyond(key) {
+            // Stored, and after the window: paged in again when its turn comes.
+            self.leave_in_store(queued);
+            return;
+        }
         for consumer in &mut self.consumers {
             if let (Some(selector), Some(scanned)) = (&consumer.spec.selector, consumer.scanned) {
                 if key <= scanned && selector.matches(&queued.message) {
@@ -629,6 +659,8 @@ impl Queue {
         }
     }
 
+    /// At most [`MAX_BROWSE`] messages (ActiveMQ's `maxBrowsePageSize`), the first in
+    /// delivery order: the window's, then stored ones beyond it.
     fn browse(&self, selector: Option<&Selector>) -> Vec<Arc<Message>> {
         let now = now_millis();
         let in_flight = self.consumers.iter().flat_map(|c| c.in_flight.values());
@@ -640,7 +672,9 @@ impl Queue {
             .filter(|queued| selector.is_none_or(|s| s.matches(&queued.message)))
             .map(|queued| (PageKey::of(&queued.message), queued.message.clone()))
             .collect();
+        self.browse_stored(selector, now, &mut messages);
         messages.sort_by_key(|(key, _)| *key);
+        messages.truncate(MAX_BROWSE);
         messages.into_iter().map(|(_, message)| message).collect()
     }
 

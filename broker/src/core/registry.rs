@@ -11,7 +11,7 @@ use store::{Destination, Message, MessageStore, QueueKey, StoreError, Subscripti
 use super::advisory::AdvisoryState;
 use super::audit::ProducerAudit;
 use super::dead_letter::DeadLetters;
-use super::queue::{self, ConsumerSpec, QueueCommand, QueueHandle};
+use super::queue::{self, ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle};
 use super::selector::Selector;
 use super::statistics::TopicCounters;
 use super::wildcard::DestinationFilter;
@@ -94,6 +94,8 @@ pub(crate) struct Registry {
     pub advisories: AdvisoryState,
     /// Where every queue's task sends the messages it gives up on.
     pub dead_letters: DeadLetters,
+    /// The memory limits every queue keeps to (the broker's is shared).
+    pub memory: MemoryLimits,
     /// Messages published per topic, for the statistics.
     pub topic_counters: TopicCounters,
 }
@@ -110,8 +112,14 @@ impl Registry {
             return Ok((handle.clone(), false));
         }
         let key = QueueKey::destination(Destination::queue(name.clone()));
-        let handle =
-            queue::spawn(key, true, store.clone(), self.dead_letters.clone(), &mut self.audit)?;
+        let handle = queue::spawn(
+            key,
+            true,
+            store.clone(),
+            self.dead_letters.clone(),
+            self.memory.clone(),
+            &mut self.audit,
+        )?;
         for attachment in self.consumers.values_mut() {
             for (filter, spec) in &attachment.wildcards {
                 if filter.matches(name) {

@@ -378,6 +378,15 @@ struct Fired {
 }
 
 impl Fired {
+    /// The fire failed: its copy will not be enqueued.
+    fn withdraw(&self) {
+        if let Some((route, message)) = &self.delivery {
+            for queue in route {
+                queue.withdraw(message);
+            }
+        }
+    }
+
     fn enqueue(self) {
         if let Some((route, message)) = self.delivery {
             for queue in route {
@@ -535,11 +544,18 @@ impl Core {
             }
             jobs.push(Job { entry, schedule: job.schedule.clone(), due, remaining, sequence });
         }
+        // Announced before the submit makes the copy readable (see `queue/paging.rs`).
+        if let Some((route, message)) = &delivery {
+            for queue in route {
+                queue.announce(message);
+            }
+        }
         let completion =
             if unit.is_empty() { Completion::ready(Ok(())) } else { self.store.submit(unit) };
         drop(registry);
         let completion = if completion.is_ready() {
             if let Some(Err(error)) = completion.now_or_never() {
+                Fired { completion: Completion::ready(Ok(())), delivery }.withdraw();
                 return Err(error);
             }
             Completion::ready(Ok(()))
@@ -610,8 +626,11 @@ async fn run(core: Weak<Core>, mut commands: mpsc::UnboundedReceiver<Command>) {
                         for mut fired in waiting {
                             match (&mut fired.completion).await {
                                 Ok(()) => fired.enqueue(),
-                                Err(error) => tracing::error!(%error,
-                                    "a scheduled message's fire was not stored"),
+                                Err(error) => {
+                                    fired.withdraw();
+                                    tracing::error!(%error,
+                                        "a scheduled message's fire was not stored");
+                                }
                             }
                         }
                     });

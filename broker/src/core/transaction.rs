@@ -72,6 +72,11 @@ impl Transaction {
 
     /// Drops the sends and makes the acknowledged messages deliverable again.
     fn discard(self) {
+        for (route, message, _) in &self.sends {
+            for queue in route {
+                queue.withdraw(message);
+            }
+        }
         let keep = self.keep_delivered_on_rollback;
         for (queue, ids) in self.acks {
             queue.send(QueueCommand::TransactionRolledBack { ids, keep_delivered: keep });
@@ -125,6 +130,12 @@ impl Core {
         // transaction so that the commit record makes the jobs durable with everything else.
         let scheduled = self.schedule_at_commit(&mut transaction);
         let scheduler = self.scheduler_handle();
+        // The commit makes the stored sends readable: announced first (see `queue/paging.rs`).
+        for (route, message, _) in &transaction.sends {
+            for queue in route {
+                queue.announce(message);
+            }
+        }
         let completion = if transaction.has_store_records {
             self.store().submit(UnitOfWork::with(Operation::Commit(transaction.id)))
         } else {

@@ -102,6 +102,53 @@ async fn a_selector_finds_matches_behind_ten_thousand_that_do_not_match() -> any
     Ok(())
 }
 
+/// The same far back, with a memory limit that keeps only a couple of hundred messages in
+/// memory: the matches are in the store only, beyond the queue's window, and the selective
+/// consumer's scan pages through the stored part to find them. The rest then drains in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_finds_matches_in_the_store_beyond_the_memory_window() -> anyhow::Result<()> {
+    let broker = start_broker(|config| config.destinations.memory_limit = 256 << 10).await?;
+    let producer = connect(&broker).await?;
+    let consumer = connect(&broker).await?;
+    let body = "f".repeat(1024);
+    for index in 0..10_000 {
+        let headers = [PERSISTENT, ("kind", "filler"), ("index", &index.to_string())];
+        producer.send("/queue/paged", body.clone(), &headers).await?;
+    }
+    for index in 0..3 {
+        producer
+            .send("/queue/paged", format!("wanted-{index}"), &[PERSISTENT, ("kind", "wanted")])
+            .await?;
+    }
+    producer
+        .send_with_receipt("/queue/paged", "last filler", &[PERSISTENT, ("kind", "filler")])
+        .await?;
+    let stats = broker.queue_stats("paged").await.context("the queue exists")?;
+    assert_eq!(stats.ready, 10_004);
+    ensure!(stats.memory_bytes < 1 << 20, "{} bytes in memory", stats.memory_bytes);
+    let mut wanted = consumer
+        .subscribe(
+            "/queue/paged",
+            AckMode::ClientIndividual,
+            &[("selector", "kind = 'wanted'"), ("activemq.prefetchSize", "1")],
+        )
+        .await?;
+    for index in 0..3 {
+        let message = recv(&mut wanted).await?;
+        assert_eq!(bodies(std::slice::from_ref(&message)), [format!("wanted-{index}")]);
+        consumer.ack(&message).await?;
+    }
+    assert_nothing_arrives(&mut wanted).await?;
+    let mut rest = consumer.subscribe("/queue/paged", AckMode::Auto, &[]).await?;
+    let fillers = recv_n(&mut rest, 10_001).await?;
+    for (index, message) in fillers.iter().take(10_000).enumerate() {
+        assert_eq!(message.header("index"), Some(index.to_string().as_str()), "in order");
+    }
+    assert_eq!(bodies(&fillers[10_000..]), ["last filler"]);
+    broker.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topic_subscribers_receive_only_matching_messages() -> anyhow::Result<()> {
     let broker = start_broker(|_| {}).await?;

@@ -1,0 +1,729 @@
+//! Paging: a stored queue keeps only a window of its messages in memory.
+//!
+//! # The window
+//!
+//! A queue holds in memory the lowest-keyed part of its stored queue (in [`PageKey`] order:
+//! priority, then id), up to its memory limits, and remembers where that part ends: the
+//! window's boundary ([`Window`]). Every stored reference with a key up to the boundary is in
+//! memory (ready, in flight, or awaiting a transaction's end) or on its way ([`Arriving`]);
+//! references after it may be in the store only. The boundary is one key, not an entry per
+//! message, so a queue of 2,000,000 messages costs the queue task no more than its window
+//! (the store's own index is another matter: see the journal's documentation).
+//!
+//! - **Page-in.** When the window runs low (what it holds falls below half the destination
+//!   limit, or no ready message is left inside it while a consumer has credit), the queue
+//!   reads the next pages after the boundary (`read_page`) into the window and moves the
+//!   boundary to the last key read; a short page means the store holds nothing more, and the
+//!   window is complete. At start a queue loads only its first window.
+//! - **New messages.** A persistent message enqueued with a key after the boundary is not
+//!   kept (it is in the store, and is paged in when its turn comes). One inside the window is
+//!   inserted, and if the queue is then over its limits, the highest-keyed persistent ready
+//!   messages are evicted (they are in the store) and the boundary moves down before them.
+//!   A message given back by a consumer (a NACK, a consumer that went) is treated the same
+//!   way; its delivery count is remembered until it is paged in again.
+//! - **In flight.** Delivered messages stay in memory until acknowledged; prefetch bounds
+//!   them. They count against the limits but are never evicted.
+//! - **Selectors and groups.** A consumer that finds nothing for it inside the window scans
+//!   the stored messages after the boundary (a page at a time, at most
+//!   `SCAN_PAGES_PER_TURN` pages per turn, remembering how far it got in `stored_scan`), and
+//!   gets the first one it matches directly, without moving the boundary.
+//! - **Limits.** Each queue keeps to its destination limit; all queues together to the
+//!   broker's ([`MemoryLimits`]), counted as [`Message::memory_size`] plus [`ENTRY_OVERHEAD`]
+//!   per message held. Eviction never goes below `MIN_WINDOW` ready messages, so that a
+//!   queue keeps making progress under the broker limit.
+//! - **Not paged:** non-persistent messages and queues that are not stored (non-durable topic
+//!   subscribers, temporary queues) stay in memory whatever their size: there is no temporary
+//!   store yet. Nor is the expiry sweep: it looks at the window only (a message paged in
+//!   expired is dead-lettered when it would be dispatched).
+//!
+//! # Messages still being written: the rule
+//!
+//! Both engines make a submitted unit visible to `read_page` as soon as `submit` returns, long
+//! before its completion resolves (the memory store applies it at once; the journal applies it
+//! to its index and serves the body from memory until written), while the queue gets the
+//! message's `Enqueue` later: right after the submit for a plain send, only once the commit
+//! is durable for a transaction, the dead-letter copy and a scheduled fire. A page-in between
+//! the two would read the message, and the `Enqueue` would then add it a second time (after it
+//! was perhaps delivered and acknowledged). So whoever stores a message for a queue first
+//! registers it with the queue ([`QueueHandle::announce`](super::QueueHandle::announce)),
+//! then submits, then enqueues; the queue forgets it when the `Enqueue` arrives. **Paging (and
+//! the scan beyond the window) skips announced messages: a message enters a queue's memory
+//! through its `Enqueue` when it has one, through a page-in otherwise.** Since the `Enqueue`
+//! comes after the page-in passed the message's key, it finds the message inside the window
+//! and keeps it; one that arrives after the boundary is left to a later page-in, which no
+//! longer skips it. Nothing is skipped for good: a message that is neither announced nor held
+//! is paged in, and an engine that made units visible only once durable would need the same
+//! rule plus a page-in that stops at the oldest unfinished write (not needed today).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use store::{Message, MessageId, PageKey, StoreError};
+
+use super::{ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector};
+
+/// Messages read from the store per page.
+const PAGE: usize = 512;
+/// Pages a page-in reads in one turn after the start (the start reads the whole first
+/// window), so that a queue task never stalls long on the store.
+const PAGES_PER_TURN: usize = 8;
+/// Pages a consumer's scan beyond the window reads in one turn before other commands get
+/// theirs (it goes on at the next turn).
+const SCAN_PAGES_PER_TURN: usize = 16;
+/// Eviction keeps at least this many ready messages.
+const MIN_WINDOW: usize = 64;
+/// Bytes a held message costs beyond [`Message::memory_size`]: its map entry and
+/// `QueuedMessage`, the `Arc`, the leaf node of its property map (a `BTreeMap` allocates a
+/// whole node for one entry) and allocator rounding. An estimate, measured with 1 KiB STOMP
+/// messages carrying one property.
+pub(crate) const ENTRY_OVERHEAD: usize = 512;
+/// The most messages a browse returns, as ActiveMQ's `maxBrowsePageSize`.
+pub(crate) const MAX_BROWSE: usize = 400;
+/// Pages of stored messages a browse reads at most beyond the window.
+const BROWSE_PAGES: usize = 64;
+
+/// The memory limits a queue keeps to: its own and the broker's, which every queue shares.
+/// Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct MemoryLimits {
+    destination: usize,
+    broker: Arc<BrokerMemory>,
+}
+
+#[derive(Debug)]
+struct BrokerMemory {
+    /// Bytes held by every queue, as each last counted them.
+    used: AtomicUsize,
+    limit: usize,
+}
+
+impl MemoryLimits {
+    /// `destination` bytes per queue, `broker` bytes for all of them.
+    pub fn new(destination: u64, broker: u64) -> Self {
+        let bytes = |limit: u64| usize::try_from(limit).unwrap_or(usize::MAX);
+        MemoryLimits {
+            destination: bytes(destination),
+            broker: Arc::new(BrokerMemory { used: AtomicUsize::new(0), limit: bytes(broker) }),
+        }
+    }
+
+    /// Bytes every queue holds together.
+    pub fn broker_used(&self) -> usize {
+        self.broker.used.load(Ordering::Relaxed)
+    }
+
+    pub fn destination_limit(&self) -> usize {
+        self.destination
+    }
+
+    pub fn broker_limit(&self) -> usize {
+        self.broker.limit
+    }
+}
+
+impl Default for MemoryLimits {
+    /// The configuration's defaults: 64 MiB per destination, 1 GiB for the broker.
+    fn default() -> Self {
+        MemoryLimits::new(64 << 20, 1 << 30)
+    }
+}
+
+/// Persistent messages on their way into a stored queue: submitted (or about to be) to the
+/// store, their `Enqueue` not yet taken by the queue task. See the module documentation.
+#[derive(Debug, Default)]
+pub(crate) struct Arriving(Mutex<HashSet<MessageId>>);
+
+impl Arriving {
+    pub(crate) fn insert(&self, id: MessageId) {
+        self.0.lock().insert(id);
+    }
+
+    pub(crate) fn remove(&self, id: MessageId) {
+        self.0.lock().remove(&id);
+    }
+}
+
+/// Which part of a stored queue is in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Window {
+    /// All of it: the store holds nothing for this queue that is not in memory or arriving.
+    /// Always so for queues that are not stored.
+    Complete,
+    /// Every stored reference up to this key is in memory or arriving; the store may hold
+    /// more after it. `None`: nothing was paged in yet.
+    Partial(Option<PageKey>),
+}
+
+impl Window {
+    /// True if a stored message with this key may be in the store only.
+    pub(super) fn beyond(self, key: PageKey) -> bool {
+        match self {
+            Window::Complete => false,
+            Window::Partial(None) => true,
+            Window::Partial(Some(boundary)) => key > boundary,
+        }
+    }
+}
+
+/// A queue's paging state.
+#[derive(Debug)]
+pub(super) struct Paging {
+    pub(super) window: Window,
+    limits: MemoryLimits,
+    /// Bytes of this queue counted in the broker's usage.
+    accounted: usize,
+    /// Delivery counts of messages given back or evicted while beyond the window (so out of
+    /// memory), restored when they are paged in again.
+    returned: HashMap<MessageId, u32>,
+    /// A [`QueueCommand::Resume`] is on its way to this queue.
+    pub(super) resume_sent: bool,
+}
+
+impl Paging {
+    pub(super) fn new(limits: MemoryLimits) -> Self {
+        Paging {
+            window: Window::Complete,
+            limits,
+            accounted: 0,
+            returned: HashMap::new(),
+            resume_sent: false,
+        }
+    }
+
+    /// True if the store may hold messages of this queue that are not in memory.
+    pub(super) fn has_more(&self) -> bool {
+        matches!(self.window, Window::Partial(_))
+    }
+}
+
+/// The key just before `key` in page order (for a boundary that excludes `key`).
+fn before(key: PageKey) -> Option<PageKey> {
+    match key.id.0.checked_sub(1) {
+        Some(id) => Some(PageKey { priority: key.priority, id: MessageId(id) }),
+        None => key
+            .priority
+            .checked_add(1)
+            .map(|priority| PageKey { priority, id: MessageId(u64::MAX) }),
+    }
+}
+
+impl Queue {
+    /// True if `message` is kept in this queue's store (so it may leave memory).
+    pub(super) fn pageable(&self, message: &Message) -> bool {
+        self.handle.stored && message.is_persistent()
+    }
+
+    /// Messages held in memory: ready, in flight, awaiting a transaction's end.
+    fn held_count(&self) -> usize {
+        self.ready.len()
+            + self.consumers.iter().map(|c| c.in_flight.len()).sum::<usize>()
+            + self.awaiting_transaction.len()
+    }
+
+    /// What the queue holds, as the limits count it.
+    fn held_bytes(&self) -> usize {
+        self.memory_bytes + self.held_count() * ENTRY_OVERHEAD
+    }
+
+    /// The broker's usage with this queue's current holding in it.
+    fn broker_usage(&self, held: usize) -> usize {
+        self.paging.limits.broker_used().saturating_sub(self.paging.accounted) + held
+    }
+
+    fn over_limits(&self) -> bool {
+        let held = self.held_bytes();
+        held > self.paging.limits.destination
+            || self.broker_usage(held) > self.paging.limits.broker.limit
+    }
+
+    /// True if this message is in memory already or will come through an `Enqueue`.
+    fn is_held(&self, message: &Message, arriving: &HashSet<MessageId>) -> bool {
+        arriving.contains(&message.id)
+            || self.ready.contains_key(&PageKey::of(message))
+            || self.awaiting_transaction.contains_key(&message.id)
+            || self.consumers.iter().any(|c| c.in_flight.contains_key(&message.id))
+    }
+
+    /// Loads the first window at start (only that: a deep queue starts at once). Every
+    /// message loaded is recorded in `audit`.
+    pub(super) fn load_first_window(
+        &mut self,
+        audit: &mut ProducerAudit,
+    ) -> Result<(), StoreError> {
+        self.paging.window = Window::Partial(None);
+        while self.paging.has_more() && !self.over_limits() {
+            self.read_next_page(Some(audit))?;
+        }
+        self.shrink();
+        if !self.ready.is_empty() {
+            tracing::info!(queue = ?self.handle.key, messages = self.ready.len(),
+                complete = !self.paging.has_more(), "recovered");
+        }
+        self.account();
+        Ok(())
+    }
+
+    /// Reads the page after the window into it and moves the boundary to its end.
+    fn read_next_page(&mut self, mut audit: Option<&mut ProducerAudit>) -> Result<(), StoreError> {
+        let Window::Partial(after) = self.paging.window else { return Ok(()) };
+        let page = self.store.read_page(&self.handle.key, after, PAGE)?;
+        self.paging.window = match page.last() {
+            Some(last) if page.len() == PAGE => Window::Partial(Some(PageKey::of(&last.message))),
+            _ => Window::Complete,
+        };
+        let fresh: Vec<_> = {
+            let arriving = self.handle.arriving.0.lock();
+            page.into_iter().filter(|stored| !self.is_held(&stored.message, &arriving)).collect()
+        };
+        for stored in fresh {
+            if let Some(audit) = audit.as_deref_mut() {
+                audit.record_recovered(&stored.message);
+            }
+            let mut queued = QueuedMessage::new(stored.message);
+            // Possibly seen by a consumer before an unclean stop: goes out redelivered.
+            queued.delivery_count = self
+                .paging
+                .returned
+                .remove(&queued.message.id)
+                .unwrap_or(u32::from(stored.redelivered));
+            self.memory_bytes += queued.message.memory_size();
+            self.make_ready(queued);
+        }
+        Ok(())
+    }
+
+    /// A persistent message after the window leaves memory: it is in the store.
+    pub(super) fn leave_in_store(&mut self, queued: QueuedMessage) {
+        let key = PageKey::of(&queued.message);
+        self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
+        if queued.delivery_count > 0 {
+            self.paging.returned.insert(queued.message.id, queued.delivery_count);
+        }
+        // Consumers whose scan beyond the window passed it must see it again.
+        for consumer in &mut self.consumers {
+            if consumer.stored_scan.is_some_and(|scanned| scanned >= key) {
+                consumer.stored_scan = before(key);
+            }
+        }
+    }
+
+    /// Takes the ids of enqueued messages off the arriving list.
+    pub(super) fn arrived(&self, messages: &[Arc<Message>]) {
+        if !self.handle.stored {
+            return;
+        }
+        let mut arriving = self.handle.arriving.0.lock();
+        for message in messages {
+            arriving.remove(&message.id);
+        }
+    }
+
+    /// After every command: keep to the limits, page in what the window lacks, dispatch,
+    /// count the queue's memory in the broker's.
+    pub(super) fn settle(&mut self) {
+        self.shrink();
+        self.fill();
+        self.dispatch();
+        self.account();
+    }
+
+    /// Evicts the highest-keyed persistent ready messages while over the limits.
+    fn shrink(&mut self) {
+        let mut evicted = false;
+        while self.ready.len() > MIN_WINDOW && self.over_limits() {
+            let last = self.ready.iter().rev().find(|(_, queued)| self.pageable(&queued.message));
+            let Some(key) = last.map(|(key, _)| *key) else { break };
+            let Some(queued) = self.ready.remove(&key) else { break };
+            self.paging.window = Window::Partial(before(key));
+            self.leave_in_store(queued);
+            evicted = true;
+        }
+        if evicted {
+            // The messages between the new boundary and the old one were never scanned as
+            // stored ones.
+            for consumer in &mut self.consumers {
+                consumer.stored_scan = None;
+            }
+        }
+    }
+
+    /// Pages in when the window runs low: below half the destination limit, or without a
+    /// ready message inside it while a consumer could take one.
+    fn fill(&mut self) {
+        if !self.paging.has_more() {
+            return;
+        }
+        let starving = self.consumers.iter().any(|c| c.has_credit())
+            && self.ready.keys().next().is_none_or(|key| self.paging.window.beyond(*key));
+        let held = self.held_bytes();
+        let low = held < self.paging.limits.destination / 2
+            && self.broker_usage(held) < self.paging.limits.broker.limit;
+        if !starving && !low {
+            return;
+        }
+        for _ in 0..PAGES_PER_TURN {
+            if let Err(error) = self.read_next_page(None) {
+                tracing::warn!(queue = ?self.handle.key, %error,
+                    "cannot page messages in from the store; retrying at the next command");
+                return;
+            }
+            if !self.paging.has_more() || self.over_limits() {
+                break;
+            }
+        }
+    }
+
+    /// The first stored message after the window for consumer `index` (its selector and
+    /// message groups allowing), read from the store and counted as held; `None` when the
+    /// window is complete, nothing matches, or the scan stopped at its per-turn limit (a
+    /// [`QueueCommand::Resume`] then continues it).
+    pub(super) fn next_stored_for(&mut self, index: usize) -> Option<QueuedMessage> {
+        let Window::Partial(boundary) = self.paging.window else { return None };
+        let mut after = boundary.max(self.consumers[index].stored_scan);
+        for _ in 0..SCAN_PAGES_PER_TURN {
+            let page = match self.store.read_page(&self.handle.key, after, PAGE) {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(queue = ?self.handle.key, %error,
+                        "cannot read stored messages beyond the window");
+                    return None;
+                }
+            };
+            let full = page.len() == PAGE;
+            let found = {
+                let arriving = self.handle.arriving.0.lock();
+                let mut found = None;
+                for stored in page {
+                    after = Some(PageKey::of(&stored.message));
+                    if !self.is_held(&stored.message, &arriving)
+                        && self.wants(index, &stored.message)
+                    {
+                        found = Some(stored);
+                        break;
+                    }
+                }
+                found
+            };
+            self.consumers[index].stored_scan = after;
+            if let Some(stored) = found {
+                let mut queued = QueuedMessage::new(stored.message);
+                queued.delivery_count = self
+                    .paging
+                    .returned
+                    .remove(&queued.message.id)
+                    .unwrap_or(u32::from(stored.redelivered));
+                self.memory_bytes += queued.message.memory_size();
+                return Some(queued);
+            }
+            if !full {
+                return None;
+            }
+        }
+        if !self.paging.resume_sent {
+            self.paging.resume_sent = self.handle.send(QueueCommand::Resume);
+        }
+        None
+    }
+
+    /// True if consumer `index` may take `message`: its selector matches and no other
+    /// consumer owns the message's group.
+    fn wants(&self, index: usize, message: &Message) -> bool {
+        let consumer = &self.consumers[index];
+        let group_allows = match &message.headers.group_id {
+            Some(group) => self.groups.get(group).is_none_or(|owner| *owner == consumer.spec.id),
+            None => true,
+        };
+        group_allows && consumer.spec.selector.as_ref().is_none_or(|s| s.matches(message))
+    }
+
+    /// Adds to a browse the stored messages after the window, until it holds
+    /// [`MAX_BROWSE`] messages.
+    pub(super) fn browse_stored(
+        &self,
+        selector: Option<&Selector>,
+        now: i64,
+        messages: &mut Vec<(PageKey, Arc<Message>)>,
+    ) {
+        let Window::Partial(mut after) = self.paging.window else { return };
+        for _ in 0..BROWSE_PAGES {
+            if messages.len() >= MAX_BROWSE {
+                return;
+            }
+            let page = match self.store.read_page(&self.handle.key, after, PAGE) {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(queue = ?self.handle.key, %error,
+                        "cannot read stored messages for a browser");
+                    return;
+                }
+            };
+            let full = page.len() == PAGE;
+            let arriving = self.handle.arriving.0.lock();
+            for stored in page {
+                let message = stored.message;
+                after = Some(PageKey::of(&message));
+                if !self.is_held(&message, &arriving)
+                    && !message.is_expired(now)
+                    && selector.is_none_or(|s| s.matches(&message))
+                {
+                    messages.push((PageKey::of(&message), message));
+                }
+            }
+            if !full {
+                return;
+            }
+        }
+    }
+
+    /// Ready messages that are in the store only, beyond the window (for the statistics).
+    pub(super) fn stored_beyond_window(&self) -> usize {
+        if !self.paging.has_more() {
+            return 0;
+        }
+        let stored = self.store.count(&self.handle.key).unwrap_or(0);
+        let in_memory = self
+            .ready
+            .values()
+            .chain(self.consumers.iter().flat_map(|c| c.in_flight.values()))
+            .chain(self.awaiting_transaction.values())
+            .filter(|queued| self.pageable(&queued.message))
+            .count();
+        usize::try_from(stored).unwrap_or(usize::MAX).saturating_sub(in_memory)
+    }
+
+    /// Brings the broker's usage up to date with this queue's.
+    fn account(&mut self) {
+        let held = self.held_bytes();
+        let used = &self.paging.limits.broker.used;
+        if held >= self.paging.accounted {
+            used.fetch_add(held - self.paging.accounted, Ordering::Relaxed);
+        } else {
+            used.fetch_sub(self.paging.accounted - held, Ordering::Relaxed);
+        }
+        self.paging.accounted = held;
+    }
+
+    /// The queue stops: its memory no longer counts.
+    pub(super) fn release_memory(&mut self) {
+        self.paging.limits.broker.used.fetch_sub(self.paging.accounted, Ordering::Relaxed);
+        self.paging.accounted = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use store::{
+        DeliveryMode, Destination, MemoryStore, MessageStore, Operation, PropertyValue, QueueKey,
+        UnitOfWork,
+    };
+    use tokio::sync::{mpsc, oneshot};
+
+    use super::super::{spawn, ConsumerSpec, QueueHandle};
+    use super::*;
+    use crate::core::dead_letter::{DeadLetterSettings, DeadLetters};
+    use crate::core::{AckMode, ConsumerId, Delivery};
+
+    /// A destination limit that holds a few dozen 1 KiB messages.
+    const SMALL: u64 = 64 << 10;
+
+    fn key() -> QueueKey {
+        QueueKey::destination(Destination::queue("PAGED"))
+    }
+
+    fn message(id: u64, priority: u8) -> Arc<Message> {
+        let mut message =
+            Message::new(MessageId(id), format!("ID:t-1:1:1:1:{id}"), key().destination);
+        message.headers.delivery_mode = DeliveryMode::Persistent;
+        message.headers.priority = priority;
+        message.body = vec![b'x'; 1024].into();
+        Arc::new(message)
+    }
+
+    fn store_all(store: &MemoryStore, messages: &[Arc<Message>]) {
+        for message in messages {
+            let unit = UnitOfWork::with(Operation::AddMessage {
+                message: message.clone(),
+                queues: vec![key()],
+                txn: None,
+            });
+            assert!(store.submit(unit).is_ready());
+        }
+    }
+
+    fn start(store: &Arc<MemoryStore>, limit: u64) -> QueueHandle {
+        let (dead_letters, _letters) = DeadLetters::new(DeadLetterSettings::default());
+        let store: Arc<dyn MessageStore> = store.clone();
+        let limits = MemoryLimits::new(limit, 1 << 30);
+        spawn(key(), true, store, dead_letters, limits, &mut ProducerAudit::default())
+            .expect("the queue starts")
+    }
+
+    fn consumer(
+        queue: &QueueHandle,
+        id: u64,
+        selector: Option<&str>,
+    ) -> mpsc::UnboundedReceiver<Delivery> {
+        let (sink, deliveries) = mpsc::unbounded_channel();
+        queue.send(QueueCommand::Subscribe(ConsumerSpec {
+            id: ConsumerId(id),
+            prefetch: 10,
+            ack_mode: AckMode::ClientIndividual,
+            exclusive: false,
+            priority: 0,
+            sink,
+            selector: selector.map(|s| Arc::new(Selector::parse(s).expect("selector parses"))),
+            counts_redeliveries: false,
+        }));
+        deliveries
+    }
+
+    /// Receives and acknowledges until nothing comes for a while.
+    async fn drain(
+        queue: &QueueHandle,
+        deliveries: &mut mpsc::UnboundedReceiver<Delivery>,
+    ) -> Vec<Arc<Message>> {
+        let mut received = Vec::new();
+        while let Ok(Some(delivery)) =
+            tokio::time::timeout(Duration::from_millis(300), deliveries.recv()).await
+        {
+            let (done, _) = oneshot::channel();
+            queue.send(QueueCommand::Ack {
+                consumer: delivery.consumer,
+                ids: vec![delivery.message.id],
+                done: Some(done),
+            });
+            received.push(delivery.message);
+        }
+        received
+    }
+
+    fn in_page_order(messages: &[Arc<Message>]) -> Vec<PageKey> {
+        let mut keys: Vec<PageKey> = messages.iter().map(|m| PageKey::of(m)).collect();
+        keys.sort();
+        keys
+    }
+
+    fn keys(messages: &[Arc<Message>]) -> Vec<PageKey> {
+        messages.iter().map(|m| PageKey::of(m)).collect()
+    }
+
+    #[test]
+    fn the_key_before_excludes_exactly_one_key() {
+        let key = PageKey { priority: 4, id: MessageId(10) };
+        assert_eq!(before(key), Some(PageKey { priority: 4, id: MessageId(9) }));
+        let first = PageKey { priority: 4, id: MessageId(0) };
+        let previous = before(first).expect("a higher priority exists");
+        assert!(previous < first && PageKey { priority: 5, id: MessageId(7) } <= previous);
+        let window = Window::Partial(before(key));
+        assert!(window.beyond(key) && !window.beyond(PageKey { priority: 4, id: MessageId(9) }));
+    }
+
+    #[tokio::test]
+    async fn a_deep_queue_loads_only_its_first_window() {
+        let store = Arc::new(MemoryStore::new());
+        let messages: Vec<_> = (1..=2000).map(|id| message(id, 4)).collect();
+        store_all(&store, &messages);
+        let queue = start(&store, SMALL);
+        let stats = queue.stats().await.expect("stats");
+        assert_eq!(stats.ready, 2000, "the stored messages count as ready");
+        assert!(
+            stats.memory_bytes < 2 * SMALL as usize,
+            "{} bytes held for a 64 KiB limit",
+            stats.memory_bytes
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deep_queue_drains_completely_in_priority_order() {
+        let store = Arc::new(MemoryStore::new());
+        let mut messages: Vec<_> = (1..=1500).map(|id| message(id, (id % 3) as u8 * 3)).collect();
+        store_all(&store, &messages);
+        let queue = start(&store, SMALL);
+        // While nobody consumes: high-priority messages fall inside the window (and evict its
+        // tail), low-priority ones after it (they stay in the store only).
+        for id in 1501..=1700 {
+            let message = message(id, if id % 2 == 0 { 9 } else { 0 });
+            queue.announce(&message);
+            store_all(&store, std::slice::from_ref(&message));
+            queue.send(QueueCommand::Enqueue(vec![message.clone()]));
+            messages.push(message);
+        }
+        let stats = queue.stats().await.expect("stats");
+        assert_eq!(stats.ready, 1700);
+        assert!(stats.memory_bytes < 2 * SMALL as usize, "{} bytes held", stats.memory_bytes);
+        let mut deliveries = consumer(&queue, 1, None);
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), in_page_order(&messages));
+        assert_eq!(store.count(&key()).expect("count"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_message_still_arriving_is_not_paged_in_twice() {
+        let store = Arc::new(MemoryStore::new());
+        let messages: Vec<_> = (1..=1000).map(|id| message(id, 4)).collect();
+        store_all(&store, &messages);
+        let queue = start(&store, SMALL);
+        // Stored (and readable) but its Enqueue not sent yet, as between a send's submit and
+        // its enqueue, or a transaction's commit and its completion.
+        let late = message(1001, 4);
+        queue.announce(&late);
+        store_all(&store, std::slice::from_ref(&late));
+        let mut deliveries = consumer(&queue, 1, None);
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), in_page_order(&messages), "the arriving one is skipped");
+        queue.send(QueueCommand::Enqueue(vec![late.clone()]));
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), vec![PageKey::of(&late)], "delivered once, by its Enqueue");
+        assert_eq!(queue.stats().await.expect("stats").ready, 0);
+    }
+
+    #[tokio::test]
+    async fn a_returned_message_beyond_the_window_keeps_its_delivery_count() {
+        let store = Arc::new(MemoryStore::new());
+        let messages: Vec<_> = (1..=1000).map(|id| message(id, 4)).collect();
+        store_all(&store, &messages);
+        let queue = start(&store, SMALL);
+        let mut deliveries = consumer(&queue, 1, Some("JMSPriority = 4"));
+        let first = deliveries.recv().await.expect("a delivery");
+        // A burst of high-priority messages evicts the window's tail and more: the boundary
+        // moves before the returned message.
+        for id in 1001..=1200 {
+            let message = message(id, 9);
+            queue.announce(&message);
+            store_all(&store, std::slice::from_ref(&message));
+            queue.send(QueueCommand::Enqueue(vec![message]));
+        }
+        queue.send(QueueCommand::Unsubscribe(ConsumerId(1)));
+        let mut deliveries = consumer(&queue, 2, Some("JMSPriority = 4"));
+        let again = deliveries.recv().await.expect("delivered again");
+        assert_eq!(again.message.id, first.message.id);
+        assert!(again.redelivered && again.delivery_count == 2);
+    }
+
+    #[tokio::test]
+    async fn a_selector_finds_its_matches_beyond_the_window() {
+        let store = Arc::new(MemoryStore::new());
+        let mut messages: Vec<_> = (1..=3000).map(|id| message(id, 4)).collect();
+        for id in [2990, 2995] {
+            let mut red = (*message(id, 4)).clone();
+            red.properties.insert("color".into(), PropertyValue::String("red".into()));
+            messages[id as usize - 1] = Arc::new(red);
+        }
+        store_all(&store, &messages);
+        let queue = start(&store, SMALL);
+        let mut reds = consumer(&queue, 1, Some("color = 'red'"));
+        let received = drain(&queue, &mut reds).await;
+        assert_eq!(received.iter().map(|m| m.id.0).collect::<Vec<_>>(), vec![2990, 2995]);
+        let (reply, browsed) = oneshot::channel();
+        queue.send(QueueCommand::Browse { selector: None, reply });
+        let browsed = browsed.await.expect("browsed");
+        assert_eq!(browsed.len(), MAX_BROWSE, "a browse is bounded");
+        assert!(browsed.windows(2).all(|pair| pair[0].id < pair[1].id));
+        let mut rest = consumer(&queue, 2, None);
+        assert_eq!(drain(&queue, &mut rest).await.len(), 2998);
+    }
+}
