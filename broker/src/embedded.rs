@@ -108,6 +108,11 @@ impl BrokerBuilder {
                 config.destinations.memory_limit,
                 config.broker.memory_limit,
             ),
+            flow: crate::core::FlowSettings {
+                fail_if_no_space: config.broker.send_fail_if_no_space,
+                fail_after: Some(config.broker.send_fail_if_no_space_after_timeout)
+                    .filter(|timeout| !timeout.is_zero()),
+            },
             ..CoreSettings::default()
         };
         let core = Arc::new(Core::recover(store, settings)?);

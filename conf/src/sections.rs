@@ -40,6 +40,17 @@ pub struct BrokerConfig {
     /// store only and page them in as consumers drain. Default 1 GiB, as ActiveMQ's
     /// `BrokerService`.
     pub memory_limit: u64,
+    /// What a send does when it finds no room (a destination or the broker over its memory
+    /// limit with messages that cannot page out, or the store's write backlog full): `false`
+    /// (the default, as ActiveMQ's systemUsage `sendFailIfNoSpace`) makes it wait until
+    /// there is room; `true` refuses it (the JMS client throws
+    /// `javax.jms.ResourceAllocationException`, a STOMP client gets an ERROR).
+    pub send_fail_if_no_space: bool,
+    /// When not 0, a send waits this long for room, then is refused as with
+    /// `send_fail_if_no_space` (ActiveMQ's `sendFailIfNoSpaceAfterTimeout`). Key
+    /// `send_fail_if_no_space_after_timeout_ms`, default 0 (no timeout).
+    #[serde(rename = "send_fail_if_no_space_after_timeout_ms", with = "number::millis")]
+    pub send_fail_if_no_space_after_timeout: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -50,6 +61,8 @@ impl Default for BrokerConfig {
             shutdown_timeout: Duration::from_millis(10_000),
             scheduler: true,
             memory_limit: 1 << 30,
+            send_fail_if_no_space: false,
+            send_fail_if_no_space_after_timeout: Duration::ZERO,
         }
     }
 }

@@ -15,8 +15,8 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use store::{
-    Completion, Message, MessageStore, Operation, PageKey, QueueKey, Recovered, StoreError,
-    StoreUsage, StoredMessage, UnitOfWork,
+    Backlog, Completion, Message, MessageStore, Operation, PageKey, QueueKey, Recovered,
+    StoreError, StoreUsage, StoredMessage, UnitOfWork,
 };
 
 use crate::disk::{Disk, DiskFile, RealDisk};
@@ -87,6 +87,8 @@ pub struct Shared {
     /// The first failure of background maintenance (checkpoint, delete, compaction), reported
     /// by `close`.
     pub maintenance_error: Mutex<Option<StoreError>>,
+    /// Bytes of units submitted and not yet written (or failed): what the writer still holds.
+    pub backlog: Backlog,
 }
 
 /// What [`JournalStore::stats`] reports.
@@ -153,6 +155,7 @@ impl JournalStore {
                 }
                 state
             }),
+            backlog: Backlog::new(options.max_backlog),
             options,
             files,
             syncs: AtomicU64::new(0),
@@ -384,10 +387,12 @@ impl MessageStore for JournalStore {
             }
         }
         state.queued_bytes += bytes;
+        self.shared.backlog.add(bytes);
         let (completer, completion) = Completion::pending();
         let unit = Unit { records, bytes, completer: Some(completer) };
         if let Err(mpsc::SendError(Msg::Unit(unit))) = self.tx.send(Msg::Unit(unit)) {
             // The writer is gone (it only stops once the store is closed).
+            self.shared.backlog.remove(unit.bytes);
             if let Some(completer) = unit.completer {
                 completer.complete(Err(StoreError::Closed));
             }
@@ -457,6 +462,10 @@ impl MessageStore for JournalStore {
             return Err(StoreError::Closed);
         }
         Ok(state.index.count(queue))
+    }
+
+    fn backlog(&self) -> Option<&Backlog> {
+        Some(&self.shared.backlog)
     }
 
     fn usage(&self) -> StoreUsage {

@@ -9,6 +9,9 @@ pub const DEFAULT_CHECKPOINT_BYTES: u64 = 8 * 1024 * 1024;
 /// 64 GiB: the order of ActiveMQ's default `storeUsage` (100 GB), and the broker
 /// configuration's default `store.max_size`.
 pub const DEFAULT_MAX_SIZE: u64 = 64 * 1024 * 1024 * 1024;
+/// Default [`JournalOptions::max_backlog`]: 32 MiB of unwritten records, a few batches of the
+/// writer (enough to keep group commit busy).
+pub const DEFAULT_MAX_BACKLOG: u64 = 32 * 1024 * 1024;
 
 /// How a [`JournalStore`](crate::JournalStore) is configured.
 #[derive(Debug, Clone)]
@@ -28,6 +31,10 @@ pub struct JournalOptions {
     /// The most bytes of data files: beyond it, units that add messages are refused with
     /// [`StoreError::Full`] while acks and removals still work (0 = no limit).
     pub max_size: u64,
+    /// The most bytes of submitted units waiting for the writer (see [`store::Backlog`]):
+    /// the broker's send path waits while they are over it, so that producers faster than
+    /// the disk are paced instead of filling memory with unwritten records (0 = no limit).
+    pub max_backlog: u64,
     /// Refuse to open (with [`StoreError::Corrupt`]) when a record in the middle of the
     /// journal is damaged, instead of opening with everything before it.
     pub refuse_on_corruption: bool,
@@ -43,6 +50,7 @@ impl Default for JournalOptions {
             checkpoint_bytes: DEFAULT_CHECKPOINT_BYTES,
             compaction_threshold: 0.5,
             max_size: DEFAULT_MAX_SIZE,
+            max_backlog: DEFAULT_MAX_BACKLOG,
             refuse_on_corruption: false,
             failpoints: Failpoints::new(),
         }

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
-use store::{Completer, Message, MessageId, QueueKey, StoreError, SyncPolicy, TxnId};
+use store::{Backlog, Completer, Message, MessageId, QueueKey, StoreError, SyncPolicy, TxnId};
 
 use crate::checkpoint::{Live, Position};
 use crate::disk::{is_out_of_space, DiskFile};
@@ -295,7 +295,7 @@ impl Writer {
         state.queued_bytes = state.queued_bytes.saturating_sub(units.iter().map(|u| u.bytes).sum());
         if let Some(reason) = state.poisoned.clone() {
             drop(state);
-            complete(units, &Err(poisoned(&reason)));
+            complete(&self.shared.backlog, units, &Err(poisoned(&reason)));
             return None;
         }
         let mut pieces: Vec<Piece> = Vec::new();
@@ -374,12 +374,12 @@ impl Writer {
                         state.index.unwritten.remove(&at);
                     }
                 }
-                complete(units, &Ok(()));
+                complete(&self.shared.backlog, units, &Ok(()));
                 captured
             }
             Err(e) => {
                 let reason = self.poison(&e);
-                complete(units, &Err(poisoned(&reason)));
+                complete(&self.shared.backlog, units, &Err(poisoned(&reason)));
                 None
             }
         }
@@ -530,7 +530,8 @@ impl Writer {
     }
 }
 
-fn complete(units: Vec<Unit>, result: &Result<(), StoreError>) {
+fn complete(backlog: &Backlog, units: Vec<Unit>, result: &Result<(), StoreError>) {
+    backlog.remove(units.iter().map(|unit| unit.bytes).sum());
     for unit in units {
         if let Some(completer) = unit.completer {
             completer.complete(result.clone());

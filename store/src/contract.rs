@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::backlog::Backlog;
 use crate::error::StoreError;
 use crate::message::{Destination, Message, MessageId};
 
@@ -310,6 +311,14 @@ pub trait MessageStore: Send + Sync + 'static {
     /// The default knows nothing (zeros): every engine reports its own, wrappers need not.
     fn usage(&self) -> StoreUsage {
         StoreUsage::default()
+    }
+
+    /// The bytes this store has accepted and not yet written, for engines that write in the
+    /// background: the broker's send path waits while it is full, so that producers faster
+    /// than the disk are paced instead of filling memory. `None` (the default): units are
+    /// applied as they are submitted and nothing accumulates.
+    fn backlog(&self) -> Option<&Backlog> {
+        None
     }
 
     /// Finishes every submitted unit, makes it durable and releases the store's resources.

@@ -28,6 +28,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod backlog;
 pub mod contract;
 pub mod error;
 pub mod failpoint;
@@ -36,6 +37,7 @@ pub mod memory;
 pub mod message;
 pub mod record;
 
+pub use backlog::Backlog;
 pub use contract::{
     validate_unit, Completer, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered,
     StoreUsage, StoredMessage, SubscriptionInfo, SubscriptionKey, SyncPolicy, TxnId, TxnState,

@@ -14,6 +14,7 @@ mod advisory;
 mod audit;
 mod composite;
 pub mod dead_letter;
+pub mod flow;
 pub mod queue;
 mod registry;
 pub mod scheduler;
@@ -38,6 +39,7 @@ pub use advisory::{
 pub use composite::{CompositeRule, CompositeTarget, Composites};
 use dead_letter::DeadLetters;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
+pub use flow::{FlowSettings, HeldSends};
 pub use queue::MemoryLimits;
 use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
@@ -101,6 +103,10 @@ pub enum CoreError {
     ShuttingDown,
     #[error("invalid message schedule: {0}")]
     InvalidSchedule(String),
+    /// A send found no room (a memory limit, the store's backlog) and the flow control
+    /// settings say to refuse it (ActiveMQ's `ResourceAllocationException`).
+    #[error("{0}")]
+    NoSpace(String),
 }
 
 /// The advisory topic announcing temporary queues.
@@ -176,6 +182,8 @@ pub struct CoreSettings {
     pub dead_letters: DeadLetterSettings,
     /// How much memory each queue and all of them together may hold (see `queue/paging.rs`).
     pub memory: MemoryLimits,
+    /// What a send that finds no room does (see [`flow`]).
+    pub flow: FlowSettings,
 }
 
 impl Default for CoreSettings {
@@ -191,6 +199,7 @@ impl Default for CoreSettings {
             scheduler: true,
             dead_letters: DeadLetterSettings::default(),
             memory: MemoryLimits::default(),
+            flow: FlowSettings::default(),
         }
     }
 }

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::audit::ProducerAudit;
 use super::dead_letter::{Cause, DeadLetter, DeadLetters};
+use super::flow::FlowGate;
 use super::selector::Selector;
 use super::{AckMode, ConsumerId, Delivery};
 
@@ -210,6 +211,9 @@ pub struct QueueHandle {
     /// Persistent messages submitted to the store for this queue whose `Enqueue` the task has
     /// not taken yet: paging skips them (see `paging.rs`).
     arriving: Arc<Arriving>,
+    /// Closed while this queue holds more than its memory limit of messages that cannot page
+    /// out: producers wait (see `flow.rs`).
+    pub(crate) gate: Arc<FlowGate>,
     tx: mpsc::UnboundedSender<QueueCommand>,
 }
 
@@ -332,7 +336,13 @@ pub(crate) fn spawn(
     audit: &mut ProducerAudit,
 ) -> Result<QueueHandle, StoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let handle = QueueHandle { key: Arc::new(key), stored, arriving: Arc::default(), tx };
+    let handle = QueueHandle {
+        key: Arc::new(key),
+        stored,
+        arriving: Arc::default(),
+        gate: Arc::default(),
+        tx,
+    };
     let mut queue = Queue {
         handle: handle.clone(),
         store,
@@ -381,6 +391,7 @@ impl Queue {
                     for message in messages {
                         self.enqueued += 1;
                         self.memory_bytes += message.memory_size();
+                        self.paging.pin(self.handle.stored, &message, true);
                         self.make_ready(QueuedMessage::new(message));
                     }
                 }
@@ -694,6 +705,7 @@ impl Queue {
                 }
                 self.acked += 1;
                 self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
+                self.paging.pin(self.handle.stored, &queued.message, false);
                 if self.handle.stored && queued.message.is_persistent() {
                     unit.push(Operation::Ack {
                         queue: (*self.handle.key).clone(),
@@ -763,6 +775,7 @@ impl Queue {
             if committed {
                 self.acked += 1;
                 self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
+                self.paging.pin(self.handle.stored, &queued.message, false);
             } else {
                 queued.acked_in_transaction = false;
                 self.make_ready(queued);
@@ -851,6 +864,7 @@ impl Queue {
             Cause::Poisoned(_) | Cause::Redeliveries { .. } => self.dead_lettered += 1,
         }
         self.memory_bytes = self.memory_bytes.saturating_sub(message.memory_size());
+        self.paging.pin(self.handle.stored, &message, false);
         self.dead_letters.send(DeadLetter {
             queue: self.handle.key.clone(),
             stored: self.handle.stored,

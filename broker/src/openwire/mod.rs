@@ -30,8 +30,8 @@ use tokio::time::Instant;
 
 use crate::core::selector::Selector;
 use crate::core::{
-    AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, ProducerRegistration, QueueHandle,
-    SubscribeRequest, Transaction,
+    flow, AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, HeldSends, ProducerRegistration,
+    QueueHandle, SubscribeRequest, Transaction,
 };
 use crate::transport::ConnectionContext;
 
@@ -41,6 +41,8 @@ const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// The JMS exception classes the client turns ExceptionResponses into.
 const JMS_EXCEPTION: &str = "javax.jms.JMSException";
 const INVALID_DESTINATION: &str = "javax.jms.InvalidDestinationException";
+/// What ActiveMQ throws when a send finds no room and must not wait (`sendFailIfNoSpace`).
+const RESOURCE_ALLOCATION: &str = "javax.jms.ResourceAllocationException";
 const INVALID_SELECTOR: &str = "javax.jms.InvalidSelectorException";
 const INVALID_CLIENT_ID: &str = "javax.jms.InvalidClientIDException";
 
@@ -94,6 +96,7 @@ pub(crate) async fn serve<S>(
         transaction_acks: HashMap::new(),
         client_id: None,
         pending: FuturesOrdered::new(),
+        held: HeldSends::default(),
         pulls: FuturesUnordered::new(),
         browses: FuturesUnordered::new(),
         format: None,
@@ -163,6 +166,9 @@ impl From<CoreError> for Refusal {
             }
             // What ActiveMQ's cron parser throws for a malformed entry.
             CoreError::InvalidSchedule(_) => "javax.jms.MessageFormatException",
+            CoreError::NoSpace(_) | CoreError::Store(store::StoreError::Full { .. }) => {
+                RESOURCE_ALLOCATION
+            }
             _ => JMS_EXCEPTION,
         };
         Refusal::new(class, error.to_string())
@@ -213,9 +219,21 @@ struct Connection {
     transaction_acks: HashMap<ow::LocalTransactionId, TransactionAcks>,
     client_id: Option<Arc<str>>,
     pending: FuturesOrdered<Pending>,
+    /// Sends waiting for room (producer flow control), in order per producer.
+    held: HeldSends<Option<ow::ProducerId>, HeldSend>,
     pulls: FuturesUnordered<PullEvent>,
     browses: FuturesUnordered<BrowseEvent>,
     format: Option<WireFormat>,
+}
+
+/// A send held by producer flow control, with what its answer needs.
+struct HeldSend {
+    /// Its command id, for the Response.
+    id: i32,
+    required: bool,
+    producer: Option<ow::ProducerId>,
+    /// What its ProducerAck reports.
+    size: usize,
 }
 
 /// Why the loop ends.
@@ -312,6 +330,9 @@ impl Connection {
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
+                    self.admitted(held, room);
+                }
                 Some(reply) = self.pending.next(), if !self.pending.is_empty() => {
                     if let Some(command) = reply {
                         self.write(&command);
@@ -342,6 +363,8 @@ impl Connection {
     }
 
     async fn finish_pending(&mut self) {
+        // Sends still waiting for room were never accepted.
+        self.held = HeldSends::default();
         while let Some(reply) = self.pending.next().await {
             if let Some(command) = reply {
                 self.write(&command);
@@ -692,9 +715,76 @@ impl Connection {
             Ok(m) => Arc::new(m),
             Err(error) => return self.answer(id, required, Err(error.into())),
         };
+        let size = 1024
+            + message.content.as_ref().map_or(0, Bytes::len)
+            + message.marshalled_properties.as_ref().map_or(0, Bytes::len);
+        let send = HeldSend { id, required, producer: message.producer_id, size };
+        if message.transaction_id.is_none() {
+            // Producer flow control: a send that finds no room, or earlier sends of its
+            // producer waiting, is held while the connection goes on reading; its Response (a
+            // synchronous send) or ProducerAck (an asynchronous one with a window) goes out
+            // once it is accepted, which is what paces the client.
+            let key = send.producer.clone();
+            if self.held.holds(&key) || core.blocker(&stored, self.connection_id).is_some() {
+                if self.held.is_full() {
+                    if core.settings().flow.fail_if_no_space {
+                        let refusal = Refusal::new(
+                            RESOURCE_ALLOCATION,
+                            format!(
+                                "{} sends of this connection are waiting for room already; \
+                                 the message was refused (send_fail_if_no_space)",
+                                flow::MAX_HELD_SENDS
+                            ),
+                        );
+                        return self.refuse_send(&send, refusal);
+                    }
+                    // Holds no more: the oldest held send goes ahead past the limit (an
+                    // asynchronous sender without a window cannot be paced otherwise).
+                    if let Some(oldest) = self.held.force_oldest(&core, self.connection_id) {
+                        self.admitted(oldest, Ok(()));
+                    }
+                }
+                self.held.hold(&core, self.connection_id, key, send, stored);
+                return;
+            }
+        }
+        self.submit(send, stored, message.transaction_id.as_ref());
+    }
+
+    /// A held send's wait ended: it is sent now, or refused (no room, per the settings).
+    fn admitted(&mut self, (send, message): (HeldSend, Arc<Message>), room: Result<(), CoreError>) {
+        match room {
+            Ok(()) => self.submit(send, message, None),
+            Err(error) => {
+                self.refuse_send(&send, Refusal::new(RESOURCE_ALLOCATION, error.to_string()))
+            }
+        }
+    }
+
+    /// Tells the client a send was refused: an ExceptionResponse for a synchronous send; for
+    /// an asynchronous one, which has no response, a ConnectionError (the JMS client hands it
+    /// to the connection's exception listener and stays connected).
+    fn refuse_send(&mut self, send: &HeldSend, refusal: Refusal) {
+        tracing::info!(peer = %self.peer, message = %refusal.message, "send refused");
+        if send.required {
+            self.reply(exception_response(send.id, refusal));
+        } else {
+            let error = ow::ConnectionError {
+                exception: Some(Throwable::new(refusal.class, refusal.message)),
+                ..Default::default()
+            };
+            self.reply(Command::ConnectionError(Box::new(error)));
+        }
+    }
+
+    /// Hands a message to the core and queues its answer: the Response of a synchronous send,
+    /// the ProducerAck of an asynchronous one with a producer window, once stored.
+    fn submit(&mut self, send: HeldSend, stored: Arc<Message>, txn: Option<&ow::TransactionId>) {
+        let HeldSend { id, required, producer, size } = send;
+        let core = self.context.core.clone();
         let connection = self.connection_id;
-        let transactional = message.transaction_id.is_some();
-        let completion = match self.transaction_of(message.transaction_id.as_ref()) {
+        let transactional = txn.is_some();
+        let completion = match self.transaction_of(txn) {
             Ok(transaction) => core.send(stored, connection, transaction),
             Err(refusal) => return self.answer(id, required, Err(refusal)),
         };
@@ -707,7 +797,7 @@ impl Connection {
                 return self.answer(id, required, Err(error.into()));
             }
         };
-        let window = message.producer_id.as_ref().and_then(|p| self.producers.get(p)).copied();
+        let window = producer.as_ref().and_then(|p| self.producers.get(p)).copied();
         if required {
             if transactional {
                 return self.reply(response(id));
@@ -725,11 +815,8 @@ impl Connection {
                 })
             }));
         } else if window.is_some_and(|w| w > 0) {
-            let size = 1024
-                + message.content.as_ref().map_or(0, Bytes::len)
-                + message.marshalled_properties.as_ref().map_or(0, Bytes::len);
             let ack = Command::ProducerAck(Box::new(ow::ProducerAck {
-                producer_id: message.producer_id.clone(),
+                producer_id: producer,
                 size: size as i32,
                 ..Default::default()
             }));

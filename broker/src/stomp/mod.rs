@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::core::{AckMode, ConsumerId, Delivery, QueueHandle, Transaction};
+use crate::core::{AckMode, ConsumerId, Delivery, HeldSends, QueueHandle, Transaction};
 use crate::transport::ConnectionContext;
 use writer::WriteItem;
 
@@ -91,6 +91,7 @@ where
         transactions: HashMap::new(),
         client_id: None,
         pending: FuturesOrdered::new(),
+        held: HeldSends::default(),
         browsers: std::collections::HashSet::new(),
         browses: FuturesUnordered::new(),
         connected: false,
@@ -151,6 +152,9 @@ struct Connection {
     client_id: Option<Arc<str>>,
     /// Responses waiting for the store, written in the order the requests came.
     pending: FuturesOrdered<Pending>,
+    /// SENDs waiting for room (producer flow control), in order; answered through `pending`
+    /// once they go ahead.
+    held: HeldSends<(), produce::HeldSend>,
     /// Browsing subscriptions (`browser:true`): they consume nothing and end after one
     /// snapshot of the queue.
     browsers: std::collections::HashSet<String>,
@@ -212,6 +216,9 @@ impl Connection {
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
+                    self.admitted(held, room);
+                }
                 Some((id, destination, messages)) = self.browses.next(), if !self.browses.is_empty() => {
                     self.browsed(&id, &destination, messages);
                 }
@@ -239,6 +246,8 @@ impl Connection {
 
     /// Writes out every response still waiting for the store.
     async fn finish_pending(&mut self) {
+        // Sends still waiting for room were never accepted: they get no receipt.
+        self.held = HeldSends::default();
         while let Some(outcome) = self.pending.next().await {
             if let Some(frame) = outcome.frame {
                 self.write_frame(&frame);

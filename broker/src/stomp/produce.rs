@@ -4,8 +4,15 @@ use std::sync::Arc;
 
 use protocol::stomp::{Command, Frame};
 
-use super::{mapping, Connection, Fatal, Outcome};
-use crate::core::CoreError;
+use store::Message;
+
+use super::{mapping, Connection, Fatal, Outcome, Pending};
+use crate::core::{flow, CoreError};
+
+/// A SEND held by producer flow control until its destination has room.
+pub(super) struct HeldSend {
+    receipt: Option<String>,
+}
 
 impl Connection {
     pub(super) fn send(&mut self, frame: Frame) -> Result<(), Fatal> {
@@ -42,25 +49,107 @@ impl Connection {
                 return Err(Fatal(error_frame(&error)));
             }
         }
+        if transaction.is_none() {
+            // Producer flow control: a send that finds no room (or finds earlier sends of this
+            // connection waiting) is held; the connection goes on reading meanwhile.
+            let core = self.context.core.clone();
+            if self.held.holds(&()) || core.blocker(&message, self.connection_id).is_some() {
+                if self.held.is_full() {
+                    if core.settings().flow.fail_if_no_space {
+                        return Err(Fatal(error_frame(&format!(
+                            "javax.jms.ResourceAllocationException: {} sends of this connection \
+                             are waiting for room already; the message was refused \
+                             (send_fail_if_no_space)",
+                            flow::MAX_HELD_SENDS
+                        ))));
+                    }
+                    // Holds no more: the oldest held send goes ahead past the limit, so that
+                    // this connection's memory stays bounded and its order kept.
+                    if let Some(oldest) = self.held.force_oldest(&core, self.connection_id) {
+                        self.admitted(oldest, Ok(()));
+                    }
+                }
+                let held = HeldSend { receipt };
+                self.held.hold(&core, self.connection_id, (), held, message);
+                return Ok(());
+            }
+        }
+        match self.submit(message, receipt, transaction) {
+            Ok(Some(outcome)) => self.pending.push_back(outcome),
+            Ok(None) => {}
+            Err(frame) => return Err(Fatal(frame)),
+        }
+        Ok(())
+    }
+
+    /// A held send's wait ended: it is sent now, or refused (no room, per the settings). Its
+    /// answer goes behind the responses queued meanwhile: the receipts of other frames (an ACK
+    /// that drains the destination) never wait for a held SEND, or a client that waits for its
+    /// ACK's receipt before acknowledging more would wait for ever. SENDs stay in order among
+    /// themselves (they are held in order).
+    pub(super) fn admitted(
+        &mut self,
+        (held, message): (HeldSend, Arc<Message>),
+        room: Result<(), CoreError>,
+    ) {
+        let HeldSend { receipt } = held;
+        let outcome: Pending = match room {
+            Ok(()) => match self.submit(message, receipt, None) {
+                Ok(Some(outcome)) => outcome,
+                Ok(None) => Box::pin(async { Outcome { frame: None, close: false } }),
+                Err(frame) => Box::pin(async move { Outcome { frame: Some(frame), close: true } }),
+            },
+            Err(error) => {
+                tracing::info!(%error, "send refused: no room");
+                let mut frame = Frame::error(
+                    &format!("javax.jms.ResourceAllocationException: {error}"),
+                    "the message was not accepted",
+                );
+                if let Some(r) = receipt {
+                    frame.push_header("receipt-id", r);
+                }
+                // Like ActiveMQ, the connection stays open: the client may send again later.
+                Box::pin(async move { Outcome { frame: Some(frame), close: false } })
+            }
+        };
+        self.pending.push_back(outcome);
+    }
+
+    /// Hands `message` to the core; the answer to wait for, if any (a store completion, a
+    /// receipt). `Err`: the ERROR frame to close with.
+    fn submit(
+        &mut self,
+        message: Arc<Message>,
+        receipt: Option<String>,
+        transaction: Option<String>,
+    ) -> Result<Option<Pending>, Frame> {
+        let error_frame = |error: &dyn std::fmt::Display| {
+            let mut e = Frame::error(&error.to_string(), "the message was not accepted");
+            if let Some(r) = &receipt {
+                e.push_header("receipt-id", r.as_str());
+            }
+            e
+        };
+        let core = self.context.core.clone();
         let open = transaction.as_ref().and_then(|name| self.transactions.get_mut(name));
         let completion = match core.send(message, self.connection_id, open) {
             Ok(completion) => completion,
             Err(CoreError::Store(error)) => {
                 tracing::error!(%error, "store refused a message");
-                return Err(Fatal(error_frame(&format!("message not stored: {error}"))));
+                return Err(error_frame(&format!("message not stored: {error}")));
             }
-            Err(error) => return Err(Fatal(error_frame(&error))),
+            Err(error) => return Err(error_frame(&error)),
         };
         if transaction.is_some() {
             // A transactional send is confirmed by the commit; its receipt means "received".
             self.receipt_for(receipt);
-            return Ok(());
+            return Ok(None);
         }
         if receipt.is_none() && completion.is_ready() {
             // Core::send reports a store that refused at once as an error above.
-            return Ok(());
+            return Ok(None);
         }
-        self.pending.push_back(Box::pin(async move {
+        Ok(Some(Box::pin(async move {
             match completion.await {
                 Ok(()) => Outcome {
                     frame: receipt.map(|r| Frame::new(Command::Receipt).header("receipt-id", r)),
@@ -78,8 +167,7 @@ impl Connection {
                     Outcome { frame: Some(frame), close: true }
                 }
             }
-        }));
-        Ok(())
+        })))
     }
 
     fn transaction_name(frame: &Frame) -> Result<&str, Fatal> {

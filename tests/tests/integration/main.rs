@@ -11,6 +11,7 @@ mod dead_letter;
 mod delivery_order;
 mod durable;
 mod extensions;
+mod flow_control;
 mod jms;
 mod model;
 mod openwire;

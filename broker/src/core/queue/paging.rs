@@ -62,7 +62,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use store::{Message, MessageId, PageKey, StoreError};
 
-use super::{ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector};
+use super::{FlowGate, ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector};
 
 /// Messages read from the store per page.
 const PAGE: usize = 512;
@@ -97,6 +97,15 @@ struct BrokerMemory {
     /// Bytes held by every queue, as each last counted them.
     used: AtomicUsize,
     limit: usize,
+    /// The part of `used` that cannot page out (see [`Paging::pinned`]): what flow control
+    /// holds to the limit.
+    pinned: AtomicUsize,
+    /// Closed while `pinned` is over the limit.
+    gate: FlowGate,
+    /// Queues whose own gate is closed (the send path looks for them only when there are).
+    blocked_queues: AtomicUsize,
+    /// Counts the broker's own gate (for [`FlowGate::update`]).
+    broker_blocked: AtomicUsize,
 }
 
 impl MemoryLimits {
@@ -105,7 +114,14 @@ impl MemoryLimits {
         let bytes = |limit: u64| usize::try_from(limit).unwrap_or(usize::MAX);
         MemoryLimits {
             destination: bytes(destination),
-            broker: Arc::new(BrokerMemory { used: AtomicUsize::new(0), limit: bytes(broker) }),
+            broker: Arc::new(BrokerMemory {
+                used: AtomicUsize::new(0),
+                limit: bytes(broker),
+                pinned: AtomicUsize::new(0),
+                gate: FlowGate::default(),
+                blocked_queues: AtomicUsize::new(0),
+                broker_blocked: AtomicUsize::new(0),
+            }),
         }
     }
 
@@ -120,6 +136,21 @@ impl MemoryLimits {
 
     pub fn broker_limit(&self) -> usize {
         self.broker.limit
+    }
+
+    /// Bytes every queue holds that cannot page out (non-persistent messages, and every
+    /// message of a queue that is not stored): what producer flow control counts.
+    pub fn broker_pinned(&self) -> usize {
+        self.broker.pinned.load(Ordering::Relaxed)
+    }
+
+    pub(in crate::core) fn broker_gate(&self) -> &FlowGate {
+        &self.broker.gate
+    }
+
+    /// How many queues block their producers now.
+    pub(in crate::core) fn blocked_queues(&self) -> usize {
+        self.broker.blocked_queues.load(Ordering::Acquire)
     }
 }
 
@@ -174,6 +205,12 @@ pub(super) struct Paging {
     limits: MemoryLimits,
     /// Bytes of this queue counted in the broker's usage.
     accounted: usize,
+    /// Bytes (with [`ENTRY_OVERHEAD`] each) of the messages held that cannot page out:
+    /// non-persistent ones, or all of them in a queue that is not stored. Producer flow control
+    /// holds this to the limits (the rest pages out).
+    pinned: usize,
+    /// `pinned` as counted in the broker's.
+    pinned_accounted: usize,
     /// Delivery counts of messages given back or evicted while beyond the window (so out of
     /// memory), restored when they are paged in again.
     returned: HashMap<MessageId, u32>,
@@ -187,6 +224,8 @@ impl Paging {
             window: Window::Complete,
             limits,
             accounted: 0,
+            pinned: 0,
+            pinned_accounted: 0,
             returned: HashMap::new(),
             resume_sent: false,
         }
@@ -195,6 +234,16 @@ impl Paging {
     /// True if the store may hold messages of this queue that are not in memory.
     pub(super) fn has_more(&self) -> bool {
         matches!(self.window, Window::Partial(_))
+    }
+
+    /// Counts `message` in (`held`) or out of the bytes that cannot page out, if it is one
+    /// (`stored`: the queue keeps persistent messages in the store).
+    pub(super) fn pin(&mut self, stored: bool, message: &Message, held: bool) {
+        if stored && message.is_persistent() {
+            return;
+        }
+        let bytes = message.memory_size() + ENTRY_OVERHEAD;
+        self.pinned = if held { self.pinned + bytes } else { self.pinned.saturating_sub(bytes) };
     }
 }
 
@@ -493,22 +542,47 @@ impl Queue {
         usize::try_from(stored).unwrap_or(usize::MAX).saturating_sub(in_memory)
     }
 
-    /// Brings the broker's usage up to date with this queue's.
+    /// Brings the broker's usage up to date with this queue's, and the flow control gates
+    /// (this queue's and the broker's) with both.
     fn account(&mut self) {
         let held = self.held_bytes();
-        let used = &self.paging.limits.broker.used;
+        let broker = &self.paging.limits.broker;
         if held >= self.paging.accounted {
-            used.fetch_add(held - self.paging.accounted, Ordering::Relaxed);
+            broker.used.fetch_add(held - self.paging.accounted, Ordering::Relaxed);
         } else {
-            used.fetch_sub(self.paging.accounted - held, Ordering::Relaxed);
+            broker.used.fetch_sub(self.paging.accounted - held, Ordering::Relaxed);
         }
         self.paging.accounted = held;
+        let pinned = self.paging.pinned;
+        let total = if pinned >= self.paging.pinned_accounted {
+            broker.pinned.fetch_add(pinned - self.paging.pinned_accounted, Ordering::Relaxed)
+                + (pinned - self.paging.pinned_accounted)
+        } else {
+            broker
+                .pinned
+                .fetch_sub(self.paging.pinned_accounted - pinned, Ordering::Relaxed)
+                .saturating_sub(self.paging.pinned_accounted - pinned)
+        };
+        self.paging.pinned_accounted = pinned;
+        if self.handle.gate.update(pinned, self.paging.limits.destination, &broker.blocked_queues) {
+            tracing::debug!(queue = ?self.handle.key, blocked = self.handle.gate.is_blocked(),
+                pinned, "producer flow control");
+        }
+        broker.gate.update(total, broker.limit, &broker.broker_blocked);
     }
 
-    /// The queue stops: its memory no longer counts.
+    /// The queue stops: its memory no longer counts, and its producers no longer wait.
     pub(super) fn release_memory(&mut self) {
-        self.paging.limits.broker.used.fetch_sub(self.paging.accounted, Ordering::Relaxed);
+        let broker = &self.paging.limits.broker;
+        broker.used.fetch_sub(self.paging.accounted, Ordering::Relaxed);
         self.paging.accounted = 0;
+        let total = broker
+            .pinned
+            .fetch_sub(self.paging.pinned_accounted, Ordering::Relaxed)
+            .saturating_sub(self.paging.pinned_accounted);
+        self.paging.pinned_accounted = 0;
+        self.handle.gate.open(&broker.blocked_queues);
+        broker.gate.update(total, broker.limit, &broker.broker_blocked);
     }
 }
 

@@ -1,0 +1,344 @@
+//! Producer flow control: a send waits while its destination, the broker or the store has no
+//! room, and resumes once there is (ActiveMQ's producer flow control with `systemUsage`).
+//!
+//! # What has no room
+//!
+//! - **A destination** whose messages that cannot leave memory (non-persistent ones, and
+//!   every message of a queue that is not stored: non-durable topic subscribers, temporary
+//!   queues) exceed its memory limit. Persistent messages of a stored queue never fill it:
+//!   they page out (`queue/paging.rs`). The queue task owns the count and sets its
+//!   [`FlowGate`] after every command; it opens again at [`RESUME_PERCENT`] of the limit (like
+//!   ActiveMQ's `cursorMemoryHighWaterMark`), so that a blocked producer resumes with room for
+//!   more than one message.
+//! - **The broker**: the same count over every queue against `[broker] memory_limit`.
+//! - **The store**: its backlog of submitted, unwritten units (`store::Backlog`), for
+//!   persistent messages, so that producers faster than the disk are paced.
+//!
+//! # Who waits
+//!
+//! The send path asks [`Core::blocker`] before [`Core::send`]: a few atomics, and the routing
+//! lock only while some destination is blocked. Nothing in the core waits: the adapters hold a
+//! blocked send in their connection (a per-producer FIFO, [`HeldSends`]) and await
+//! [`Core::wait_for_room`] beside reading, so a connection keeps reading (acks, pulls, other
+//! producers' sends) while one of its sends waits, and a consumer on the same connection can
+//! always drain the destination its producer waits for.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use store::{Destination, DestinationKind, Message};
+use tokio::sync::Notify;
+
+use super::wildcard::DestinationFilter;
+use super::{Core, CoreError};
+
+/// A blocked gate opens again once usage falls to this percentage of the limit.
+pub const RESUME_PERCENT: usize = 70;
+
+/// What a send over a limit does (ActiveMQ's `systemUsage` attributes of the same names).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowSettings {
+    /// Refuse a send that finds no room instead of waiting (`sendFailIfNoSpace`).
+    pub fail_if_no_space: bool,
+    /// Wait at most this long, then refuse (`sendFailIfNoSpaceAfterTimeout`); `None`: wait
+    /// until there is room (or, with `fail_if_no_space`, refuse at once).
+    pub fail_after: Option<Duration>,
+}
+
+/// Whether a destination (or the broker) takes more messages. Set by the owner of the usage
+/// (a queue task, for its queue); read by the send path.
+#[derive(Debug, Default)]
+pub struct FlowGate {
+    blocked: AtomicBool,
+    opened: Notify,
+}
+
+impl FlowGate {
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.blocked.load(Ordering::Acquire)
+    }
+
+    /// Blocks the gate when `used` exceeds `limit`, opens it when `used` has fallen to
+    /// [`RESUME_PERCENT`] of it; `blocked_count` counts the blocked gates (so that the send
+    /// path looks for them only when there are some). Returns true if the gate changed.
+    pub(crate) fn update(&self, used: usize, limit: usize, blocked_count: &AtomicUsize) -> bool {
+        if self.is_blocked() {
+            if used <= limit / 100 * RESUME_PERCENT {
+                self.open(blocked_count);
+                return true;
+            }
+        } else if used > limit && !self.blocked.swap(true, Ordering::AcqRel) {
+            blocked_count.fetch_add(1, Ordering::AcqRel);
+            return true;
+        }
+        false
+    }
+
+    /// Opens the gate (its owner is gone, or usage fell) and wakes the senders waiting on it.
+    pub(crate) fn open(&self, blocked_count: &AtomicUsize) {
+        if self.blocked.swap(false, Ordering::AcqRel) {
+            blocked_count.fetch_sub(1, Ordering::AcqRel);
+            self.opened.notify_waiters();
+        }
+    }
+
+    /// Resolves once the gate is open.
+    async fn wait_open(&self) {
+        loop {
+            let notified = self.opened.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.is_blocked() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What a send waits for.
+pub enum Blocker {
+    /// The store's backlog of unwritten units is full.
+    Store,
+    /// The broker's memory limit is reached.
+    Broker,
+    /// This destination's memory limit is reached.
+    Destination(Destination, Arc<FlowGate>),
+}
+
+impl Core {
+    /// What keeps `message` (from `connection`) from being accepted now, if anything: the
+    /// store's backlog (persistent messages), the broker's memory, or a destination the
+    /// message would reach. Cheap while nothing is blocked: three atomic loads.
+    pub fn blocker(&self, message: &Message, connection: u64) -> Option<Blocker> {
+        if message.is_persistent() && self.store().backlog().is_some_and(|b| b.is_full()) {
+            return Some(Blocker::Store);
+        }
+        let memory = &self.settings().memory;
+        if memory.broker_gate().is_blocked() {
+            return Some(Blocker::Broker);
+        }
+        if memory.blocked_queues() == 0 {
+            return None;
+        }
+        let registry = self.registry.lock();
+        for part in self.targets(message) {
+            let queues = match part.kind {
+                DestinationKind::Queue => {
+                    registry.queues.get(&*part.name).cloned().into_iter().collect()
+                }
+                DestinationKind::TempQueue => registry
+                    .temporary
+                    .get(&part)
+                    .and_then(|t| t.queue.clone())
+                    .into_iter()
+                    .collect(),
+                DestinationKind::Topic | DestinationKind::TempTopic => {
+                    if DestinationFilter::is_pattern(&part.name) {
+                        continue;
+                    }
+                    registry.topic_route(
+                        &part.name,
+                        message,
+                        part.kind == DestinationKind::TempTopic,
+                        connection,
+                        &self.settings().virtual_topics,
+                    )
+                }
+            };
+            if let Some(queue) = queues.into_iter().find(|q| q.gate.is_blocked()) {
+                return Some(Blocker::Destination(
+                    queue.key.destination.clone(),
+                    queue.gate.clone(),
+                ));
+            }
+        }
+        None
+    }
+
+    /// Resolves when `message` may be sent: at once if nothing blocks it, otherwise once every
+    /// blocker has room. Refused with [`CoreError::NoSpace`] at once when the settings say
+    /// `fail_if_no_space` without a timeout, or when the timeout passes first.
+    pub async fn wait_for_room(
+        self: Arc<Self>,
+        message: Arc<Message>,
+        connection: u64,
+    ) -> Result<(), CoreError> {
+        let settings = self.settings().flow;
+        let deadline = settings.fail_after.map(|after| tokio::time::Instant::now() + after);
+        loop {
+            let Some(blocker) = self.blocker(&message, connection) else { return Ok(()) };
+            if settings.fail_if_no_space && deadline.is_none() {
+                return Err(self.no_space(&blocker, &message));
+            }
+            let wait = async {
+                match &blocker {
+                    Blocker::Store => {
+                        if let Some(backlog) = self.store().backlog() {
+                            backlog.room().await;
+                        }
+                    }
+                    Blocker::Broker => self.settings().memory.broker_gate().wait_open().await,
+                    Blocker::Destination(_, gate) => gate.wait_open().await,
+                }
+            };
+            match deadline {
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline, wait).await.is_err() {
+                        return Err(self.no_space(&blocker, &message));
+                    }
+                }
+                None => wait.await,
+            }
+        }
+    }
+
+    /// The refusal a producer gets, worded like ActiveMQ's (the JMS client shows it in a
+    /// `javax.jms.ResourceAllocationException`).
+    fn no_space(&self, blocker: &Blocker, message: &Message) -> CoreError {
+        let memory = &self.settings().memory;
+        let what = match blocker {
+            Blocker::Store => format!(
+                "Usage Manager Store Limit reached: the store's backlog of unwritten messages \
+                 is at its limit of {} bytes",
+                self.store().backlog().map_or(0, |b| b.limit())
+            ),
+            Blocker::Broker => format!(
+                "Usage Manager Memory Limit reached: the broker's memory_limit of {} bytes \
+                 ([broker] memory_limit) is full",
+                memory.broker_limit()
+            ),
+            Blocker::Destination(destination, _) => format!(
+                "Usage Manager Memory Limit reached on {}: its memory_limit of {} bytes \
+                 ([destinations] memory_limit) is full",
+                destination,
+                memory.destination_limit()
+            ),
+        };
+        CoreError::NoSpace(format!(
+            "{what}; the message {} was refused (send_fail_if_no_space)",
+            message.message_id
+        ))
+    }
+}
+
+/// A future that resolves once a held send may go ahead (or is refused).
+pub type RoomFuture = Pin<Box<dyn Future<Output = Result<(), CoreError>> + Send>>;
+
+/// Sends a connection holds because they found no room: one FIFO per key (an OpenWire
+/// producer, or the whole STOMP connection), so that one producer's messages stay in order
+/// while other producers' sends go on. Only the head of each FIFO waits for room; the ones
+/// behind it start waiting when it has gone.
+pub struct HeldSends<K, T> {
+    queues: HashMap<K, VecDeque<(T, Arc<Message>)>>,
+    waiting: FuturesUnordered<Pin<Box<dyn Future<Output = (K, Result<(), CoreError>)> + Send>>>,
+    held: usize,
+    bytes: usize,
+}
+
+impl<K, T> Default for HeldSends<K, T> {
+    fn default() -> Self {
+        HeldSends { queues: HashMap::new(), waiting: FuturesUnordered::new(), held: 0, bytes: 0 }
+    }
+}
+
+/// How many sends a connection holds at most before it stops holding (see
+/// [`HeldSends::is_full`]).
+pub const MAX_HELD_SENDS: usize = 1024;
+/// How many bytes of messages a connection holds at most.
+pub const MAX_HELD_BYTES: usize = 16 << 20;
+
+impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
+    /// True if sends of `key` are held: a new one must queue behind them.
+    pub fn holds(&self, key: &K) -> bool {
+        self.queues.contains_key(key)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    /// True when the connection holds as much as it may: past this an adapter refuses or
+    /// forces sends (see the adapters).
+    pub fn is_full(&self) -> bool {
+        self.held >= MAX_HELD_SENDS || self.bytes >= MAX_HELD_BYTES
+    }
+
+    /// Holds a send of `key` until [`Core::wait_for_room`] lets it go.
+    pub fn hold(
+        &mut self,
+        core: &Arc<Core>,
+        connection: u64,
+        key: K,
+        item: T,
+        message: Arc<Message>,
+    ) {
+        self.held += 1;
+        self.bytes += message.memory_size();
+        let queue = self.queues.entry(key.clone()).or_default();
+        let first = queue.is_empty();
+        queue.push_back((item, message.clone()));
+        if first {
+            self.wait(core, connection, key, message);
+        }
+    }
+
+    fn wait(&mut self, core: &Arc<Core>, connection: u64, key: K, message: Arc<Message>) {
+        let room = core.clone().wait_for_room(message, connection);
+        self.waiting.push(Box::pin(async move { (key, room.await) }));
+    }
+
+    /// The next send whose wait ended, with its outcome; the next one of its key starts
+    /// waiting. Pending for ever while nothing is held (poll it only when not empty).
+    pub async fn next(
+        &mut self,
+        core: &Arc<Core>,
+        connection: u64,
+    ) -> ((T, Arc<Message>), Result<(), CoreError>) {
+        loop {
+            let Some((key, result)) = self.waiting.next().await else {
+                return std::future::pending().await;
+            };
+            if let Some(done) = self.release_head(core, connection, &key) {
+                return (done, result);
+            }
+        }
+    }
+
+    /// Takes the oldest held send of the connection's first key, without waiting (for an
+    /// adapter that forces sends past the limit when it holds too many). Its wait is dropped.
+    pub fn force_oldest(&mut self, core: &Arc<Core>, connection: u64) -> Option<(T, Arc<Message>)> {
+        let key = self.queues.keys().next()?.clone();
+        // The head's wait is in `waiting`; it will end and find a different head: harmless,
+        // since a wait only says "there was room" and the send path checks nothing more.
+        self.release_head(core, connection, &key)
+    }
+
+    fn release_head(
+        &mut self,
+        core: &Arc<Core>,
+        connection: u64,
+        key: &K,
+    ) -> Option<(T, Arc<Message>)> {
+        let queue = self.queues.get_mut(key)?;
+        let (item, message) = queue.pop_front()?;
+        self.held -= 1;
+        self.bytes = self.bytes.saturating_sub(message.memory_size());
+        match queue.front() {
+            Some((_, next)) => {
+                let next = next.clone();
+                self.wait(core, connection, key.clone(), next);
+            }
+            None => {
+                self.queues.remove(key);
+            }
+        }
+        Some((item, message))
+    }
+}
