@@ -32,8 +32,9 @@
 //!   per message held. Eviction never goes below `MIN_WINDOW` ready messages, so that a
 //!   queue keeps making progress under the broker limit.
 //! - **Not paged:** non-persistent messages and queues that are not stored (non-durable topic
-//!   subscribers, temporary queues) stay in memory whatever their size: there is no temporary
-//!   store yet. Nor is the expiry sweep: it looks at the window only (a message paged in
+//!   subscribers, temporary queues) stay in memory: there is no temporary store yet. Their
+//!   bytes are counted apart (`Paging::pinned`) and producer flow control holds them to the
+//!   limits (`flow.rs`). Nor is the expiry sweep: it looks at the window only (a message paged in
 //!   expired is dead-lettered when it would be dispatched).
 //!
 //! # Messages still being written: the rule
