@@ -231,13 +231,16 @@ impl Core {
 /// A future that resolves once a held send may go ahead (or is refused).
 pub type RoomFuture = Pin<Box<dyn Future<Output = Result<(), CoreError>> + Send>>;
 
+/// A [`RoomFuture`] that names the key it waits for.
+type KeyedRoom<K> = Pin<Box<dyn Future<Output = (K, Result<(), CoreError>)> + Send>>;
+
 /// Sends a connection holds because they found no room: one FIFO per key (an OpenWire
 /// producer, or the whole STOMP connection), so that one producer's messages stay in order
 /// while other producers' sends go on. Only the head of each FIFO waits for room; the ones
 /// behind it start waiting when it has gone.
 pub struct HeldSends<K, T> {
     queues: HashMap<K, VecDeque<(T, Arc<Message>)>>,
-    waiting: FuturesUnordered<Pin<Box<dyn Future<Output = (K, Result<(), CoreError>)> + Send>>>,
+    waiting: FuturesUnordered<KeyedRoom<K>>,
     held: usize,
     bytes: usize,
 }
