@@ -109,7 +109,8 @@ public final class JmsChecks {
      * Checks that need the broker configured for them, so not part of {@link #CHECKS} either:
      * configured_composite needs the composites below (jms.rs configures ferromq with them).
      */
-    static final List<String> CONFIGURED_CHECKS = List.of("configured_composite");
+    static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
+            "flow_control_fail");
 
     /**
      * configured_composite: composite queue ORDERS forwards only, to queue EU, topic AUDIT, and
@@ -245,6 +246,8 @@ public final class JmsChecks {
             case "failover" -> failover();
             case "stomp_interop" -> stompInterop();
             case "configured_composite" -> configuredComposite();
+            case "flow_control" -> flowControl();
+            case "flow_control_fail" -> flowControlFail();
             case "message_priority" -> messagePriority();
             case "exclusive_consumer" -> exclusiveConsumer();
             case "consumer_priority" -> consumerPriority();
@@ -1569,6 +1572,87 @@ public final class JmsChecks {
                 "a connection stop carries a RemoveInfo, got " + closed);
         expectEquals(((org.apache.activemq.command.ConnectionInfo) opened).getConnectionId(),
                 ((org.apache.activemq.command.RemoveInfo) closed).getObjectId(), "the closed connection's id");
+    }
+
+    /**
+     * flow_control (ferromq started with a 64 KiB queue memory limit): a synchronous sender
+     * (jms.alwaysSyncSend) and an asynchronous one paced by its producer window
+     * (jms.producerWindowSize) each block once the queue is full of non-persistent messages
+     * (which cannot page out), and resume as a consumer drains; nothing is lost or reordered.
+     */
+    void flowControl() throws Exception {
+        for (String options : new String[] {"jms.alwaysSyncSend=true", "jms.producerWindowSize=4096"}) {
+            String queueName = name(options.startsWith("jms.always") ? "sync" : "window");
+            int total = 300;
+            Connection producerConnection = connect(withOptions(url, options));
+            Session producerSession = producerConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            MessageProducer producer = producerSession.createProducer(producerSession.createQueue(queueName));
+            producer.setDeliveryMode(DeliveryMode.NON_PERSISTENT);
+            byte[] kilobyte = new byte[1024];
+            AtomicInteger sent = new AtomicInteger();
+            CompletableFuture<Void> sending = CompletableFuture.runAsync(() -> {
+                try {
+                    for (int i = 0; i < total; i++) {
+                        BytesMessage message = producerSession.createBytesMessage();
+                        message.writeBytes(kilobyte);
+                        message.setIntProperty("index", i);
+                        producer.send(message);
+                        sent.incrementAndGet();
+                    }
+                } catch (JMSException e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            Thread.sleep(QUIET_MS);
+            expect(!sending.isDone(), options + ": the producer should block at the memory limit, but it sent all "
+                    + total + " (" + sent.get() + ")");
+            expect(sent.get() < total, options + ": sent " + sent.get() + " of " + total + " while blocked");
+            Connection consumerConnection = connect();
+            Session consumerSession = consumerConnection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            MessageConsumer consumer = consumerSession.createConsumer(consumerSession.createQueue(queueName));
+            for (int i = 0; i < total; i++) {
+                expectEquals(i, receive(consumer, options + ": message " + i + " of " + total).getIntProperty("index"),
+                        options + ": every message, in order, once the consumer drains");
+            }
+            sending.get(RECEIVE_MS, TimeUnit.MILLISECONDS);
+            expectNothing(consumer, options + ": nothing extra");
+            producerConnection.close();
+            consumerConnection.close();
+        }
+    }
+
+    /**
+     * flow_control_fail (ferromq started with a 64 KiB queue memory limit and
+     * send_fail_if_no_space): a synchronous send over the limit fails with
+     * ResourceAllocationException, and succeeds again once a consumer drains.
+     */
+    void flowControlFail() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect(withOptions(url, "jms.alwaysSyncSend=true"));
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = session.createProducer(session.createQueue(queueName));
+        producer.setDeliveryMode(DeliveryMode.NON_PERSISTENT);
+        byte[] kilobyte = new byte[1024];
+        int accepted = 0;
+        javax.jms.ResourceAllocationException refused = null;
+        while (refused == null && accepted < 10_000) {
+            BytesMessage message = session.createBytesMessage();
+            message.writeBytes(kilobyte);
+            try {
+                producer.send(message);
+                accepted++;
+            } catch (javax.jms.ResourceAllocationException e) {
+                refused = e;
+            }
+        }
+        expect(refused != null, "no ResourceAllocationException after " + accepted + " sends of 1 KiB");
+        expect(accepted > 0, "the first sends fit");
+        MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+        for (int i = 0; i < accepted; i++) {
+            receive(consumer, "accepted message " + i + " of " + accepted);
+        }
+        producer.send(session.createTextMessage("after draining"));
+        expectEquals("after draining", text(receive(consumer, "the send after draining")), "sends work again");
     }
 
     static Object dataStructure(Message message) {

@@ -455,6 +455,42 @@ async fn jms_and_stomp_exchange_messages() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs a check of `CONFIGURED_CHECKS` against ferromq started with `configure`d settings.
+async fn run_configured(
+    check: &str,
+    configure: impl FnOnce(&mut conf::Config),
+) -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let mut config = openwire_config(None, 0)?;
+    configure(&mut config);
+    let broker = broker::Broker::start(config).await.context("starting the broker")?;
+    let url = format!("tcp://{}", openwire_addr(&broker)?);
+    let result = tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, check, &mut || {
+            bail!("the {check} check asked for a restart")
+        })
+    });
+    broker.shutdown().await;
+    result
+}
+
+/// Producer flow control through the JMS client: a synchronous sender and one paced by its
+/// producer window block at a queue's memory limit and resume as a consumer drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_flow_control() -> anyhow::Result<()> {
+    run_configured("flow_control", |config| config.destinations.memory_limit = 64 * 1024).await
+}
+
+/// With `send_fail_if_no_space`, a send over the limit fails with ResourceAllocationException.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_flow_control_fail() -> anyhow::Result<()> {
+    run_configured("flow_control_fail", |config| {
+        config.destinations.memory_limit = 64 * 1024;
+        config.broker.send_fail_if_no_space = true;
+    })
+    .await
+}
+
 /// Configured composite destinations through the JMS client: the Java check
 /// `configured_composite` against a broker configured with the composites it expects (written
 /// as an operator would, in TOML). Apache ActiveMQ's peer (`tests/activemq/activemq.xml`) has
