@@ -99,6 +99,7 @@ fn start(
         config.admin.bind = bind;
     }
     config.validate()?;
+    raise_file_limit(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ferromq")
@@ -123,6 +124,40 @@ fn start(
         broker.shutdown().await;
         Ok(())
     })
+}
+
+/// File descriptors the broker needs besides its connections: listeners, the admin endpoint,
+/// the store's files, the runtime's own.
+const FILES_BESIDES_CONNECTIONS: u64 = 256;
+
+/// Raises the soft limit on open files to the hard limit, since every connection holds one (the
+/// usual soft limit, 1024, is far below the thousands of connections seed 002 tunes ActiveMQ
+/// for), and warns when the configured connection limits exceed what is left.
+fn raise_file_limit(config: &conf::Config) {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(error) => {
+            tracing::warn!(%error, "cannot raise the open file limit");
+            return;
+        }
+    };
+    let connections: u64 = config
+        .transport
+        .connectors
+        .iter()
+        .map(|connector| config.transport.max_connections_for(connector) as u64)
+        .sum();
+    tracing::info!(limit, connections, "open file limit (soft, raised to the hard limit)");
+    if connections + FILES_BESIDES_CONNECTIONS > limit {
+        tracing::warn!(
+            limit,
+            connections,
+            "the connectors accept up to {connections} connections but the process may open only \
+             {limit} files: connections beyond about {} will fail to be accepted; raise the hard \
+             limit (ulimit -Hn, LimitNOFILE=) or lower transport.max_connections",
+            limit.saturating_sub(FILES_BESIDES_CONNECTIONS)
+        );
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -214,11 +214,19 @@ pub struct QueueHandle {
     /// Closed while this queue holds more than its memory limit of messages that cannot page
     /// out: producers wait (see `flow.rs`).
     pub(crate) gate: Arc<FlowGate>,
+    /// Bytes of messages sent to the task (`Enqueue`) that it has not taken yet. A producer
+    /// faster than the task fills its channel; counting these in the flow control gate keeps
+    /// that backlog bounded like the messages the queue holds.
+    inbox: Arc<std::sync::atomic::AtomicUsize>,
     tx: mpsc::UnboundedSender<QueueCommand>,
 }
 
 impl QueueHandle {
     pub(crate) fn send(&self, command: QueueCommand) -> bool {
+        if let QueueCommand::Enqueue(messages) = &command {
+            let bytes = messages.iter().map(|m| m.memory_size()).sum::<usize>();
+            self.inbox.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
         self.tx.send(command).is_ok()
     }
 
@@ -341,6 +349,7 @@ pub(crate) fn spawn(
         stored,
         arriving: Arc::default(),
         gate: Arc::default(),
+        inbox: Arc::default(),
         tx,
     };
     let mut queue = Queue {
@@ -387,6 +396,8 @@ impl Queue {
             };
             match command {
                 QueueCommand::Enqueue(messages) => {
+                    let bytes = messages.iter().map(|m| m.memory_size()).sum::<usize>();
+                    self.handle.inbox.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
                     self.arrived(&messages);
                     for message in messages {
                         self.enqueued += 1;

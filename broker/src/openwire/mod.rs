@@ -24,7 +24,7 @@ use protocol::openwire::{
     WireFormat, WireFormatInfo,
 };
 use store::{DestinationKind, Message, MessageId, SubscriptionKey};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -33,7 +33,7 @@ use crate::core::{
     flow, AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, HeldSends, ProducerRegistration,
     QueueHandle, SubscribeRequest, Transaction,
 };
-use crate::transport::ConnectionContext;
+use crate::transport::{ConnectionContext, ReadBuffer};
 
 /// How long a closing connection's last frames may take to be written.
 const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -115,7 +115,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut socket: W,
     mut items: mpsc::UnboundedReceiver<Option<Bytes>>,
 ) {
-    let mut buffer = BytesMut::with_capacity(16 * 1024);
+    // Grown by what is queued and given back when the queue is empty, so an idle connection
+    // holds no write buffer.
+    let mut buffer = BytesMut::new();
     'outer: while let Some(first) = items.recv().await {
         let mut next = Some(first);
         let mut close = false;
@@ -136,6 +138,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 break 'outer;
             }
             buffer.clear();
+            if items.is_empty() && buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
+                buffer = BytesMut::new();
+            }
         }
         if close {
             break;
@@ -264,7 +269,8 @@ impl Connection {
                 return;
             }
         }
-        let mut buffer = BytesMut::with_capacity(8 * 1024);
+        // Sized by what the client sends: an idle connection holds half a KiB.
+        let mut buffer = ReadBuffer::default();
         let read_deadline = tokio::time::sleep(self.context.connect_timeout);
         tokio::pin!(read_deadline);
         let mut read_timeout: Option<Duration> = None;
@@ -278,7 +284,7 @@ impl Connection {
                     self.finish_pending().await;
                     break;
                 }
-                read = reader.read_buf(&mut buffer) => {
+                read = buffer.read_from(&mut reader) => {
                     match read {
                         Ok(0) | Err(_) => {
                             if !buffer.is_empty() {
@@ -289,7 +295,9 @@ impl Connection {
                         Ok(_) => {}
                     }
                     let was_negotiated = self.format.is_some();
-                    match self.handle_input(&mut buffer, &local) {
+                    let handled = self.handle_input(buffer.bytes(), &local);
+                    buffer.decoded();
+                    match handled {
                         Ok(Flow::Continue) => {}
                         Ok(Flow::Close) => {
                             self.finish_pending().await;

@@ -17,12 +17,12 @@ use bytes::BytesMut;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use protocol::stomp::{self, Codec, Command, Decoded, Frame, Version, WireError};
 use store::{Destination, Message};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::core::{AckMode, ConsumerId, Delivery, HeldSends, QueueHandle, Transaction};
-use crate::transport::ConnectionContext;
+use crate::transport::{ConnectionContext, ReadBuffer};
 use writer::WriteItem;
 
 /// How long a closing connection's last frames may take to be written.
@@ -171,7 +171,8 @@ struct Connection {
 
 impl Connection {
     async fn run<R: AsyncRead + Unpin>(&mut self, mut reader: R) {
-        let mut buffer = BytesMut::with_capacity(8 * 1024);
+        // Sized by what the client sends: an idle connection holds half a KiB.
+        let mut buffer = ReadBuffer::default();
         let deadline = tokio::time::sleep(self.context.connect_timeout);
         tokio::pin!(deadline);
         let shutdown = self.context.shutdown.clone();
@@ -181,7 +182,7 @@ impl Connection {
                     self.finish_pending().await;
                     break;
                 }
-                read = reader.read_buf(&mut buffer) => {
+                read = buffer.read_from(&mut reader), if !self.reading_paused() => {
                     match read {
                         Ok(0) | Err(_) => {
                             // The client went away: its unacknowledged messages go back.
@@ -195,7 +196,9 @@ impl Connection {
                     if let Some(timeout) = self.read_timeout {
                         deadline.as_mut().reset(Instant::now() + timeout);
                     }
-                    match self.handle_input(&mut buffer) {
+                    let handled = self.handle_input(buffer.bytes());
+                    buffer.decoded();
+                    match handled {
                         Ok(true) => {}
                         Ok(false) => {
                             // DISCONNECT: answer what is pending (its receipt last), then close.
@@ -231,6 +234,12 @@ impl Connection {
                     }
                 }
                 _ = &mut deadline => {
+                    if self.reading_paused() {
+                        // The client's heart-beats wait unread behind its held sends.
+                        let wait = self.read_timeout.unwrap_or(self.context.connect_timeout);
+                        deadline.as_mut().reset(Instant::now() + wait);
+                        continue;
+                    }
                     let reason = if self.connected {
                         "no heart-beat from the client within the negotiated interval"
                     } else {
@@ -242,6 +251,16 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// True while the connection stops reading: it holds as many sends as it may (producer
+    /// flow control) and no subscription of it waits for an ACK it would have to read. A
+    /// producer that sends without receipts is paced by TCP then, as ActiveMQ paces it, and
+    /// its sends neither pile up here nor go through over the limit. A connection with a
+    /// client-acknowledge subscription keeps reading, so that its ACKs (which may be what
+    /// frees the room) always get through.
+    fn reading_paused(&self) -> bool {
+        self.held.is_full() && self.subscriptions.values().all(|s| s.ack_mode == AckMode::Auto)
     }
 
     /// Writes out every response still waiting for the store.

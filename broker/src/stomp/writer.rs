@@ -36,7 +36,9 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
     core: std::sync::Arc<Core>,
 ) {
     let mut heart_beat: Option<Duration> = None;
-    let mut buffer = BytesMut::with_capacity(16 * 1024);
+    // Grown by what is queued and given back when the queue is empty, so an idle connection
+    // holds no write buffer.
+    let mut buffer = BytesMut::new();
     let mut acks: Vec<(QueueHandle, ConsumerId, Vec<MessageId>)> = Vec::new();
     loop {
         let first = match heart_beat {
@@ -90,6 +92,9 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
                 return;
             }
             buffer.clear();
+            if items.is_empty() && buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
+                buffer = BytesMut::new();
+            }
         }
         for (queue, consumer, ids) in acks.drain(..) {
             core.ack_now(&queue, consumer, ids);

@@ -3,6 +3,7 @@
 
 mod connections;
 mod listener;
+mod read_buffer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,13 @@ use std::time::Duration;
 pub use connections::{ConnectionCounts, ConnectionStats, Protocol};
 pub use listener::{bind, BoundConnector};
 use protocol::stomp::Limits;
+pub(crate) use read_buffer::ReadBuffer;
 
 use crate::core::Core;
+
+/// The most write buffer a connection's writer keeps once it has written everything queued;
+/// a larger one (grown by a burst) is given back, so that idle connections cost little.
+pub(crate) const IDLE_WRITE_BUFFER: usize = 4 * 1024;
 
 /// What every connection handler needs, shared by all connections of a broker.
 #[derive(Clone)]

@@ -24,6 +24,10 @@ pub(crate) type CacheValue = Option<DataStructure>;
 /// The sending side's cache.
 #[derive(Debug)]
 pub(crate) struct EncodeCache {
+    /// The negotiated number of slots.
+    size: usize,
+    /// The slots handed out so far (they grow up to `size`, one by one: a connection that
+    /// caches a few ids holds a few slots, not a thousand).
     slots: Vec<CacheValue>,
     index: HashMap<CacheValue, i16>,
     next: usize,
@@ -39,7 +43,8 @@ impl EncodeCache {
     pub(crate) fn new(size: usize) -> EncodeCache {
         let size = size.clamp(1, i16::MAX as usize);
         EncodeCache {
-            slots: vec![None; size],
+            size,
+            slots: Vec::new(),
             index: HashMap::new(),
             next: 0,
             next_eviction: 0,
@@ -67,13 +72,14 @@ impl EncodeCache {
 
     /// Evicts the oldest entries until [`FREE_SLOTS`] are free; run before each command.
     pub(crate) fn sweep(&mut self) {
-        let keep = self.slots.len().saturating_sub(FREE_SLOTS);
+        let keep = self.size.saturating_sub(FREE_SLOTS);
         // Java loops `while size > length - 100`, which never ends for caches of at most 100
         // slots; stopping when the map is empty makes those caches merely useless.
         while self.index.len() > keep && !self.index.is_empty() {
-            let evicted = self.slots[self.next_eviction].take();
+            // A slot not handed out yet holds nothing, as Java's never-set `null`.
+            let evicted = self.slots.get_mut(self.next_eviction).and_then(Option::take);
             self.index.remove(&evicted);
-            self.next_eviction = (self.next_eviction + 1) % self.slots.len();
+            self.next_eviction = (self.next_eviction + 1) % self.size;
         }
     }
 
@@ -86,12 +92,15 @@ impl EncodeCache {
     /// in full every time).
     pub(crate) fn add(&mut self, value: CacheValue) -> i16 {
         let slot = self.next;
-        self.next = (self.next + 1) % self.slots.len();
-        if self.index.len() < self.slots.len() {
+        self.next = (self.next + 1) % self.size;
+        if self.index.len() < self.size {
+            if slot >= self.slots.len() {
+                self.slots.resize(slot + 1, None);
+            }
             let previous = std::mem::replace(&mut self.slots[slot], value.clone());
             self.journal.push((slot, previous, Some(value.clone())));
             self.index.insert(value, slot as i16);
-            // `slot` < slots.len() <= i16::MAX.
+            // `slot` < size <= i16::MAX.
             slot as i16
         } else {
             -1
@@ -102,7 +111,10 @@ impl EncodeCache {
 /// The receiving side's cache.
 #[derive(Debug)]
 pub(crate) struct DecodeCache {
-    /// `None`: never set; `Some(None)`: a cached `null`.
+    /// The negotiated number of slots.
+    size: usize,
+    /// `None`: never set; `Some(None)`: a cached `null`. Grows up to `size` as slots are set;
+    /// a slot beyond its end was never set.
     slots: Vec<Option<CacheValue>>,
 }
 
@@ -110,7 +122,7 @@ impl DecodeCache {
     /// A cache of `size` slots.
     pub(crate) fn new(size: usize) -> DecodeCache {
         let size = size.clamp(1, i16::MAX as usize);
-        DecodeCache { slots: vec![None; size] }
+        DecodeCache { size, slots: Vec::new() }
     }
 
     /// Checks that `index` may be stored (`-1`: the sender's cache was full; not stored).
@@ -119,22 +131,26 @@ impl DecodeCache {
             return Ok(None);
         }
         match usize::try_from(index) {
-            Ok(i) if i < self.slots.len() => Ok(Some(i)),
-            _ => Err(WireError::CacheIndexOutOfRange { index, size: self.slots.len() }),
+            Ok(i) if i < self.size => Ok(Some(i)),
+            _ => Err(WireError::CacheIndexOutOfRange { index, size: self.size }),
         }
     }
 
     /// The value at `index`.
     pub(crate) fn get(&self, index: i16) -> Result<&CacheValue, WireError> {
         let i = self.check(index)?.ok_or(WireError::CacheMiss(index))?;
-        self.slots[i].as_ref().ok_or(WireError::CacheMiss(index))
+        self.slots.get(i).and_then(Option::as_ref).ok_or(WireError::CacheMiss(index))
     }
 
     /// Stores `value` at slot `i` (checked with [`Self::check`]).
     pub(crate) fn set(&mut self, i: usize, value: CacheValue) {
-        if let Some(slot) = self.slots.get_mut(i) {
-            *slot = Some(value);
+        if i >= self.size {
+            return;
         }
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(value);
     }
 }
 
@@ -190,6 +206,20 @@ mod tests {
         c.add(id(1));
         c.sweep();
         assert_eq!(c.get(&id(1)), None);
+    }
+
+    #[test]
+    fn caches_hold_only_the_slots_they_used() {
+        let mut encode = EncodeCache::new(1024);
+        encode.add(id(0));
+        encode.add(id(1));
+        assert_eq!(encode.slots.len(), 2);
+        let mut decode = DecodeCache::new(1024);
+        decode.set(2, id(2));
+        assert_eq!(decode.slots.len(), 3);
+        assert_eq!(decode.get(1), Err(WireError::CacheMiss(1)));
+        assert_eq!(decode.get(900), Err(WireError::CacheMiss(900)));
+        assert_eq!(decode.get(2), Ok(&id(2)));
     }
 
     #[test]

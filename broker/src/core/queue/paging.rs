@@ -554,6 +554,9 @@ impl Queue {
             broker.used.fetch_sub(self.paging.accounted - held, Ordering::Relaxed);
         }
         self.paging.accounted = held;
+        // What cannot page out: messages held that are not in the store, and messages sent
+        // to this task that it has not taken yet.
+        let inbox = self.handle.inbox.load(Ordering::Relaxed);
         let pinned = self.paging.pinned;
         let total = if pinned >= self.paging.pinned_accounted {
             broker.pinned.fetch_add(pinned - self.paging.pinned_accounted, Ordering::Relaxed)
@@ -565,7 +568,9 @@ impl Queue {
                 .saturating_sub(self.paging.pinned_accounted - pinned)
         };
         self.paging.pinned_accounted = pinned;
-        if self.handle.gate.update(pinned, self.paging.limits.destination, &broker.blocked_queues) {
+        let destination_usage = pinned.saturating_add(inbox);
+        let limit = self.paging.limits.destination;
+        if self.handle.gate.update(destination_usage, limit, &broker.blocked_queues) {
             tracing::debug!(queue = ?self.handle.key, blocked = self.handle.gate.is_blocked(),
                 pinned, "producer flow control");
         }
