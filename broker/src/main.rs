@@ -2,6 +2,12 @@
 
 mod cli;
 
+/// mimalloc instead of the system allocator: the broker frees on one thread what it allocated
+/// on another (a connection builds a message, a queue task drops it), which glibc's per-thread
+/// arenas turn into memory that is never given back to the system.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
