@@ -1536,6 +1536,8 @@ public final class JmsChecks {
                 session.createConsumer(org.apache.activemq.advisory.AdvisorySupport.getConsumerAdvisoryTopic(queue));
         MessageConsumer connectionEvents =
                 session.createConsumer(org.apache.activemq.advisory.AdvisorySupport.getConnectionAdvisoryTopic());
+        MessageConsumer producerEvents =
+                session.createConsumer(org.apache.activemq.advisory.AdvisorySupport.getProducerAdvisoryTopic(queue));
 
         Connection other = connect();
         // ActiveMQ first replays the connections that exist (the monitor's own); skip those.
@@ -1565,6 +1567,23 @@ public final class JmsChecks {
         expectEquals(consumerInfo.getConsumerId(),
                 ((org.apache.activemq.command.RemoveInfo) removal).getObjectId(), "the stopped consumer's id");
         expectEquals(0, stopped.getIntProperty("consumerCount"), "consumerCount after the stop");
+
+        MessageProducer producer = otherSession.createProducer(queue);
+        Message producing = receive(producerEvents, "the advisory of the producer's start");
+        Object producerInfo = dataStructure(producing);
+        expect(producerInfo instanceof org.apache.activemq.command.ProducerInfo,
+                "a producer start carries a ProducerInfo, got " + producerInfo);
+        expectEquals(queue, ((org.apache.activemq.command.ProducerInfo) producerInfo).getDestination(),
+                "the advisory names the producer's queue");
+        expectEquals(1, producing.getIntProperty("producerCount"), "producerCount after the start");
+        producer.close();
+        Message produced = receive(producerEvents, "the advisory of the producer's stop");
+        Object producerRemoval = dataStructure(produced);
+        expect(producerRemoval instanceof org.apache.activemq.command.RemoveInfo,
+                "a producer stop carries a RemoveInfo, got " + producerRemoval);
+        expectEquals(((org.apache.activemq.command.ProducerInfo) producerInfo).getProducerId(),
+                ((org.apache.activemq.command.RemoveInfo) producerRemoval).getObjectId(), "the stopped producer's id");
+        expectEquals(0, produced.getIntProperty("producerCount"), "producerCount after the stop");
 
         other.close();
         Object closed = dataStructure(receive(connectionEvents, "the connection advisory of a closed connection"));

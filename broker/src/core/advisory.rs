@@ -40,6 +40,9 @@ pub const ADVISORY_SUBJECT: &str = "ferromq.advisory.subject";
 /// Property of a consumer advisory: how many consumers the destination has now (ActiveMQ's
 /// name).
 pub const CONSUMER_COUNT: &str = "consumerCount";
+/// Property of a producer advisory: how many producers the destination has now (ActiveMQ's
+/// name).
+pub const PRODUCER_COUNT: &str = "producerCount";
 /// Property of a connection advisory: the client id, when the connection has one.
 pub const ADVISORY_CLIENT_ID: &str = "ferromq.advisory.clientId";
 
@@ -151,6 +154,34 @@ impl Core {
             (CONSUMER_COUNT, PropertyValue::Int(i32::try_from(count).unwrap_or(i32::MAX))),
         ];
         self.publish_advisory(registry, &topic, properties);
+    }
+
+    /// Announces a producer's start or stop on `ActiveMQ.Advisory.Producer.Queue.<name>` /
+    /// `.Topic.<name>`, with the destination's producer count after it.
+    pub(super) fn advise_producer(
+        &self,
+        destination: &Destination,
+        producer: &str,
+        started: bool,
+        count: u64,
+    ) {
+        if destination.name.starts_with(ADVISORY_PREFIX) {
+            return;
+        }
+        let kind = if destination.kind.is_queue() { "Queue" } else { "Topic" };
+        let topic = format!("{ADVISORY_PREFIX}Producer.{kind}.{}", destination.name);
+        let mut registry = self.registry.lock();
+        let properties = vec![
+            (ADVISORY_KIND, PropertyValue::String("producer".into())),
+            (
+                ADVISORY_OPERATION,
+                PropertyValue::String(if started { "add" } else { "remove" }.into()),
+            ),
+            (ADVISORY_DESTINATION, PropertyValue::String(destination.to_string().into())),
+            (ADVISORY_SUBJECT, PropertyValue::String(producer.into())),
+            (PRODUCER_COUNT, PropertyValue::Int(i32::try_from(count).unwrap_or(i32::MAX))),
+        ];
+        self.publish_advisory(&mut registry, &topic, properties);
     }
 
     /// Announces a connection on `ActiveMQ.Advisory.Connection` once it has identified

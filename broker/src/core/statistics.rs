@@ -161,10 +161,17 @@ impl ProducerCounts {
 /// A producer counted on its destination (each part of a composite one) while this lives:
 /// adapters keep it beside their producer and drop it when the producer or its connection
 /// goes, so no count can outlive its producer.
-#[derive(Debug)]
 pub struct ProducerRegistration {
     counts: Arc<ProducerCounts>,
     destinations: Vec<Destination>,
+    /// The producer's id and the broker, to announce its stop (an advisory) when it goes.
+    advisory: Option<(String, std::sync::Weak<Core>)>,
+}
+
+impl std::fmt::Debug for ProducerRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerRegistration").field("destinations", &self.destinations).finish()
+    }
 }
 
 impl Drop for ProducerRegistration {
@@ -175,6 +182,15 @@ impl Drop for ProducerRegistration {
                 *count = count.saturating_sub(1);
                 if *count == 0 {
                     counts.remove(destination);
+                }
+            }
+        }
+        drop(counts);
+        if let Some((producer, core)) = &self.advisory {
+            if let Some(core) = core.upgrade() {
+                for destination in &self.destinations {
+                    let count = self.counts.of(destination);
+                    core.advise_producer(destination, producer, false, count);
                 }
             }
         }
@@ -190,8 +206,13 @@ struct TopicSnapshot {
 
 impl Core {
     /// Counts a producer on `destination` (every part of a composite one) until the returned
-    /// registration is dropped.
-    pub fn register_producer(&self, destination: &Destination) -> ProducerRegistration {
+    /// registration is dropped, and announces its start and stop on the producer advisory
+    /// topics under `id` (the protocol's id for it).
+    pub fn register_producer(
+        self: &Arc<Self>,
+        destination: &Destination,
+        id: &str,
+    ) -> ProducerRegistration {
         let destinations: Vec<Destination> = composite_parts(destination)
             .into_iter()
             .filter(|part| matches!(part.kind, DestinationKind::Queue | DestinationKind::Topic))
@@ -201,7 +222,14 @@ impl Core {
             *counts.entry(destination.clone()).or_insert(0) += 1;
         }
         drop(counts);
-        ProducerRegistration { counts: self.producers.clone(), destinations }
+        for destination in &destinations {
+            self.advise_producer(destination, id, true, self.producers.of(destination));
+        }
+        ProducerRegistration {
+            counts: self.producers.clone(),
+            destinations,
+            advisory: Some((id.to_owned(), Arc::downgrade(self))),
+        }
     }
 
     /// Every queue and topic with its counters: queues (dead-letter and virtual topic

@@ -279,6 +279,26 @@ fn advisory(message: &Message) -> Option<ow::Command> {
                 ..Default::default()
             })))
         }
+        "producer" => {
+            let subject = advisory_property(message, ADVISORY_SUBJECT)?;
+            let (rest, value) = subject.rsplit_once(':')?;
+            let (connection, session) = rest.rsplit_once(':')?;
+            let producer_id = ow::ProducerId {
+                connection_id: connection.to_owned(),
+                session_id: session.parse().ok()?,
+                value: value.parse().ok()?,
+            };
+            if removed {
+                return Some(remove(ow::DataStructure::ProducerId(producer_id)));
+            }
+            let destination = advisory_property(message, ADVISORY_DESTINATION)?;
+            let destination = Destination::parse_qualified(destination)?;
+            Some(ow::Command::ProducerInfo(Box::new(ow::ProducerInfo {
+                producer_id: Some(producer_id),
+                destination: Some(destination_to(&destination)),
+                ..Default::default()
+            })))
+        }
         "connection" => {
             let connection_id = ow::ConnectionId {
                 value: advisory_property(message, ADVISORY_SUBJECT)?.to_owned(),

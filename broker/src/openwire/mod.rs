@@ -484,7 +484,11 @@ impl Connection {
                 if let Some(producer) = info.producer_id.clone() {
                     if let Some(destination) = &info.destination {
                         let destination = mapping::destination_from(destination);
-                        let registration = self.context.core.register_producer(&destination);
+                        let id = format!(
+                            "{}:{}:{}",
+                            producer.connection_id, producer.session_id, producer.value
+                        );
+                        let registration = self.context.core.register_producer(&destination, &id);
                         self.producer_registrations.insert(producer.clone(), registration);
                     }
                     self.producers.insert(producer, info.window_size);
