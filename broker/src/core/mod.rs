@@ -576,25 +576,11 @@ impl Core {
             DestinationKind::TempTopic => ADVISORY_TEMP_TOPIC,
             _ => return,
         };
-        let id = self.next_message_id();
-        let mut message = Message::new(
-            id,
-            format!("ID:ferromq-advisory:1:1:{}", id.0),
-            Destination::topic(topic),
-        );
-        message.headers.delivery_mode = store::DeliveryMode::NonPersistent;
-        message.headers.timestamp = queue::now_millis();
-        message.properties.insert(
-            ADVISORY_DESTINATION.into(),
-            store::PropertyValue::String(destination.to_string().into()),
-        );
-        message
-            .properties
-            .insert(ADVISORY_OPERATION.into(), store::PropertyValue::String(operation.into()));
-        let message = Arc::new(message);
-        for queue in registry.topic_route(topic, &message, false, 0, &[]) {
-            queue.send(QueueCommand::Enqueue(vec![message.clone()]));
-        }
+        let properties = vec![
+            (ADVISORY_DESTINATION, store::PropertyValue::String(destination.to_string().into())),
+            (ADVISORY_OPERATION, store::PropertyValue::String(operation.into())),
+        ];
+        self.publish_advisory(registry, topic, properties);
     }
 
     /// Declares a queue destination to the store when it is first used.

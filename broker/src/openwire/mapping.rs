@@ -244,6 +244,14 @@ fn advisory_property<'m>(message: &'m Message, name: &str) -> Option<&'m str> {
     }
 }
 
+/// The `<connection>:<session>:<value>` id of the consumer or producer an advisory is about.
+fn advisory_id(message: &Message) -> Option<(String, i64, i64)> {
+    let subject = advisory_property(message, ADVISORY_SUBJECT)?;
+    let (rest, value) = subject.rsplit_once(':')?;
+    let (connection, session) = rest.rsplit_once(':')?;
+    Some((connection.to_owned(), session.parse().ok()?, value.parse().ok()?))
+}
+
 /// The command an advisory carries for the JMS client's `AdvisorySupport`: a ConsumerInfo or
 /// ConnectionInfo for a start, a RemoveInfo with the same id for a stop, a DestinationInfo
 /// for destinations.
@@ -260,14 +268,8 @@ fn advisory(message: &Message) -> Option<ow::Command> {
     };
     match advisory_property(message, ADVISORY_KIND).unwrap_or("destination") {
         "consumer" => {
-            let subject = advisory_property(message, ADVISORY_SUBJECT)?;
-            let (rest, value) = subject.rsplit_once(':')?;
-            let (connection, session) = rest.rsplit_once(':')?;
-            let consumer_id = ow::ConsumerId {
-                connection_id: connection.to_owned(),
-                session_id: session.parse().ok()?,
-                value: value.parse().ok()?,
-            };
+            let (connection_id, session_id, value) = advisory_id(message)?;
+            let consumer_id = ow::ConsumerId { connection_id, session_id, value };
             if removed {
                 return Some(remove(ow::DataStructure::ConsumerId(consumer_id)));
             }
@@ -280,14 +282,8 @@ fn advisory(message: &Message) -> Option<ow::Command> {
             })))
         }
         "producer" => {
-            let subject = advisory_property(message, ADVISORY_SUBJECT)?;
-            let (rest, value) = subject.rsplit_once(':')?;
-            let (connection, session) = rest.rsplit_once(':')?;
-            let producer_id = ow::ProducerId {
-                connection_id: connection.to_owned(),
-                session_id: session.parse().ok()?,
-                value: value.parse().ok()?,
-            };
+            let (connection_id, session_id, value) = advisory_id(message)?;
+            let producer_id = ow::ProducerId { connection_id, session_id, value };
             if removed {
                 return Some(remove(ow::DataStructure::ProducerId(producer_id)));
             }

@@ -23,7 +23,7 @@ use protocol::openwire::{
     self as ow, ack_type, transaction_type, Codec, Command, DataStructure, Throwable, WireError,
     WireFormat, WireFormatInfo,
 };
-use store::{DestinationKind, Message, MessageId, SubscriptionKey};
+use store::{DestinationKind, Message, SubscriptionKey};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -184,6 +184,19 @@ impl From<WireError> for Refusal {
     fn from(error: WireError) -> Refusal {
         Refusal::new(JMS_EXCEPTION, error.to_string())
     }
+}
+
+/// `items` gathered by the queue they belong to (a wildcard consumer's come from several),
+/// each queue once, in order of first appearance.
+fn by_queue<T>(items: impl IntoIterator<Item = (QueueHandle, T)>) -> Vec<(QueueHandle, Vec<T>)> {
+    let mut groups: Vec<(QueueHandle, Vec<T>)> = Vec::new();
+    for (queue, item) in items {
+        match groups.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
+            Some((_, items)) => items.push(item),
+            None => groups.push((queue, vec![item])),
+        }
+    }
+    groups
 }
 
 fn xa_refusal() -> Refusal {
@@ -863,15 +876,9 @@ impl Connection {
             // Handed to the application up to `last`; the standard ack comes later. The
             // client-acknowledge and transacted consumers of the ActiveMQ client send these to
             // open their prefetch window, and stall without.
-            let mut groups: Vec<(&QueueHandle, Vec<MessageId>)> = Vec::new();
-            for (queue, message) in consumer.delivered.iter().take(position + 1) {
-                match groups.iter_mut().find(|(q, _)| q.same_queue(queue)) {
-                    Some((_, ids)) => ids.push(message.id),
-                    None => groups.push((queue, vec![message.id])),
-                }
-            }
-            for (queue, ids) in groups {
-                self.context.core.consumed(queue, consumer.core, ids);
+            let delivered = consumer.delivered.iter().take(position + 1);
+            for (queue, ids) in by_queue(delivered.map(|(q, m)| (q.clone(), m.id))) {
+                self.context.core.consumed(&queue, consumer.core, ids);
             }
             return Ok(());
         }
@@ -882,13 +889,7 @@ impl Connection {
         };
         let core_consumer = consumer.core;
         let core = self.context.core.clone();
-        let mut groups: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
-        for (queue, message) in acked {
-            match groups.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
-                Some((_, messages)) => messages.push(message),
-                None => groups.push((queue, vec![message])),
-            }
-        }
+        let groups = by_queue(acked);
         if kind == ack_type::POISON {
             // The client's redelivery policy gave up on them (it sends this outside any
             // transaction, after rolling back): to the dead-letter queue.
