@@ -19,8 +19,7 @@ use crate::core::selector::Selector;
 use crate::core::wildcard::DestinationFilter;
 use crate::core::DestinationStats;
 use crate::core::{
-    CompositeRule, CompositeTarget, Composites, Core, CoreSettings, DeadLetterSettings,
-    DeadLetterStrategy, QueueStats, VirtualTopicRule,
+    CompositeRule, CompositeTarget, Composites, Core, CoreSettings, QueueStats, VirtualTopicRule,
 };
 use crate::error::BrokerError;
 use crate::transport::{self, BoundConnector, ConnectionContext, Protocol};
@@ -103,7 +102,11 @@ impl BrokerBuilder {
                 .collect(),
             composites: composites(&config)?,
             scheduler: config.broker.scheduler,
-            dead_letters: dead_letter_settings(&config),
+            dead_letters: crate::core::policy::dead_letter_settings(
+                &config.dead_letter,
+                config.destinations.expire_messages_period,
+            ),
+            policies: Arc::new(crate::core::policy::Policies::from_config(&config)),
             memory: crate::core::MemoryLimits::new(
                 config.destinations.memory_limit,
                 config.broker.memory_limit,
@@ -378,26 +381,4 @@ fn composites(config: &Config) -> Result<Composites, conf::ConfigError> {
         composites.insert(destination(&composite.name), rule);
     }
     Ok(composites)
-}
-
-fn dead_letter_settings(config: &Config) -> DeadLetterSettings {
-    let section = &config.dead_letter;
-    let strategy = match section.strategy {
-        conf::DeadLetterStrategy::Shared => {
-            DeadLetterStrategy::Shared { queue: section.queue.as_str().into() }
-        }
-        conf::DeadLetterStrategy::Individual => DeadLetterStrategy::Individual {
-            queue_prefix: section.queue_prefix.as_str().into(),
-            topic_prefix: section.topic_prefix.as_str().into(),
-        },
-        conf::DeadLetterStrategy::Discarding => DeadLetterStrategy::Discarding,
-    };
-    let period = config.destinations.expire_messages_period;
-    DeadLetterSettings {
-        strategy,
-        max_redeliveries: section.redelivery_limit(),
-        process_non_persistent: section.process_non_persistent,
-        process_expired: section.process_expired,
-        expire_messages_period: (!period.is_zero()).then_some(period),
-    }
 }

@@ -443,6 +443,11 @@ fn list_keys(name: &str) -> Option<ListKeys> {
             ],
             example: "e.g. { name = \"queue://ORDERS.ALL\", forward_to = [\"queue://ORDERS.EU\"] }",
         }),
+        "policies" => Some(ListKeys {
+            known: keys_of::<crate::PolicyEntry>(),
+            required: &[],
+            example: "e.g. { queue = \">\", memory_limit = \"128 mb\" }",
+        }),
         _ => None,
     }
 }
@@ -499,7 +504,8 @@ mod tests {
                 "dead_letter",
                 "admin",
                 "virtual_topics",
-                "composite_destinations"
+                "composite_destinations",
+                "policies"
             ]
         );
         assert_eq!(

@@ -70,6 +70,7 @@ mod dead_letter;
 mod document;
 mod error;
 mod number;
+mod policy;
 mod sections;
 mod uri;
 mod validate;
@@ -85,6 +86,10 @@ pub use crate::composite::{
 pub use crate::dead_letter::{DeadLetterConfig, DeadLetterStrategy};
 use crate::document::Document;
 pub use crate::error::{ConfigError, UNKNOWN_ORIGIN};
+pub use crate::policy::{
+    DispatchPolicy, MessageGroupMap, PolicyEntry, PolicyTarget, SlowConsumerStrategy,
+    SubscriptionRecovery,
+};
 pub use crate::sections::{
     BrokerConfig, DestinationDefaults, StoreConfig, StoreKind, SyncMode, TransportConfig,
     VirtualTopicConfig,
@@ -117,6 +122,9 @@ pub struct Config {
     pub virtual_topics: Vec<VirtualTopicConfig>,
     /// `[[composite_destinations]]`: configured composite queues and topics. Default none.
     pub composite_destinations: Vec<CompositeDestinationConfig>,
+    /// `[[policies]]`: per-destination policies (see [`PolicyEntry`]). Default none: every
+    /// destination takes the `[destinations]` and `[dead_letter]` defaults.
+    pub policies: Vec<PolicyEntry>,
 }
 
 impl Default for Config {
@@ -130,6 +138,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             virtual_topics: vec![VirtualTopicConfig::default()],
             composite_destinations: Vec::new(),
+            policies: Vec::new(),
         }
     }
 }

@@ -110,3 +110,102 @@ pub(crate) mod millis {
         }
     }
 }
+
+/// An optional [`whole`] number (a key that may be left out).
+pub(crate) fn optional_whole<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    whole(deserializer).map(Some)
+}
+
+/// An optional [`millis`] duration.
+pub(crate) mod optional_millis {
+    use super::*;
+    use serde::Serializer;
+
+    pub(crate) fn serialize<S: Serializer>(
+        duration: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match duration {
+            Some(duration) => super::millis::serialize(duration, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        super::millis::deserialize(deserializer).map(Some)
+    }
+}
+
+/// A size in bytes: a whole number, or a text with a unit as ActiveMQ writes them
+/// (`"128 mb"`, `"64kb"`, `"1 GiB"`; k, m, g and t are powers of 1024, as in ActiveMQ).
+pub(crate) fn bytes<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    deserializer.deserialize_any(Bytes)
+}
+
+/// An optional [`bytes`] size.
+pub(crate) fn optional_bytes<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    bytes(deserializer).map(Some)
+}
+
+struct Bytes;
+
+impl Visitor<'_> for Bytes {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a number of bytes, or a size such as \"128 mb\"")
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<u64, E> {
+        Ok(value)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<u64, E> {
+        u64::try_from(value).map_err(|_| E::invalid_value(Unexpected::Signed(value), &self))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<u64, E> {
+        parse_size(text).ok_or_else(|| E::invalid_value(Unexpected::Str(text), &self))
+    }
+}
+
+/// `"128 mb"` to 134 217 728; `None` for anything that is not a size.
+pub(crate) fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1u64 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_as_activemq_writes_them() {
+        assert_eq!(parse_size("128 mb"), Some(128 << 20));
+        assert_eq!(parse_size("64kb"), Some(64 << 10));
+        assert_eq!(parse_size("1 GiB"), Some(1 << 30));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size("mb"), None);
+        assert_eq!(parse_size("99999999999 tb"), None);
+    }
+}

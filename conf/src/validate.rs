@@ -47,7 +47,7 @@ fn at_least_one(key: &str, value: u64) -> Result<(), Invalid> {
     Ok(())
 }
 
-fn duration(key: &str, value: Duration, may_be_zero: bool) -> Result<(), Invalid> {
+pub(crate) fn duration(key: &str, value: Duration, may_be_zero: bool) -> Result<(), Invalid> {
     if value.is_zero() && !may_be_zero {
         return Err(Invalid::new(key, "must be at least 1 millisecond"));
     }
@@ -96,6 +96,28 @@ fn topic_pattern(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A policy's destination name or pattern: no empty level, `>` only as the whole last level.
+pub(crate) fn destination_pattern(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("must not be empty (a name or pattern, e.g. \"ORDERS.>\" or \">\")".to_owned());
+    }
+    let levels: Vec<&str> = name.split('.').collect();
+    if levels.iter().any(|level| level.is_empty()) {
+        return Err(format!("`{name}` has an empty level: levels are separated by single dots"));
+    }
+    let last = levels.len() - 1;
+    let misplaced = levels
+        .iter()
+        .enumerate()
+        .any(|(index, level)| level.contains('>') && (*level != ">" || index != last));
+    if misplaced {
+        return Err(format!(
+            "`{name}`: `>` matches all the remaining levels, so it may only be the whole last level"
+        ));
+    }
+    Ok(())
+}
+
 /// A virtual topic's `prefix`: levels ending with a dot, since the topic name follows it.
 fn consumer_prefix(prefix: &str) -> Result<(), String> {
     if prefix.trim().is_empty() {
@@ -121,7 +143,7 @@ fn consumer_prefix(prefix: &str) -> Result<(), String> {
 }
 
 /// A memory limit: at least 64 KiB, so that a queue keeps a useful window of messages.
-fn memory_limit(key: &str, bytes: u64) -> Result<(), Invalid> {
+pub(crate) fn memory_limit(key: &str, bytes: u64) -> Result<(), Invalid> {
     const MIN_MEMORY: u64 = 64 << 10;
     if bytes < MIN_MEMORY {
         return Err(Invalid::new(key, format!("{bytes} bytes is less than {MIN_MEMORY} (64 KiB)")));
@@ -164,6 +186,10 @@ impl Config {
 
         self.check_virtual_topics()?;
         crate::composite::check(&self.composite_destinations, "composite_destinations")?;
+        for (index, policy) in self.policies.iter().enumerate() {
+            let entry = format!("policies[{index}]");
+            policy.check(&entry).map_err(|invalid| invalid.or_else(&entry))?;
+        }
         Ok(())
     }
 

@@ -145,6 +145,8 @@ pub(crate) struct DeadLetter {
     pub stored: bool,
     pub message: Arc<Message>,
     pub cause: Cause,
+    /// The settings of the queue's policy: where its dead letters go.
+    pub settings: Arc<DeadLetterSettings>,
 }
 
 /// A queue's way to the dead-letter task, with the settings it needs itself (the redelivery
@@ -164,6 +166,19 @@ impl DeadLetters {
 
     pub fn settings(&self) -> &DeadLetterSettings {
         &self.settings
+    }
+
+    /// The settings, to hand over with a letter.
+    pub fn shared_settings(&self) -> Arc<DeadLetterSettings> {
+        self.settings.clone()
+    }
+
+    /// The same way to the task, with a destination policy's own settings (`None`: these).
+    pub fn with_settings(&self, settings: Option<Arc<DeadLetterSettings>>) -> DeadLetters {
+        match settings {
+            Some(settings) => DeadLetters { settings, tx: self.tx.clone() },
+            None => self.clone(),
+        }
     }
 
     /// Hands a message over. If the task is gone (the broker is stopping) the message stays
@@ -261,7 +276,6 @@ pub(crate) fn copy_of(
 /// registry is.
 pub(crate) async fn run(
     mut letters: mpsc::UnboundedReceiver<DeadLetter>,
-    settings: DeadLetterSettings,
     registry: Weak<Mutex<Registry>>,
     store: Arc<dyn MessageStore>,
     ids: Arc<AtomicU64>,
@@ -269,24 +283,23 @@ pub(crate) async fn run(
     while let Some(letter) = letters.recv().await {
         let Some(registry) = registry.upgrade() else { break };
         let mut registry = registry.lock();
-        process(&settings, &mut registry, &store, &ids, letter);
+        process(&mut registry, &store, &ids, letter);
     }
 }
 
 fn process(
-    settings: &DeadLetterSettings,
     registry: &mut Registry,
     store: &Arc<dyn MessageStore>,
     ids: &AtomicU64,
     letter: DeadLetter,
 ) {
-    let DeadLetter { queue: from, stored, message, cause } = letter;
+    let DeadLetter { queue: from, stored, message, cause, settings } = letter;
     let ack = (stored && message.is_persistent()).then(|| Operation::Ack {
         queue: (*from).clone(),
         key: PageKey::of(&message),
         txn: None,
     });
-    let (queue, original) = match verdict(settings, &from, &message, &cause) {
+    let (queue, original) = match verdict(&settings, &from, &message, &cause) {
         Verdict::Drop(why) => {
             if cause == Cause::Expired {
                 tracing::debug!(id = %message.message_id, queue = ?from, "expired message dropped: {why}");

@@ -15,6 +15,7 @@ mod audit;
 mod composite;
 pub mod dead_letter;
 pub mod flow;
+pub mod policy;
 pub mod queue;
 mod registry;
 pub mod scheduler;
@@ -184,6 +185,8 @@ pub struct CoreSettings {
     pub memory: MemoryLimits,
     /// What a send that finds no room does (see [`flow`]).
     pub flow: FlowSettings,
+    /// Each destination's policy (see [`policy`]).
+    pub policies: Arc<policy::Policies>,
 }
 
 impl Default for CoreSettings {
@@ -200,6 +203,7 @@ impl Default for CoreSettings {
             dead_letters: DeadLetterSettings::default(),
             memory: MemoryLimits::default(),
             flow: FlowSettings::default(),
+            policies: Arc::default(),
         }
     }
 }
@@ -250,12 +254,14 @@ impl Core {
         let settings_scheduler = settings.scheduler;
         let (dead_letters, letters) = DeadLetters::new(settings.dead_letters.clone());
         let memory = settings.memory.clone();
+        let policies = settings.policies.clone();
         let core = Core {
             store,
             settings,
             registry: Arc::new(Mutex::new(Registry {
                 dead_letters,
                 memory,
+                policies,
                 ..Registry::default()
             })),
             client_ids: Mutex::new(std::collections::HashMap::new()),
@@ -268,7 +274,6 @@ impl Core {
         };
         tokio::spawn(dead_letter::run(
             letters,
-            core.settings.dead_letters.clone(),
             Arc::downgrade(&core.registry),
             core.store.clone(),
             core.next_message_id.clone(),
@@ -283,14 +288,7 @@ impl Core {
                 }
             }
             for info in recovered.subscriptions {
-                let handle = queue::spawn(
-                    info.queue(),
-                    true,
-                    core.store.clone(),
-                    registry.dead_letters.clone(),
-                    registry.memory.clone(),
-                    &mut registry.audit,
-                )?;
+                let handle = registry.spawn_queue(info.queue(), true, &core.store)?;
                 let selector = match Selector::parse_optional(info.selector.as_deref()) {
                     Ok(selector) => selector.map(Arc::new),
                     Err(error) => {
@@ -336,6 +334,25 @@ impl Core {
 
     pub fn next_message_id(&self) -> MessageId {
         MessageId(self.next_message_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The prefetch of a new consumer of `destination` that asked for `requested` (`None`:
+    /// nothing): its policy's for its kind when it asked for nothing or for its client's
+    /// default, else what it asked for (see [`policy::Policy::prefetch_for`]).
+    pub fn prefetch_for(
+        &self,
+        destination: &Destination,
+        durable: bool,
+        requested: Option<u32>,
+    ) -> u32 {
+        let kind = match (destination.kind.is_queue(), durable) {
+            (true, _) => policy::ConsumerKind::Queue,
+            (false, true) => policy::ConsumerKind::DurableTopic,
+            (false, false) => policy::ConsumerKind::Topic,
+        };
+        // A wildcard or composite subscription takes the policy of its pattern's name.
+        let policy = self.settings.policies.for_destination(destination);
+        policy.prefetch_for(kind, requested, self.settings.default_prefetch)
     }
 
     pub fn next_consumer_id(&self) -> ConsumerId {
@@ -506,13 +523,10 @@ impl Core {
             return Ok(());
         }
         let queue = match destination.kind {
-            DestinationKind::TempQueue => Some(queue::spawn(
+            DestinationKind::TempQueue => Some(registry.spawn_queue(
                 QueueKey::destination(destination.clone()),
                 false,
-                self.store.clone(),
-                registry.dead_letters.clone(),
-                registry.memory.clone(),
-                &mut registry.audit,
+                &self.store,
             )?),
             DestinationKind::TempTopic => None,
             _ => return Err(CoreError::NotTemporary(destination.to_string())),
@@ -688,14 +702,7 @@ impl Core {
                     name: format!("consumer-{}", consumer.0).into(),
                 }),
             };
-            let queue = queue::spawn(
-                key,
-                false,
-                self.store.clone(),
-                registry.dead_letters.clone(),
-                registry.memory.clone(),
-                &mut registry.audit,
-            )?;
+            let queue = registry.spawn_queue(key, false, &self.store)?;
             for (filter, temporary) in topics {
                 if retroactive {
                     replay_recent(&registry, &filter, spec.selector.as_deref(), &queue);
@@ -776,14 +783,7 @@ impl Core {
             selector: selector.as_ref().map(|s| Arc::from(s.text())),
             no_local: no_local.is_some(),
         };
-        let queue = queue::spawn(
-            info.queue(),
-            true,
-            self.store.clone(),
-            registry.dead_letters.clone(),
-            registry.memory.clone(),
-            &mut registry.audit,
-        )?;
+        let queue = registry.spawn_queue(info.queue(), true, &self.store)?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.
         drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
         registry.topic_subscriptions.push(TopicSubscription {

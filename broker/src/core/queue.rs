@@ -33,11 +33,14 @@ use tokio::sync::{mpsc, oneshot};
 use super::audit::ProducerAudit;
 use super::dead_letter::{Cause, DeadLetter, DeadLetters};
 use super::flow::FlowGate;
+use super::policy::Policy;
 use super::selector::Selector;
 use super::{AckMode, ConsumerId, Delivery};
 
+mod groups;
 mod paging;
 
+use groups::GroupMap;
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
 use paging::{Paging, MAX_BROWSE};
@@ -323,12 +326,14 @@ struct Queue {
     /// Message groups (JMSXGroupID) and the consumer each sticks to: the first consumer a
     /// group's message goes to gets all of them until it closes or the group is closed
     /// (JMSXGroupSeq -1).
-    groups: HashMap<Arc<str>, ConsumerId>,
+    groups: GroupMap,
     /// Where messages go that this queue gives up on (expired, poisoned, redelivered too
     /// often), with the settings for that.
     dead_letters: DeadLetters,
     /// Which part of the stored queue is in memory, and the memory limits.
     paging: Paging,
+    /// The destination's policy (the topic's, for a subscription's queue).
+    policy: Arc<Policy>,
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
@@ -341,6 +346,7 @@ pub(crate) fn spawn(
     store: Arc<dyn MessageStore>,
     dead_letters: DeadLetters,
     limits: MemoryLimits,
+    policy: Arc<Policy>,
     audit: &mut ProducerAudit,
 ) -> Result<QueueHandle, StoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -364,9 +370,10 @@ pub(crate) fn spawn(
         expired: 0,
         dead_lettered: 0,
         memory_bytes: 0,
-        groups: HashMap::new(),
+        groups: GroupMap::new(policy.message_group_map),
         dead_letters,
         paging: Paging::new(limits),
+        policy,
     };
     if stored {
         queue.load_first_window(audit)?;
@@ -520,9 +527,10 @@ impl Queue {
             }
             if let Some(group) = &queued.message.headers.group_id {
                 if queued.message.headers.group_seq == -1 {
-                    self.groups.remove(group);
-                } else {
-                    self.groups.entry(group.clone()).or_insert(self.consumers[index].spec.id);
+                    self.groups.close(group);
+                } else if self.groups.assign(group, self.consumers[index].spec.id) {
+                    // A group the cache forgot may now go to consumers that passed it over.
+                    self.forget_scans();
                 }
             }
             let consumer = &mut self.consumers[index];
@@ -548,7 +556,11 @@ impl Queue {
             }
             consumer.pulls = consumer.pulls.saturating_sub(1);
             consumer.in_flight.insert(queued.message.id, queued);
-            self.next_consumer = (index + 1) % self.consumers.len();
+            // Strict order fills the consumers in the order they came (ActiveMQ's
+            // strictOrderDispatch); otherwise the next message goes to the next consumer.
+            if !self.policy.strict_order_dispatch {
+                self.next_consumer = (index + 1) % self.consumers.len();
+            }
         }
     }
 
@@ -641,18 +653,22 @@ impl Queue {
         self.ready.insert(key, queued);
     }
 
+    /// Every consumer's selector scan starts over (messages it passed over for another
+    /// consumer's group may be for it now).
+    fn forget_scans(&mut self) {
+        for consumer in &mut self.consumers {
+            consumer.scanned = None;
+            consumer.missed.clear();
+        }
+    }
+
     fn remove_consumer(&mut self, id: ConsumerId) {
         let Some(position) = self.consumers.iter().position(|c| c.spec.id == id) else { return };
         let consumer = self.consumers.remove(position);
-        let groups = self.groups.len();
-        self.groups.retain(|_, owner| *owner != id);
-        if self.groups.len() < groups {
+        if self.groups.release_consumer(id) {
             // Its groups move to whichever consumer gets their next message: consumers that
             // passed those messages over must look at them again.
-            for other in &mut self.consumers {
-                other.scanned = None;
-                other.missed.clear();
-            }
+            self.forget_scans();
         }
         if self.next_consumer > position {
             self.next_consumer -= 1;
@@ -881,6 +897,7 @@ impl Queue {
             stored: self.handle.stored,
             message,
             cause,
+            settings: self.dead_letters.shared_settings(),
         });
     }
 }

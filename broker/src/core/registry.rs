@@ -11,6 +11,7 @@ use store::{Destination, Message, MessageStore, QueueKey, StoreError, Subscripti
 use super::advisory::AdvisoryState;
 use super::audit::ProducerAudit;
 use super::dead_letter::DeadLetters;
+use super::policy::Policies;
 use super::queue::{self, ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle};
 use super::selector::Selector;
 use super::statistics::TopicCounters;
@@ -98,6 +99,8 @@ pub(crate) struct Registry {
     pub memory: MemoryLimits,
     /// Messages published per topic, for the statistics.
     pub topic_counters: TopicCounters,
+    /// Every destination's policy.
+    pub policies: Arc<Policies>,
 }
 
 impl Registry {
@@ -112,14 +115,7 @@ impl Registry {
             return Ok((handle.clone(), false));
         }
         let key = QueueKey::destination(Destination::queue(name.clone()));
-        let handle = queue::spawn(
-            key,
-            true,
-            store.clone(),
-            self.dead_letters.clone(),
-            self.memory.clone(),
-            &mut self.audit,
-        )?;
+        let handle = self.spawn_queue(key, true, store)?;
         for attachment in self.consumers.values_mut() {
             for (filter, spec) in &attachment.wildcards {
                 if filter.matches(name) {
@@ -130,6 +126,20 @@ impl Registry {
         }
         self.queues.insert(name.clone(), handle.clone());
         Ok((handle, true))
+    }
+
+    /// Starts the task of queue `key` with its destination's policy (a subscription's queue
+    /// takes its topic's); `stored`: it keeps persistent messages in the store.
+    pub fn spawn_queue(
+        &mut self,
+        key: QueueKey,
+        stored: bool,
+        store: &Arc<dyn MessageStore>,
+    ) -> Result<QueueHandle, StoreError> {
+        let policy = self.policies.for_destination(&key.destination);
+        let dead_letters = self.dead_letters.with_settings(policy.dead_letters.clone());
+        let limits = self.memory.with_destination_limit(policy.memory_limit);
+        queue::spawn(key, stored, store.clone(), dead_letters, limits, policy, &mut self.audit)
     }
 
     /// Keeps `message` (just published to `topic`) for retroactive subscribers.

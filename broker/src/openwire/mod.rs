@@ -590,9 +590,11 @@ impl Connection {
             }
             _ => None,
         };
-        let prefetch = info.prefetch_size.max(0);
-        tracing::debug!(peer = %self.peer, prefetch, "consumer added");
         let core = self.context.core.clone();
+        let requested = u32::try_from(info.prefetch_size.max(0)).unwrap_or(0);
+        let prefetch = core.prefetch_for(&destination, durable.is_some(), Some(requested));
+        let prefetch = i32::try_from(prefetch).unwrap_or(i32::MAX);
+        tracing::debug!(peer = %self.peer, prefetch, "consumer added");
         let consumer = core.next_consumer_id();
         core.subscribe(SubscribeRequest {
             destination,

@@ -85,17 +85,17 @@ impl Connection {
                 ));
             }
         }
-        let prefetch = match frame.get("activemq.prefetchSize") {
+        let requested_prefetch = match frame.get("activemq.prefetchSize") {
             Some(value) => {
-                value.trim().parse::<u32>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                Some(value.trim().parse::<u32>().ok().filter(|p| *p > 0).ok_or_else(|| {
                     Fatal::new(
                         Some(frame),
                         "invalid activemq.prefetchSize header",
                         &format!("`{value}`: expected a positive integer"),
                     )
-                })?
+                })?)
             }
-            None => self.context.core.settings().default_prefetch,
+            None => None,
         };
         // STOMP properties are all strings; like ActiveMQ's STOMP adapter, the selector
         // converts them when they meet a number (`count > 5` matches the header `count:7`).
@@ -141,6 +141,7 @@ impl Connection {
         };
         let core = self.context.core.clone();
         let consumer = core.next_consumer_id();
+        let prefetch = core.prefetch_for(&destination, durable.is_some(), requested_prefetch);
         let request = SubscribeRequest {
             destination,
             spec: ConsumerSpec {

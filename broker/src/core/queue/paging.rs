@@ -135,6 +135,17 @@ impl MemoryLimits {
         self.destination
     }
 
+    /// The same broker limit with a destination policy's own limit (`None`: this one).
+    pub fn with_destination_limit(&self, limit: Option<u64>) -> MemoryLimits {
+        match limit {
+            Some(limit) => MemoryLimits {
+                destination: usize::try_from(limit).unwrap_or(usize::MAX),
+                broker: self.broker.clone(),
+            },
+            None => self.clone(),
+        }
+    }
+
     pub fn broker_limit(&self) -> usize {
         self.broker.limit
     }
@@ -286,6 +297,17 @@ impl Queue {
         let held = self.held_bytes();
         held > self.paging.limits.destination
             || self.broker_usage(held) > self.paging.limits.broker.limit
+            || (self.policy.lazy_dispatch && self.ready.len() > self.free_credit())
+    }
+
+    /// How many more messages the consumers could take now: what a lazy-dispatch queue
+    /// keeps in memory (its policy's `lazy_dispatch`).
+    fn free_credit(&self) -> usize {
+        let free = |c: &super::Consumer| match c.spec.prefetch {
+            0 => usize::try_from(c.pulls).unwrap_or(usize::MAX),
+            prefetch => (prefetch as usize).saturating_sub(c.in_flight.len() - c.released),
+        };
+        self.consumers.iter().map(free).fold(0, usize::saturating_add)
     }
 
     /// True if this message is in memory already or will come through an `Enqueue`.
@@ -408,8 +430,13 @@ impl Queue {
         let starving = self.consumers.iter().any(|c| c.has_credit())
             && self.ready.keys().next().is_none_or(|key| self.paging.window.beyond(*key));
         let held = self.held_bytes();
-        let low = held < self.paging.limits.destination / 2
-            && self.broker_usage(held) < self.paging.limits.broker.limit;
+        let low = match self.policy.lazy_dispatch {
+            true => self.ready.len() < self.free_credit(),
+            false => {
+                held < self.paging.limits.destination / 2
+                    && self.broker_usage(held) < self.paging.limits.broker.limit
+            }
+        };
         if !starving && !low {
             return;
         }
@@ -569,7 +596,12 @@ impl Queue {
         };
         self.paging.pinned_accounted = pinned;
         let destination_usage = pinned.saturating_add(inbox);
-        let limit = self.paging.limits.destination;
+        // Without producer flow control the destination's own limit never holds a send (the
+        // broker's still does).
+        let limit = match self.policy.producer_flow_control {
+            true => self.paging.limits.destination,
+            false => usize::MAX,
+        };
         if self.handle.gate.update(destination_usage, limit, &broker.blocked_queues) {
             tracing::debug!(queue = ?self.handle.key, blocked = self.handle.gate.is_blocked(),
                 pinned, "producer flow control");
@@ -638,7 +670,8 @@ mod tests {
         let (dead_letters, _letters) = DeadLetters::new(DeadLetterSettings::default());
         let store: Arc<dyn MessageStore> = store.clone();
         let limits = MemoryLimits::new(limit, 1 << 30);
-        spawn(key(), true, store, dead_letters, limits, &mut ProducerAudit::default())
+        let policy = Arc::default();
+        spawn(key(), true, store, dead_letters, limits, policy, &mut ProducerAudit::default())
             .expect("the queue starts")
     }
 
