@@ -33,6 +33,11 @@ pub(super) fn render(broker: &BrokerStats, destinations: &[DestinationStats]) ->
     let memory = "Bytes of messages held by all destinations.";
     family(&mut out, "ferromq_memory_bytes", "gauge", memory);
     sample(&mut out, "ferromq_memory_bytes", &[], broker.memory_bytes);
+    if let Some(limit) = broker.memory_limit_bytes {
+        let help = "The broker's memory limit for messages ([broker] memory_limit).";
+        family(&mut out, "ferromq_memory_limit_bytes", "gauge", help);
+        sample(&mut out, "ferromq_memory_limit_bytes", &[], limit);
+    }
     let used = "Bytes the message store uses.";
     family(&mut out, "ferromq_store_used_bytes", "gauge", used);
     let store = [("store", broker.store.kind.as_str())];
@@ -42,12 +47,15 @@ pub(super) fn render(broker: &BrokerStats, destinations: &[DestinationStats]) ->
     sample(&mut out, "ferromq_store_limit_bytes", &store, broker.store.limit_bytes);
 
     type Field = fn(&DestinationStats) -> u64;
-    let per_destination: [(&str, &str, &str, Field); 9] = [
+    let per_destination: [(&str, &str, &str, Field); 10] = [
         ("pending", "gauge", "Messages waiting for a consumer.", |d| d.pending),
         ("in_flight", "gauge", "Messages delivered and not acknowledged yet.", |d| d.in_flight),
         ("producers", "gauge", "Producers created for the destination.", |d| d.producers),
         ("consumers", "gauge", "Consumers attached.", |d| d.consumers),
         ("memory_bytes", "gauge", "Bytes of messages held.", |d| d.memory_bytes),
+        ("memory_limit_bytes", "gauge", "The destination's memory limit, from its policy.", |d| {
+            d.memory_limit_bytes
+        }),
         ("enqueued_total", "counter", "Messages sent to the destination.", |d| d.enqueued),
         ("dequeued_total", "counter", "Messages acknowledged by consumers.", |d| d.dequeued),
         ("expired_total", "counter", "Messages that expired before delivery.", |d| d.expired),
@@ -133,6 +141,7 @@ mod tests {
             producers: 0,
             consumers: 1,
             memory_bytes: 10,
+            memory_limit_bytes: 1 << 20,
             subscriptions: Vec::new(),
         };
         let text = render(&broker, &[queue]);
@@ -142,6 +151,9 @@ mod tests {
              ferromq_destination_pending{destination=\"odd \\\"name\\\"\\\\\",kind=\"queue\"} 42\n"
         ));
         assert!(text.contains("# TYPE ferromq_destination_enqueued_total counter\n"));
+        assert!(text.contains(
+            "ferromq_destination_memory_limit_bytes{destination=\"odd \\\"name\\\"\\\\\",kind=\"queue\"} 1048576\n"
+        ));
         assert!(text.contains("ferromq_info{broker=\"b\",version=\"0.1.0\"} 1\n"));
         assert!(text.ends_with('\n'));
     }

@@ -73,7 +73,9 @@ impl AdminState {
                 topics: count(StatsKind::Topic),
             },
             memory_bytes: destinations.iter().map(|d| d.memory_bytes).sum(),
-            memory_limit_bytes: None,
+            memory_limit_bytes: Some(
+                u64::try_from(self.core.settings().memory.broker_limit()).unwrap_or(u64::MAX),
+            ),
             store: StoreStats {
                 kind: store.name().to_owned(),
                 used_bytes: usage.used_bytes,

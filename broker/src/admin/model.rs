@@ -20,8 +20,8 @@ pub struct BrokerStats {
     pub destinations: DestinationCounts,
     /// Bytes of messages held by every destination (see `DestinationStats::memory_bytes`).
     pub memory_bytes: u64,
-    /// The broker's memory limit, once ferromq has one (issue 7's memory limits); `null`
-    /// until then.
+    /// The broker's memory limit (`[broker] memory_limit`, ActiveMQ's systemUsage
+    /// memoryUsage); optional so that older answers still read.
     pub memory_limit_bytes: Option<u64>,
     /// What the store says of its size.
     pub store: StoreStats,

@@ -73,7 +73,10 @@ fn table(destinations: &[DestinationStats], which: Which, memory_limit: Option<u
         Which::Topics => d.kind == StatsKind::Topic,
     });
     for destination in shown {
-        let memory = match memory_limit {
+        // A destination's share of its own limit, as ActiveMQ's MemoryPercentUsage.
+        let limit =
+            Some(destination.memory_limit_bytes).filter(|limit| *limit > 0).or(memory_limit);
+        let memory = match limit {
             Some(limit) if limit > 0 => {
                 format!("{}", destination.memory_bytes.saturating_mul(100) / limit)
             }

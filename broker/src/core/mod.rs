@@ -355,6 +355,13 @@ impl Core {
         policy.prefetch_for(kind, requested, self.settings.default_prefetch)
     }
 
+    /// The memory limit of `destination`: its policy's, else the broker's default.
+    pub fn memory_limit_of(&self, destination: &Destination) -> u64 {
+        let policy = self.settings.policies.for_destination(destination);
+        let default = self.settings.memory.destination_limit();
+        policy.memory_limit.unwrap_or(u64::try_from(default).unwrap_or(u64::MAX))
+    }
+
     pub fn next_consumer_id(&self) -> ConsumerId {
         ConsumerId(self.next_consumer_id.fetch_add(1, Ordering::Relaxed))
     }

@@ -76,6 +76,10 @@ pub struct DestinationStats {
     pub consumers: u64,
     /// Bytes of message bodies and headers held ([`store::Message::memory_size`]).
     pub memory_bytes: u64,
+    /// The destination's memory limit, from its policy (a topic's applies to each of its
+    /// subscriptions).
+    #[serde(default)]
+    pub memory_limit_bytes: u64,
     /// A topic's subscriptions, durable or not; empty for a queue.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subscriptions: Vec<SubscriptionStats>,
@@ -95,6 +99,7 @@ impl DestinationStats {
             producers: 0,
             consumers: 0,
             memory_bytes: 0,
+            memory_limit_bytes: 0,
             subscriptions: Vec::new(),
         }
     }
@@ -312,7 +317,9 @@ impl Core {
             let Some(stats) = handle.stats().await else { continue };
             let mut destination = DestinationStats::new(handle.name(), StatsKind::Queue);
             destination.add(&stats, true);
-            destination.producers = self.producers.of(&Destination::queue(handle.name()));
+            let queue = Destination::queue(handle.name());
+            destination.producers = self.producers.of(&queue);
+            destination.memory_limit_bytes = self.memory_limit_of(&queue);
             all.push(destination);
         }
         // A subscription matching several topics (a wildcard) is asked once.
@@ -320,7 +327,9 @@ impl Core {
         for topic in topics {
             let mut destination = DestinationStats::new(&topic.name, StatsKind::Topic);
             destination.enqueued = topic.published;
-            destination.producers = self.producers.of(&Destination::topic(topic.name.as_str()));
+            let name = Destination::topic(topic.name.as_str());
+            destination.producers = self.producers.of(&name);
+            destination.memory_limit_bytes = self.memory_limit_of(&name);
             for (handle, label, durable) in topic.subscriptions {
                 let stats = match asked.get(&label) {
                     Some(stats) => *stats,

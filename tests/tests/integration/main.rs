@@ -16,6 +16,7 @@ mod jms;
 mod model;
 mod openwire;
 mod openwire_client;
+mod policies;
 mod queues;
 mod receipts;
 mod scheduled;
