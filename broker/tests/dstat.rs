@@ -96,7 +96,8 @@ fn dstat_prints_the_counts_of_a_running_broker() {
             "Enqueue #",
             "Dequeue #",
             "Forward #",
-            "Memory"
+            // ActiveMQ's: each destination's share of its memory limit.
+            "Memory %"
         ],
         "{table}"
     );

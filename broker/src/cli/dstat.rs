@@ -56,7 +56,8 @@ pub fn run(args: DstatArgs) -> anyhow::Result<()> {
 
 /// The table, a header line and a line per destination, in ActiveMQ's layout.
 fn table(destinations: &[DestinationStats], which: Which, memory_limit: Option<u64>) -> String {
-    let memory_header = if memory_limit.is_some() { "Memory %" } else { "Memory" };
+    let percent = memory_limit.is_some() || destinations.iter().any(|d| d.memory_limit_bytes > 0);
+    let memory_header = if percent { "Memory %" } else { "Memory" };
     let mut out = row(&[
         "Name",
         "Queue Size",
@@ -138,6 +139,7 @@ mod tests {
             producers: 2,
             consumers: 1,
             memory_bytes: 6144,
+            memory_limit_bytes: 0,
             subscriptions: Vec::new(),
         }
     }
@@ -159,6 +161,10 @@ mod tests {
             .lines()
             .nth(1)
             .is_some_and(|line| line.starts_with("prices ") && line.ends_with(" 10")));
+        // A destination's own limit (its policy's) comes before the broker's.
+        let own = DestinationStats { memory_limit_bytes: 12288, ..all[0].clone() };
+        let text = table(&[own], Which::All, Some(61440));
+        assert!(text.lines().nth(1).is_some_and(|line| line.ends_with(" 50")), "{text}");
     }
 
     #[test]
