@@ -120,6 +120,7 @@ impl BrokerBuilder {
         };
         let core = Arc::new(Core::recover(store, settings)?);
         core.start_scheduler();
+        core.start_store_watch();
 
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {
@@ -199,6 +200,7 @@ async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerErro
                     SyncMode::Never => SyncPolicy::Never,
                 },
                 checkpoint_bytes: settings.checkpoint_bytes,
+                checkpoint_interval: settings.checkpoint_interval,
                 compaction_threshold: settings.compaction_threshold,
                 max_size: settings.max_size,
                 refuse_on_corruption: settings.refuse_on_corruption,

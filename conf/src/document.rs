@@ -518,6 +518,7 @@ mod tests {
                     "max_size",
                     "segment_size",
                     "checkpoint_bytes",
+                    "checkpoint_interval_ms",
                     "compaction_threshold",
                     "refuse_on_corruption"
                 ][..]

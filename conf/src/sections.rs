@@ -157,6 +157,12 @@ pub struct StoreConfig {
     pub segment_size: u64,
     /// Journal: bytes written between index checkpoints. Default 8 MiB.
     pub checkpoint_bytes: u64,
+    /// Journal: an idle journal checkpoints after this long without a write, so that
+    /// acknowledged messages free their data files (and a full store frees room) even when
+    /// nothing more is written. Key `checkpoint_interval_ms`, default 5000, as KahaDB's
+    /// `checkpointInterval`.
+    #[serde(rename = "checkpoint_interval_ms", with = "number::millis")]
+    pub checkpoint_interval: Duration,
     /// Journal: a data file whose live fraction falls below this is compacted. Default 0.5.
     pub compaction_threshold: f64,
     /// Journal: refuse to start when a record in the middle of a data file is corrupt,
@@ -173,6 +179,7 @@ impl Default for StoreConfig {
             max_size: 64 << 30,
             segment_size: 32 << 20,
             checkpoint_bytes: 8 << 20,
+            checkpoint_interval: Duration::from_millis(5000),
             compaction_threshold: 0.5,
             refuse_on_corruption: false,
         }

@@ -208,6 +208,7 @@ impl Config {
             ));
         }
         at_least_one("store.checkpoint_bytes", store.checkpoint_bytes)?;
+        duration("store.checkpoint_interval_ms", store.checkpoint_interval, false)?;
         if !(store.compaction_threshold > 0.0 && store.compaction_threshold < 1.0) {
             return Err(Invalid::new(
                 "store.compaction_threshold",

@@ -45,6 +45,7 @@ fn the_defaults_are_the_documented_ones() -> Result<(), ConfigError> {
     assert_eq!(config.store.max_size, 64 << 30);
     assert_eq!(config.store.segment_size, 32 << 20);
     assert_eq!(config.store.checkpoint_bytes, 8 << 20);
+    assert_eq!(config.store.checkpoint_interval, Duration::from_secs(5));
     assert_eq!(config.store.compaction_threshold, 0.5);
     assert!(!config.store.refuse_on_corruption);
     assert_eq!(config.store.sync, SyncMode::Always);
@@ -205,7 +206,7 @@ fn an_unknown_key_is_refused_with_the_known_ones() {
         error_of("[store]\nsync_interval = 5\n"),
         "ferromq.toml:2: `store.sync_interval`: unknown key `sync_interval` in [store] (known keys: \
          kind, sync, sync_interval_ms, max_size, segment_size, checkpoint_bytes, \
-         compaction_threshold, refuse_on_corruption)"
+         checkpoint_interval_ms, compaction_threshold, refuse_on_corruption)"
     );
 }
 
@@ -237,8 +238,8 @@ fn an_unknown_key_is_found_in_dotted_and_inline_form() {
     assert_eq!(
         error_of("\nstore = { kind = \"memory\", fsync = true }\n"),
         "ferromq.toml:2: `store.fsync`: unknown key `fsync` in [store] (known keys: kind, sync, \
-         sync_interval_ms, max_size, segment_size, checkpoint_bytes, compaction_threshold, \
-         refuse_on_corruption)"
+         sync_interval_ms, max_size, segment_size, checkpoint_bytes, checkpoint_interval_ms, \
+         compaction_threshold, refuse_on_corruption)"
     );
 }
 

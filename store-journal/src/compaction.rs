@@ -72,7 +72,7 @@ impl Writer {
 
     /// True if the next checkpoint's reclaiming would delete a file (none of the last
     /// checkpoint's live bytes, wholly before it).
-    fn reclaimable(&self) -> bool {
+    pub(crate) fn reclaimable(&self) -> bool {
         let Some((position, live)) = &self.previous else { return false };
         let state = self.shared.state.read();
         state

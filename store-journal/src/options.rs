@@ -6,6 +6,8 @@ use store::{Failpoints, StoreError, SyncPolicy};
 pub const DEFAULT_SEGMENT_SIZE: u64 = 32 * 1024 * 1024;
 /// A checkpoint every 8 MiB written.
 pub const DEFAULT_CHECKPOINT_BYTES: u64 = 8 * 1024 * 1024;
+/// An idle journal checkpoints after 5 s, as KahaDB's `checkpointInterval`.
+pub const DEFAULT_CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 /// 64 GiB: the order of ActiveMQ's default `storeUsage` (100 GB), and the broker
 /// configuration's default `store.max_size`.
 pub const DEFAULT_MAX_SIZE: u64 = 64 * 1024 * 1024 * 1024;
@@ -24,6 +26,11 @@ pub struct JournalOptions {
     /// A checkpoint (index snapshot) is written after this many bytes of journal, and at
     /// clean close.
     pub checkpoint_bytes: u64,
+    /// A journal written to since its last checkpoint, or holding files the next checkpoint
+    /// would delete, checkpoints after this long without a write, so that acknowledged
+    /// messages free their data files even when nothing more is written (a store at its
+    /// `max_size` whose producers wait for room, or a quiet broker after a drain).
+    pub checkpoint_interval: std::time::Duration,
     /// A data file (not the head, holding no record of an open transaction) whose live bytes
     /// fall below this fraction of its size has its live messages rewritten to the head, so
     /// that it can be deleted.
@@ -48,6 +55,7 @@ impl Default for JournalOptions {
             segment_size: DEFAULT_SEGMENT_SIZE,
             sync: SyncPolicy::Always,
             checkpoint_bytes: DEFAULT_CHECKPOINT_BYTES,
+            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             compaction_threshold: 0.5,
             max_size: DEFAULT_MAX_SIZE,
             max_backlog: DEFAULT_MAX_BACKLOG,

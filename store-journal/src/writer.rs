@@ -220,8 +220,22 @@ impl Writer {
         }
     }
 
-    /// Blocks for the next message; `None` after a periodic sync timed out the wait.
+    /// Blocks for the next message; `None` after a periodic sync or an idle checkpoint timed
+    /// out the wait.
     fn next_message(&mut self) -> Option<Msg> {
+        // Idle with something to checkpoint: wait at most the checkpoint interval.
+        let idle_checkpoint = self.since_checkpoint > 0 || self.reclaimable();
+        if idle_checkpoint && self.dirty.is_empty() {
+            return match self.rx.recv_timeout(self.shared.options.checkpoint_interval) {
+                Ok(msg) => Some(msg),
+                Err(RecvTimeoutError::Timeout) => {
+                    tracing::debug!("idle journal: checkpoint");
+                    self.checkpoint_in_background();
+                    None
+                }
+                Err(RecvTimeoutError::Disconnected) => Some(Msg::Stop),
+            };
+        }
         match self.shared.options.sync {
             SyncPolicy::Periodic(interval) if !self.dirty.is_empty() => {
                 let wait = interval.saturating_sub(self.last_sync.elapsed());

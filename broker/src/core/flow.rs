@@ -12,7 +12,12 @@
 //!   more than one message.
 //! - **The broker**: the same count over every queue against `[broker] memory_limit`.
 //! - **The store**: its backlog of submitted, unwritten units (`store::Backlog`), for
-//!   persistent messages, so that producers faster than the disk are paced.
+//!   persistent messages, so that producers faster than the disk are paced; and its size
+//!   against its limit (`[store] max_size`, ActiveMQ's `storeUsage`): a watch
+//!   ([`Core::start_store_watch`]) closes a gate for persistent sends when the store is within
+//!   [`STORE_HEADROOM`] of its limit, and opens it once acks and compaction have freed twice
+//!   that, so that a full store holds producers (or refuses them, per `send_fail_if_no_space`)
+//!   instead of failing each send.
 //!
 //! # Who waits
 //!
@@ -40,6 +45,22 @@ use super::{Core, CoreError};
 
 /// A blocked gate opens again once usage falls to this percentage of the limit.
 pub const RESUME_PERCENT: usize = 70;
+
+/// How close to its limit the store may come before persistent sends wait: an eighth of the
+/// limit, at most [`STORE_HEADROOM`], so that what producers send between two looks of the
+/// watch ([`STORE_WATCH_PERIOD`]) still fits. A send that still finds the store full is
+/// refused by the store with a clear error.
+pub fn store_headroom(limit: u64) -> u64 {
+    (limit / 8).min(STORE_HEADROOM)
+}
+
+/// The largest headroom kept below the store's limit: what a fast producer writes in
+/// [`STORE_WATCH_PERIOD`] with room to spare.
+pub const STORE_HEADROOM: u64 = 64 << 20;
+
+/// How often the store's size is checked against its limit (a read lock on the store's
+/// state: negligible at this rate, unlike a look on every send).
+pub const STORE_WATCH_PERIOD: Duration = Duration::from_millis(10);
 
 /// What a send over a limit does (ActiveMQ's `systemUsage` attributes of the same names).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,6 +109,21 @@ impl FlowGate {
         }
     }
 
+    /// Blocks or opens the gate as `blocked` says (for owners with their own hysteresis).
+    pub(crate) fn set(&self, blocked: bool, blocked_count: &AtomicUsize) -> bool {
+        if blocked {
+            let changed = !self.blocked.swap(true, Ordering::AcqRel);
+            if changed {
+                blocked_count.fetch_add(1, Ordering::AcqRel);
+            }
+            changed
+        } else {
+            let changed = self.is_blocked();
+            self.open(blocked_count);
+            changed
+        }
+    }
+
     /// Resolves once the gate is open.
     async fn wait_open(&self) {
         loop {
@@ -106,6 +142,8 @@ impl FlowGate {
 pub enum Blocker {
     /// The store's backlog of unwritten units is full.
     Store,
+    /// The store is at its size limit.
+    StoreFull,
     /// The broker's memory limit is reached.
     Broker,
     /// This destination's memory limit is reached.
@@ -117,8 +155,13 @@ impl Core {
     /// store's backlog (persistent messages), the broker's memory, or a destination the
     /// message would reach. Cheap while nothing is blocked: three atomic loads.
     pub fn blocker(&self, message: &Message, connection: u64) -> Option<Blocker> {
-        if message.is_persistent() && self.store().backlog().is_some_and(|b| b.is_full()) {
-            return Some(Blocker::Store);
+        if message.is_persistent() {
+            if self.store_space.is_blocked() {
+                return Some(Blocker::StoreFull);
+            }
+            if self.store().backlog().is_some_and(|b| b.is_full()) {
+                return Some(Blocker::Store);
+            }
         }
         let memory = &self.settings().memory;
         if memory.broker_gate().is_blocked() {
@@ -184,6 +227,7 @@ impl Core {
                             backlog.room().await;
                         }
                     }
+                    Blocker::StoreFull => self.store_space.wait_open().await,
                     Blocker::Broker => self.settings().memory.broker_gate().wait_open().await,
                     Blocker::Destination(_, gate) => gate.wait_open().await,
                 }
@@ -209,6 +253,14 @@ impl Core {
                  is at its limit of {} bytes",
                 self.store().backlog().map_or(0, |b| b.limit())
             ),
+            Blocker::StoreFull => {
+                let usage = self.store().usage();
+                format!(
+                    "Usage Manager Store Limit reached: the store uses {} bytes of its max_size \
+                     of {} bytes ([store] max_size)",
+                    usage.used_bytes, usage.limit_bytes
+                )
+            }
             Blocker::Broker => format!(
                 "Usage Manager Memory Limit reached: the broker's memory_limit of {} bytes \
                  ([broker] memory_limit) is full",
@@ -216,15 +268,53 @@ impl Core {
             ),
             Blocker::Destination(destination, _) => format!(
                 "Usage Manager Memory Limit reached on {}: its memory_limit of {} bytes \
-                 ([destinations] memory_limit) is full",
+                 ([destinations] memory_limit or its policy's) is full",
                 destination,
-                memory.destination_limit()
+                self.memory_limit_of(destination)
             ),
         };
         CoreError::NoSpace(format!(
             "{what}; the message {} was refused (send_fail_if_no_space)",
             message.message_id
         ))
+    }
+}
+
+impl Core {
+    /// Starts watching the store's size against its limit (once; a store without a limit
+    /// needs no watch). The watch ends with the core.
+    pub fn start_store_watch(self: &Arc<Self>) {
+        if self.store().usage().limit_bytes == 0 {
+            return;
+        }
+        let core = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(STORE_WATCH_PERIOD);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let unused = AtomicUsize::new(0);
+            loop {
+                tick.tick().await;
+                let Some(core) = core.upgrade() else { return };
+                let usage = core.store().usage();
+                let headroom = store_headroom(usage.limit_bytes);
+                let full = usage.used_bytes + headroom >= usage.limit_bytes;
+                let roomy = usage.used_bytes + 2 * headroom < usage.limit_bytes;
+                let changed = match (core.store_space.is_blocked(), full, roomy) {
+                    (false, true, _) => core.store_space.set(true, &unused),
+                    (true, _, true) => core.store_space.set(false, &unused),
+                    _ => false,
+                };
+                if changed {
+                    tracing::warn!(
+                        used = usage.used_bytes,
+                        limit = usage.limit_bytes,
+                        full = core.store_space.is_blocked(),
+                        "store limit: persistent sends {}",
+                        if core.store_space.is_blocked() { "wait" } else { "resume" }
+                    );
+                }
+            }
+        });
     }
 }
 

@@ -238,6 +238,8 @@ pub struct Core {
     next_transaction_id: AtomicU64,
     /// Scheduled delivery, when enabled.
     scheduler: Option<scheduler::Scheduler>,
+    /// Closed while the store is at its size limit (see [`flow`]).
+    store_space: flow::FlowGate,
     /// Producers per destination, for the statistics.
     producers: Arc<statistics::ProducerCounts>,
 }
@@ -270,6 +272,7 @@ impl Core {
             next_connection_id: AtomicU64::new(1),
             next_transaction_id: AtomicU64::new(first_transaction),
             scheduler: settings_scheduler.then(scheduler::Scheduler::new),
+            store_space: flow::FlowGate::default(),
             producers: Arc::default(),
         };
         tokio::spawn(dead_letter::run(

@@ -7,7 +7,9 @@
 use anyhow::{bail, ensure, Context as _};
 use client::AckMode;
 use protocol::stomp::{Command, Frame};
-use tests::{bodies, connect, recv_n, start_broker, stomp_addr, RawConnection, ARRIVES, QUIET};
+use tests::{
+    bodies, connect, recv_n, start_broker, stomp_addr, RawConnection, RawEvent, ARRIVES, QUIET,
+};
 
 /// The smallest destination memory limit the configuration accepts: about 40 of the 1 KiB
 /// messages below.
@@ -145,6 +147,93 @@ async fn send_fail_if_no_space_refuses_with_a_resource_allocation_error() -> any
     ensure!(bodies(&drained) == (0..accepted).map(body).collect::<Vec<_>>());
     producer.write_frame(&send("/queue/refusing", accepted)).await?;
     ensure!(producer.read_frame().await?.command == Command::Receipt);
+    broker.shutdown().await;
+    Ok(())
+}
+
+/// A journal of at most 4 MiB in 1 MiB data files (the smallest the configuration allows).
+fn small_journal(config: &mut conf::Config, data: &std::path::Path) {
+    config.store.kind = conf::StoreKind::Journal;
+    config.broker.data_dir = data.to_path_buf();
+    config.store.segment_size = 1 << 20;
+    config.store.max_size = 4 << 20;
+    // Acknowledged messages free their data files at the next idle checkpoint.
+    config.store.checkpoint_interval = std::time::Duration::from_millis(100);
+}
+
+fn persistent_send(index: usize) -> Frame {
+    Frame::new(Command::Send)
+        .header("destination", "/queue/store.full")
+        .header("persistent", "true")
+        .header("receipt", format!("r{index}"))
+        .with_body(format!("{index:05}{}", "s".repeat(8 * 1024)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_send_to_a_full_store_waits_until_acks_free_it() -> anyhow::Result<()> {
+    let data = tempfile::tempdir()?;
+    let broker = start_broker(|config| small_journal(config, data.path())).await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    // About 450 messages of 8 KiB fit in 4 MiB less the headroom; the store would refuse the
+    // rest, so the send must be held before.
+    let mut blocked = None;
+    for index in 0..1000 {
+        producer.write_frame(&persistent_send(index)).await?;
+        match producer.next_event(QUIET).await? {
+            RawEvent::Silent => {
+                blocked = Some(index);
+                break;
+            }
+            RawEvent::Frame(frame) if frame.command == Command::Receipt => {}
+            other => bail!("send {index} got {other:?}"),
+        }
+    }
+    let blocked = blocked.context("1000 sends of 8 KiB went into a 4 MiB store")?;
+    ensure!(blocked > 300, "held after only {blocked} messages");
+    // A consumer drains and acknowledges: the journal frees its data files, the send goes on.
+    let consumer = connect(&broker).await?;
+    let mut subscription = consumer.subscribe("/queue/store.full", AckMode::Auto, &[]).await?;
+    let drained = recv_n(&mut subscription, blocked).await?;
+    ensure!(drained.len() == blocked);
+    let frame = tokio::time::timeout(ARRIVES * 2, producer.read_frame())
+        .await
+        .context("the held send never went through")??;
+    ensure!(frame.get("receipt-id") == Some(&format!("r{blocked}")), "got {frame:?}");
+    let last = recv_n(&mut subscription, 1).await?;
+    ensure!(last[0].body().starts_with(format!("{blocked:05}").as_bytes()), "lost the held send");
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_store_refuses_sends_when_configured_to_fail() -> anyhow::Result<()> {
+    let data = tempfile::tempdir()?;
+    let broker = start_broker(|config| {
+        small_journal(config, data.path());
+        config.broker.send_fail_if_no_space = true;
+    })
+    .await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    let mut refused = None;
+    for index in 0..1000 {
+        producer.write_frame(&persistent_send(index)).await?;
+        let frame = producer.read_frame().await?;
+        if frame.command == Command::Error {
+            refused = Some((index, frame));
+            break;
+        }
+    }
+    let (index, error) = refused.context("1000 sends of 8 KiB went into a 4 MiB store")?;
+    ensure!(index > 300, "refused after only {index} messages");
+    let message = error.get("message").unwrap_or_default();
+    ensure!(message.contains("Store Limit reached"), "{error:?}");
+    // What was accepted is all there.
+    broker.shutdown().await;
+    let broker = start_broker(|config| small_journal(config, data.path())).await?;
+    let consumer = connect(&broker).await?;
+    let mut subscription = consumer.subscribe("/queue/store.full", AckMode::Auto, &[]).await?;
+    let all = recv_n(&mut subscription, index).await?;
+    ensure!(all.len() == index);
     broker.shutdown().await;
     Ok(())
 }
