@@ -47,5 +47,6 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+pub mod amqp;
 pub mod openwire;
 pub mod stomp;
