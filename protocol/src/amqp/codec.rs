@@ -20,11 +20,18 @@ pub struct Limits {
     pub max_nesting_depth: usize,
 }
 
+impl Limits {
+    /// The default nesting limit: 32 levels, far more than any performative or message
+    /// section needs.
+    pub const fn default_nesting_depth() -> usize {
+        32
+    }
+}
+
 impl Default for Limits {
-    /// 1 MiB frames (ActiveMQ's AMQP default) and 32 levels of nesting, far more than any
-    /// performative or message section needs.
+    /// 1 MiB frames (ActiveMQ's AMQP default) and [`Limits::default_nesting_depth`].
     fn default() -> Limits {
-        Limits { max_frame_size: 1 << 20, max_nesting_depth: 32 }
+        Limits { max_frame_size: 1 << 20, max_nesting_depth: Limits::default_nesting_depth() }
     }
 }
 
