@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 pub use convert::FromValue;
 pub use decode::{decode_value, Decoder};
-pub use encode::{encode_value, encoded_len};
+pub use encode::{encode_to_vec, encode_value, encoded_len};
 
 /// A symbolic name: an ASCII string the spec uses for constants (`amqp:not-found`,
 /// capabilities, annotation keys). Kept apart from [`Value::String`] because the two encode
