@@ -36,6 +36,9 @@ impl Default for Limits {
 }
 
 /// What [`Codec::decode`] produced.
+// A header arrives once or twice per connection and frames all the time: boxing the frame
+// to shrink the enum would cost an allocation per frame to save bytes on two values.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decoded {
     /// A protocol header: the SASL or AMQP layer starts.

@@ -101,11 +101,11 @@ impl DeliveryAssembler {
             return Ok(self.continue_or_finish(transfer, Payload::One(payload)));
         };
         let same_delivery = transfer.handle == first.handle
-            && transfer.delivery_id.map_or(true, |id| Some(id) == first.delivery_id)
+            && transfer.delivery_id.is_none_or(|id| Some(id) == first.delivery_id)
             && transfer
                 .delivery_tag
                 .as_ref()
-                .map_or(true, |tag| Some(tag) == first.delivery_tag.as_ref());
+                .is_none_or(|tag| Some(tag) == first.delivery_tag.as_ref());
         if !same_delivery {
             return Err(WireError::InterleavedTransfer {
                 expected: describe(&first),

@@ -445,7 +445,7 @@ fn symbolic_descriptors_are_accepted() {
 fn null_fields_mean_the_default_and_extra_fields_are_ignored() {
     // A flow with every optional field null, and two fields from a future version.
     let mut fields = vec![Value::Null, Value::Uint(1), Value::Uint(2), Value::Uint(3)];
-    fields.extend(std::iter::repeat(Value::Null).take(7));
+    fields.extend(std::iter::repeat_n(Value::Null, 7));
     fields.push(Value::from("future"));
     fields.push(Value::Map(vec![]));
     let Performative::Flow(flow) = decode_performative(performative(0x13, fields)).unwrap() else {
