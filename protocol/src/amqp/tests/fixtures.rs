@@ -17,7 +17,7 @@ use crate::amqp::{
 
 /// The fixture folder: `$FERROMQ_AMQP_FIXTURES`, or the copy in `protocol/fixtures/`
 /// (recorded from Qpid Proton 0.40 and RabbitMQ 3.10; see its README).
-fn fixtures_dir() -> PathBuf {
+pub(super) fn fixtures_dir() -> PathBuf {
     let candidates = [
         std::env::var_os("FERROMQ_AMQP_FIXTURES").map(PathBuf::from),
         Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/amqp")),

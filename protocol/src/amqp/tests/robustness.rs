@@ -12,7 +12,7 @@ use crate::amqp::{
 
 /// The frame bodies of every fixture file, without their headers.
 fn fixture_bodies() -> Vec<Bytes> {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/amqp");
+    let dir = super::fixtures::fixtures_dir();
     let mut bodies = Vec::new();
     for scenario in ["send-receive", "release-then-accept"] {
         for file in ["conn-01.client-to-broker.bin", "conn-01.broker-to-client.bin"] {
