@@ -25,6 +25,23 @@
 //!   - `commands/`: [`openwire::Command`] and every command and data structure;
 //!   - `map.rs`, `body.rs`: [`openwire::PrimitiveMap`], message bodies and compression;
 //!   - `error.rs`: [`openwire::WireError`].
+//! - [`amqp`]: AMQP 1.0 (OASIS), what Qpid JMS, Qpid Proton and the other AMQP 1.0 clients
+//!   speak:
+//!   - `header.rs`: [`amqp::ProtocolHeader`] (AMQP and SASL; other protocols recognised);
+//!   - `frame.rs`, `codec.rs`: [`amqp::Frame`], [`amqp::Codec`] and its [`amqp::Limits`]
+//!     (frame header, heartbeats, max-frame-size enforced from the size field);
+//!   - `types/`: [`amqp::Value`], the type system: format codes, the guarded decoder, the
+//!     compact encoder, conversions to typed fields;
+//!   - `composite.rs`: [`amqp::Composite`], described lists read and written by field;
+//!   - `performatives.rs`: the nine performatives ([`amqp::Performative`]);
+//!   - `definitions.rs`, `terminus.rs`, `delivery_state.rs`: roles and settle modes,
+//!     [`amqp::AmqpError`], [`amqp::Source`] and [`amqp::Target`], [`amqp::DeliveryState`];
+//!   - `transactions.rs`: the coordinator, declare, discharge, declared, transactional state;
+//!   - `sasl.rs`: [`amqp::SaslFrame`] and the PLAIN and ANONYMOUS initial responses;
+//!   - `message.rs`: [`amqp::Message`] and its sections;
+//!   - `delivery.rs`: [`amqp::DeliveryAssembler`] and [`amqp::split_transfer`] for deliveries
+//!     that span frames;
+//!   - `error.rs`: [`amqp::WireError`].
 //!
 //! ## Example
 //!
@@ -47,5 +64,6 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+pub mod amqp;
 pub mod openwire;
 pub mod stomp;
