@@ -110,7 +110,15 @@ public final class JmsChecks {
      * configured_composite needs the composites below (jms.rs configures ferromq with them).
      */
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
-            "flow_control_fail");
+            "flow_control_fail", "configured_policies");
+
+    /**
+     * configured_policies: queues under policy.strict. dispatch in strict order
+     * (strictOrderDispatch); queues under policy.prefetch. give consumers a prefetch of 2
+     * (queuePrefetch) in place of the client's default.
+     */
+    static final String POLICY_STRICT = "policy.strict.";
+    static final String POLICY_PREFETCH = "policy.prefetch.";
 
     /**
      * configured_composite: composite queue ORDERS forwards only, to queue EU, topic AUDIT, and
@@ -246,6 +254,7 @@ public final class JmsChecks {
             case "failover" -> failover();
             case "stomp_interop" -> stompInterop();
             case "configured_composite" -> configuredComposite();
+            case "configured_policies" -> configuredPolicies();
             case "flow_control" -> flowControl();
             case "flow_control_fail" -> flowControlFail();
             case "message_priority" -> messagePriority();
@@ -1377,6 +1386,48 @@ public final class JmsChecks {
     }
 
     /** An exclusive consumer gets everything; when it closes, another takes over. */
+    /** Destination policies: strict-order dispatch and a policy prefetch (see POLICY_*). */
+    void configuredPolicies() throws Exception {
+        Connection connection = connect();
+        // Strict order: the first consumer's prefetch (the client's 1000) fills before the
+        // second consumer gets anything; round-robin would split the messages between them.
+        String strict = POLICY_STRICT + unique;
+        Session first = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Session second = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer firstConsumer = first.createConsumer(first.createQueue(strict));
+        MessageConsumer secondConsumer = second.createConsumer(second.createQueue(strict));
+        Session producing = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = producing.createProducer(producing.createQueue(strict));
+        for (int i = 0; i < 6; i++) {
+            producer.send(indexed(producing, "s", i));
+        }
+        for (int i = 0; i < 6; i++) {
+            expectEquals(i, receive(firstConsumer, "s" + i + " on the first consumer").getIntProperty("index"),
+                    "strict order: the first consumer gets every message");
+        }
+        expectNothing(secondConsumer, "strict order fills the first consumer first");
+        firstConsumer.close();
+        secondConsumer.close();
+
+        // The policy's prefetch of 2: a consumer that acknowledges nothing holds two messages,
+        // and a second consumer gets the rest.
+        String prefetch = POLICY_PREFETCH + unique;
+        Session holding = connection.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer holder = holding.createConsumer(holding.createQueue(prefetch));
+        MessageProducer prefetchProducer = producing.createProducer(producing.createQueue(prefetch));
+        for (int i = 0; i < 5; i++) {
+            prefetchProducer.send(indexed(producing, "p", i));
+        }
+        expectEquals(0, receive(holder, "p0 on the holder").getIntProperty("index"), "the first message");
+        Session other = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer taker = other.createConsumer(other.createQueue(prefetch));
+        for (int i = 2; i < 5; i++) {
+            expectEquals(i, receive(taker, "p" + i + " on the second consumer").getIntProperty("index"),
+                    "the holder's prefetch of 2 leaves the rest to the second consumer");
+        }
+        connection.close();
+    }
+
     void exclusiveConsumer() throws Exception {
         String queueName = name("queue");
         Connection connection = connect();

@@ -529,6 +529,26 @@ forward_to = ["queue://composite.PRICES.LOG"]
     result
 }
 
+/// `configured_policies` against a broker with the destination policies it expects; Apache
+/// ActiveMQ's peer has the same `<policyEntry>`s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_configured_policies() -> anyhow::Result<()> {
+    let policies = conf::Config::parse(
+        r#"
+[[policies]]
+queue = "policy.strict.>"
+strict_order_dispatch = true
+
+[[policies]]
+queue = "policy.prefetch.>"
+queue_prefetch = 2
+"#,
+        "policies.toml",
+    )?
+    .policies;
+    run_configured("configured_policies", |config| config.policies = policies).await
+}
+
 // ---------------------------------------------------------------------------------------------
 // Against Apache ActiveMQ, to validate the checks
 
@@ -554,8 +574,8 @@ fn jms_checks_pass_against_apache_activemq() -> anyhow::Result<()> {
     };
     let url = peer.url();
     let mut failures = Vec::new();
-    // The peer is configured with the composites `configured_composite` expects.
-    for check in CHECKS.iter().chain(&["configured_composite"]) {
+    // The peer is configured with the composites and policies these checks expect.
+    for check in CHECKS.iter().chain(&["configured_composite", "configured_policies"]) {
         let started = Instant::now();
         match run_java_check(&classpath, &url, check, &mut || peer.restart()) {
             Ok(()) => eprintln!("ok   {check} ({:.1} s)", started.elapsed().as_secs_f64()),
