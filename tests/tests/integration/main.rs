@@ -18,6 +18,7 @@ mod openwire;
 mod openwire_client;
 mod queues;
 mod receipts;
+mod retroactive;
 mod scheduled;
 mod selectors;
 mod stomp_protocol;
