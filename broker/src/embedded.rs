@@ -120,6 +120,7 @@ impl BrokerBuilder {
         };
         let core = Arc::new(Core::recover(store, settings)?);
         core.start_scheduler();
+        core.start_inactive_sweep();
 
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {

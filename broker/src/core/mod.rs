@@ -9,13 +9,14 @@
 //! `selector` parses and evaluates JMS message selectors; `scheduler` holds messages sent with
 //! a delay, period or cron entry until they are due; `statistics` collects the counters the
 //! admin endpoint shows; `recovery` keeps each topic's recent messages for retroactive
-//! subscribers.
+//! subscribers; `gc` removes destinations that stayed inactive for their policy's timeout.
 
 mod advisory;
 mod audit;
 mod composite;
 pub mod dead_letter;
 pub mod flow;
+mod gc;
 pub mod policy;
 pub mod queue;
 mod recovery;
@@ -250,6 +251,7 @@ impl Core {
         let (dead_letters, letters) = DeadLetters::new(settings.dead_letters.clone());
         let memory = settings.memory.clone();
         let policies = settings.policies.clone();
+        let collects_garbage = gc::sweep_period(&policies).is_some();
         let core = Core {
             store,
             settings,
@@ -257,6 +259,7 @@ impl Core {
                 dead_letters,
                 memory,
                 policies,
+                collects_garbage,
                 ..Registry::default()
             })),
             client_ids: Mutex::new(std::collections::HashMap::new()),
@@ -803,6 +806,9 @@ impl Core {
         if let Some((queue, _)) = registry.durable.remove(key) {
             registry.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
             queue.send(QueueCommand::Stop);
+            if registry.collects_garbage {
+                registry.ended_subscriptions.push(queue.key.destination.name.clone());
+            }
         }
         self.store.submit(UnitOfWork::with(Operation::RemoveSubscription(key.clone())))
     }

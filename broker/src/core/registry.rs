@@ -81,6 +81,12 @@ pub(crate) struct Registry {
     pub topic_counters: TopicCounters,
     /// Every destination's policy.
     pub policies: Arc<Policies>,
+    /// Some policy removes inactive destinations (see [`gc`](super::gc)).
+    pub collects_garbage: bool,
+    /// Topic subscriptions that ended since the last inactive-destination sweep, by the
+    /// destination they subscribed to (only while `collects_garbage`): their topics were active
+    /// until now.
+    pub ended_subscriptions: Vec<Arc<str>>,
 }
 
 impl Registry {
@@ -221,6 +227,9 @@ impl Registry {
             // A non-durable subscription ends with its subscriber.
             self.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
             queue.send(QueueCommand::Stop);
+            if self.collects_garbage {
+                self.ended_subscriptions.push(queue.key.destination.name.clone());
+            }
         }
         if let Some(key) = attachment.durable {
             if let Some((_, active)) = self.durable.get_mut(&key) {

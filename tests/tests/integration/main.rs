@@ -12,6 +12,7 @@ mod delivery_order;
 mod durable;
 mod extensions;
 mod flow_control;
+mod gc;
 mod jms;
 mod model;
 mod openwire;

@@ -196,6 +196,10 @@ impl Arriving {
     pub(crate) fn remove(&self, id: MessageId) {
         self.0.lock().remove(&id);
     }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.lock().is_empty()
+    }
 }
 
 /// Which part of a stored queue is in memory.
