@@ -116,7 +116,6 @@ impl BrokerBuilder {
                 fail_after: Some(config.broker.send_fail_if_no_space_after_timeout)
                     .filter(|timeout| !timeout.is_zero()),
             },
-            ..CoreSettings::default()
         };
         let core = Arc::new(Core::recover(store, settings)?);
         core.start_scheduler();
