@@ -116,11 +116,14 @@ impl BrokerBuilder {
                 fail_after: Some(config.broker.send_fail_if_no_space_after_timeout)
                     .filter(|timeout| !timeout.is_zero()),
             },
-            ..CoreSettings::default()
         };
         let core = Arc::new(Core::recover(store, settings)?);
         core.start_scheduler();
+<<<<<<< HEAD
         core.start_store_watch();
+=======
+        core.start_inactive_sweep();
+>>>>>>> recovery
 
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {

@@ -110,7 +110,7 @@ public final class JmsChecks {
      * configured_composite needs the composites below (jms.rs configures ferromq with them).
      */
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
-            "flow_control_fail", "configured_policies");
+            "flow_control_fail", "configured_policies", "gc_inactive_destinations");
 
     /**
      * configured_policies: queues under policy.strict. dispatch in strict order
@@ -257,6 +257,7 @@ public final class JmsChecks {
             case "configured_policies" -> configuredPolicies();
             case "flow_control" -> flowControl();
             case "flow_control_fail" -> flowControlFail();
+            case "gc_inactive_destinations" -> gcInactiveDestinations();
             case "message_priority" -> messagePriority();
             case "exclusive_consumer" -> exclusiveConsumer();
             case "consumer_priority" -> consumerPriority();
@@ -1723,6 +1724,41 @@ public final class JmsChecks {
         }
         producer.send(session.createTextMessage("after draining"));
         expectEquals("after draining", text(receive(consumer, "the send after draining")), "sends work again");
+    }
+
+    /**
+     * gc_inactive_destinations (ferromq started with gc_inactive_destinations on every queue,
+     * after 300 ms): a queue used and left empty, without consumers or producers, is removed,
+     * which AdvisorySupport's destination advisory topic announces with a DestinationInfo
+     * whose operation is remove.
+     */
+    void gcInactiveDestinations() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        org.apache.activemq.command.ActiveMQQueue queue =
+                new org.apache.activemq.command.ActiveMQQueue(name("queue"));
+        MessageConsumer destinationEvents =
+                session.createConsumer(org.apache.activemq.advisory.AdvisorySupport.getDestinationAdvisoryTopic(queue));
+        MessageProducer producer = session.createProducer(queue);
+        producer.send(session.createTextMessage("once"));
+        MessageConsumer consumer = session.createConsumer(queue);
+        expectEquals("once", text(receive(consumer, "the message")), "the queue works");
+        consumer.close();
+        producer.close();
+        // The queue's creation may be announced first; its removal must follow.
+        while (true) {
+            Object info = dataStructure(receive(destinationEvents, "the advisory of the queue's removal"));
+            expect(info instanceof org.apache.activemq.command.DestinationInfo,
+                    "a destination advisory carries a DestinationInfo, got " + info);
+            org.apache.activemq.command.DestinationInfo destination = (org.apache.activemq.command.DestinationInfo) info;
+            if (!queue.equals(destination.getDestination())) {
+                continue;
+            }
+            if (destination.isRemoveOperation()) {
+                break;
+            }
+            expect(destination.isAddOperation(), "an add or a remove, got " + destination);
+        }
     }
 
     static Object dataStructure(Message message) {

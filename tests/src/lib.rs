@@ -20,7 +20,7 @@
 //! - `tests/integration/`: one test binary, one module per area (`queues`, `receipts`,
 //!   `stomp_protocol`, `bad_input`, `connectors`, `model`, `topics`, `durable`, `wildcards`,
 //!   `virtual_topics`, `transactions`, `extensions`, `temporary`, `stomp_py`, `jms`,
-//!   `openwire`, `openwire_client`, `activemq_tools`);
+//!   `openwire`, `openwire_client`, `activemq_tools`, `retroactive`, `gc`);
 //! - `activemq/`: the minimal Apache ActiveMQ configuration [`ActiveMq`] runs;
 //! - `python/`: checks with a real third-party client (stomp.py), driven by `stomp_py`;
 //! - `java/`: checks with the stock ActiveMQ JMS client (`JmsChecks.java`, compiled by

@@ -16,7 +16,8 @@
 //! - `ActiveMQ.Advisory.Connection`: connections opened and closed;
 //! - `ActiveMQ.Advisory.Consumer.Queue.<name>` / `.Topic.<name>` (and `TempQueue`,
 //!   `TempTopic`): consumers started and stopped, with the destination's consumer count;
-//! - `ActiveMQ.Advisory.Queue`: queues created;
+//! - `ActiveMQ.Advisory.Queue`: queues created, and removed when inactive (`gc.rs`, which
+//!   also announces inactive topics' removal on `ActiveMQ.Advisory.Topic`);
 //! - `ActiveMQ.Advisory.TempQueue` / `TempTopic`: temporary destinations (see
 //!   [`Core::create_temporary`](super::Core::create_temporary)).
 //!

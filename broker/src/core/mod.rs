@@ -8,15 +8,18 @@
 //! `transaction` holds a connection's open local transaction; `wildcard` matches names;
 //! `selector` parses and evaluates JMS message selectors; `scheduler` holds messages sent with
 //! a delay, period or cron entry until they are due; `statistics` collects the counters the
-//! admin endpoint shows.
+//! admin endpoint shows; `recovery` keeps each topic's recent messages for retroactive
+//! subscribers; `gc` removes destinations that stayed inactive for their policy's timeout.
 
 mod advisory;
 mod audit;
 mod composite;
 pub mod dead_letter;
 pub mod flow;
+mod gc;
 pub mod policy;
 pub mod queue;
+mod recovery;
 mod registry;
 pub mod scheduler;
 pub mod selector;
@@ -137,22 +140,18 @@ pub fn composite_parts(destination: &Destination) -> Vec<Destination> {
         .collect()
 }
 
-/// Enqueues the recent messages of every topic `filter` matches (and `selector`, if any)
-/// into `queue`.
+/// Enqueues into `queue` the recent messages (as each topic's subscription recovery policy
+/// keeps them, see [`recovery`]) of every topic `filter` matches that `selector`, if any,
+/// matches.
 fn replay_recent(
-    registry: &Registry,
+    registry: &mut Registry,
     filter: &DestinationFilter,
+    temporary: bool,
     selector: Option<&Selector>,
     queue: &QueueHandle,
 ) {
-    let recent: Vec<Arc<Message>> = registry
-        .recent
-        .iter()
-        .filter(|(topic, _)| filter.matches(topic))
-        .flat_map(|(_, recent)| recent.iter())
-        .filter(|message| selector.iter().all(|selector| selector.matches(message)))
-        .cloned()
-        .collect();
+    let mut recent = registry.recent_of(filter, temporary);
+    recent.retain(|message| selector.iter().all(|selector| selector.matches(message)));
     if !recent.is_empty() {
         queue.send(QueueCommand::Enqueue(recent));
     }
@@ -174,8 +173,6 @@ pub struct CoreSettings {
     pub virtual_topics: Vec<VirtualTopicRule>,
     /// Configured composite destinations by name (see [`composite`]).
     pub composites: Composites,
-    /// Bytes of recent messages kept per topic for retroactive subscribers.
-    pub retroactive_buffer: usize,
     /// Holds messages with `AMQ_SCHEDULED_*` properties until due (ActiveMQ's
     /// `schedulerSupport`); when off, those properties are ignored.
     pub scheduler: bool,
@@ -198,7 +195,6 @@ impl Default for CoreSettings {
                 prefix: "Consumer.*.".to_owned(),
             }],
             composites: Composites::new(),
-            retroactive_buffer: 64 * 1024,
             scheduler: true,
             dead_letters: DeadLetterSettings::default(),
             memory: MemoryLimits::default(),
@@ -257,6 +253,7 @@ impl Core {
         let (dead_letters, letters) = DeadLetters::new(settings.dead_letters.clone());
         let memory = settings.memory.clone();
         let policies = settings.policies.clone();
+        let collects_garbage = gc::sweep_period(&policies).is_some();
         let core = Core {
             store,
             settings,
@@ -264,6 +261,7 @@ impl Core {
                 dead_letters,
                 memory,
                 policies,
+                collects_garbage,
                 ..Registry::default()
             })),
             client_ids: Mutex::new(std::collections::HashMap::new()),
@@ -493,11 +491,7 @@ impl Core {
                         return Err(CoreError::NoSuchTemporary(part.to_string()));
                     }
                     if publish {
-                        registry.remember_recent(
-                            &part.name,
-                            message,
-                            self.settings.retroactive_buffer,
-                        );
+                        registry.remember_recent(&part, message);
                         if !temporary {
                             registry.topic_counters.published(&part.name);
                         }
@@ -586,6 +580,7 @@ impl Core {
                 queue.send(QueueCommand::Stop);
             }
             registry.audit.forget(destination);
+            registry.forget_recent(destination);
             self.advise(registry, destination, "remove");
         }
     }
@@ -664,7 +659,7 @@ impl Core {
             )?;
             if retroactive && created {
                 let filter = DestinationFilter::new(&destination.name);
-                replay_recent(&registry, &filter, selector.as_deref(), &queue);
+                replay_recent(&mut registry, &filter, false, selector.as_deref(), &queue);
             }
             queue.send(QueueCommand::Subscribe(topic_spec));
             return Ok(());
@@ -715,7 +710,13 @@ impl Core {
             let queue = registry.spawn_queue(key, false, &self.store)?;
             for (filter, temporary) in topics {
                 if retroactive {
-                    replay_recent(&registry, &filter, spec.selector.as_deref(), &queue);
+                    replay_recent(
+                        &mut registry,
+                        &filter,
+                        temporary,
+                        spec.selector.as_deref(),
+                        &queue,
+                    );
                 }
                 registry.topic_subscriptions.push(TopicSubscription {
                     filter,
@@ -815,6 +816,9 @@ impl Core {
         if let Some((queue, _)) = registry.durable.remove(key) {
             registry.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
             queue.send(QueueCommand::Stop);
+            if registry.collects_garbage {
+                registry.ended_subscriptions.push(queue.key.destination.name.clone());
+            }
         }
         self.store.submit(UnitOfWork::with(Operation::RemoveSubscription(key.clone())))
     }
@@ -1012,6 +1016,10 @@ impl Core {
         }
         registry.durable.clear();
         registry.consumers.clear();
+        let topics: Vec<Destination> = registry.recent.keys().cloned().collect();
+        for topic in &topics {
+            registry.forget_recent(topic);
+        }
         if let Some(scheduler) = &self.scheduler {
             scheduler.handle.stop();
         }

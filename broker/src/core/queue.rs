@@ -178,7 +178,18 @@ pub(crate) enum QueueCommand {
     Resume,
     /// Stop the task (broker shutdown, or the subscription was removed).
     Stop,
+    /// The inactive-destination sweep (`gc.rs`): if the queue has held no message and had no
+    /// consumer for `after`, `retire` is called with the handle and a check that nothing is
+    /// on its way to the task (to make under the routing lock); the task stops if it returns
+    /// true (it removed the queue from the routing table).
+    Retire {
+        after: std::time::Duration,
+        retire: Retirement,
+    },
 }
+
+/// What [`QueueCommand::Retire`] calls.
+pub(crate) type Retirement = Box<dyn FnOnce(&QueueHandle, &dyn Fn() -> bool) -> bool + Send>;
 
 /// A snapshot of a queue's counters. The counts since the queue started (`enqueued`,
 /// `acked`, `expired`, `dead_lettered`) start from zero at every broker start, as ActiveMQ's;
@@ -255,6 +266,12 @@ impl QueueHandle {
         if self.stored && message.is_persistent() {
             self.arriving.remove(message.id);
         }
+    }
+
+    /// True if no message is on its way to the task: no `Enqueue` it has not taken, no
+    /// announced message still to come (a transaction's or a scheduled fire's).
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.inbox.load(std::sync::atomic::Ordering::Relaxed) == 0 && self.arriving.is_empty()
     }
 
     /// True if both handles lead to the same task.
@@ -334,6 +351,8 @@ struct Queue {
     paging: Paging,
     /// The destination's policy (the topic's, for a subscription's queue).
     policy: Arc<Policy>,
+    /// Since when the queue has held no message and had no consumer (for `Retire`).
+    idle_since: Option<tokio::time::Instant>,
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
@@ -374,6 +393,7 @@ pub(crate) fn spawn(
         dead_letters,
         paging: Paging::new(limits),
         policy,
+        idle_since: None,
     };
     if stored {
         queue.load_first_window(audit)?;
@@ -390,6 +410,7 @@ impl Queue {
             sweep
         });
         loop {
+            self.note_idle();
             let command = tokio::select! {
                 command = rx.recv() => match command {
                     Some(command) => command,
@@ -480,10 +501,31 @@ impl Queue {
                 }
                 QueueCommand::Resume => self.paging.resume_sent = false,
                 QueueCommand::Stop => break,
+                QueueCommand::Retire { after, retire } => {
+                    let idle_long = self.idle_since.is_some_and(|since| since.elapsed() >= after);
+                    let quiet = || rx.is_empty() && self.handle.is_quiet();
+                    if idle_long && retire(&self.handle, &quiet) {
+                        break;
+                    }
+                }
             }
             self.settle();
         }
         self.release_memory();
+    }
+
+    /// Starts or ends the idle period: no message held (in memory or beyond the window) and
+    /// no consumer (so nothing in flight).
+    fn note_idle(&mut self) {
+        let idle = self.ready.is_empty()
+            && self.consumers.is_empty()
+            && self.awaiting_transaction.is_empty()
+            && !self.paging.has_more();
+        match (idle, self.idle_since) {
+            (true, None) => self.idle_since = Some(tokio::time::Instant::now()),
+            (false, Some(_)) => self.idle_since = None,
+            _ => {}
+        }
     }
 
     fn stats(&self) -> QueueStats {

@@ -3,16 +3,19 @@
 //! table and to push commands into unbounded queue channels, never across an `.await`, so
 //! that a send's fan-out is atomic (every subscriber sees one topic's messages in one order).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use store::{Destination, Message, MessageStore, QueueKey, StoreError, SubscriptionKey};
+use store::{
+    Destination, DestinationKind, Message, MessageStore, QueueKey, StoreError, SubscriptionKey,
+};
 
 use super::advisory::AdvisoryState;
 use super::audit::ProducerAudit;
 use super::dead_letter::DeadLetters;
 use super::policy::Policies;
 use super::queue::{self, ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle};
+use super::recovery::RecoveryBuffer;
 use super::selector::Selector;
 use super::statistics::TopicCounters;
 use super::wildcard::DestinationFilter;
@@ -54,31 +57,6 @@ pub(crate) struct Temporary {
     pub queue: Option<QueueHandle>,
 }
 
-/// Recently published messages per topic, replayed to retroactive subscribers (ActiveMQ's
-/// fixed-size subscription recovery policy).
-#[derive(Default)]
-pub(crate) struct RecentMessages {
-    messages: VecDeque<Arc<Message>>,
-    bytes: usize,
-}
-
-impl RecentMessages {
-    pub fn push(&mut self, message: Arc<Message>, limit: usize) {
-        self.bytes += message.memory_size();
-        self.messages.push_back(message);
-        while self.bytes > limit {
-            match self.messages.pop_front() {
-                Some(old) => self.bytes -= old.memory_size(),
-                None => break,
-            }
-        }
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Message>> {
-        self.messages.iter()
-    }
-}
-
 #[derive(Default)]
 pub(crate) struct Registry {
     pub queues: HashMap<Arc<str>, QueueHandle>,
@@ -86,7 +64,9 @@ pub(crate) struct Registry {
     /// Durable subscriptions by identity, with the consumer attached to each, if any.
     pub durable: HashMap<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
     pub consumers: HashMap<ConsumerId, Attachment>,
-    pub recent: HashMap<Arc<str>, RecentMessages>,
+    /// Each topic's recent messages for retroactive subscribers, as its policy says (see
+    /// [`recovery`](super::recovery)); no entry for a topic whose policy keeps nothing.
+    pub recent: HashMap<Destination, RecoveryBuffer>,
     /// Temporary queues and topics by destination.
     pub temporary: HashMap<Destination, Temporary>,
     /// Duplicate detection for resent messages, per destination and producer.
@@ -101,6 +81,12 @@ pub(crate) struct Registry {
     pub topic_counters: TopicCounters,
     /// Every destination's policy.
     pub policies: Arc<Policies>,
+    /// Some policy removes inactive destinations (see [`gc`](super::gc)).
+    pub collects_garbage: bool,
+    /// Topic subscriptions that ended since the last inactive-destination sweep, by the
+    /// destination they subscribed to (only while `collects_garbage`): their topics were active
+    /// until now.
+    pub ended_subscriptions: Vec<Arc<str>>,
 }
 
 impl Registry {
@@ -142,9 +128,53 @@ impl Registry {
         queue::spawn(key, stored, store.clone(), dead_letters, limits, policy, &mut self.audit)
     }
 
-    /// Keeps `message` (just published to `topic`) for retroactive subscribers.
-    pub fn remember_recent(&mut self, topic: &Arc<str>, message: &Arc<Message>, limit: usize) {
-        self.recent.entry(topic.clone()).or_default().push(message.clone(), limit);
+    /// Keeps `message` (just published to `topic`) for retroactive subscribers, as the topic's
+    /// subscription recovery policy says.
+    pub fn remember_recent(&mut self, topic: &Destination, message: &Arc<Message>) {
+        let (now, now_millis) = (tokio::time::Instant::now(), queue::now_millis());
+        let buffer = match self.recent.get_mut(topic) {
+            Some(buffer) => buffer,
+            None => {
+                // Looked up once per topic, and again per send only for topics that keep
+                // nothing (which then cost no allocation).
+                let policy = self.policies.for_destination(topic);
+                let ceiling = self.memory.with_destination_limit(policy.memory_limit);
+                let Some(buffer) =
+                    RecoveryBuffer::new(policy.subscription_recovery, ceiling.destination_limit())
+                else {
+                    return;
+                };
+                self.recent.entry(topic.clone()).or_insert(buffer)
+            }
+        };
+        let before = buffer.bytes();
+        buffer.push(message.clone(), now, now_millis);
+        self.memory.account_elsewhere(before, buffer.bytes());
+    }
+
+    /// The recent messages of every topic `filter` matches (temporary topics only for a
+    /// `temporary` subscription), oldest first per topic.
+    pub fn recent_of(&mut self, filter: &DestinationFilter, temporary: bool) -> Vec<Arc<Message>> {
+        let (now, now_millis) = (tokio::time::Instant::now(), queue::now_millis());
+        let mut recent = Vec::new();
+        for (topic, buffer) in &mut self.recent {
+            if (topic.kind == DestinationKind::TempTopic) != temporary
+                || !filter.matches(&topic.name)
+            {
+                continue;
+            }
+            let before = buffer.bytes();
+            recent.extend(buffer.recover(now, now_millis).cloned());
+            self.memory.account_elsewhere(before, buffer.bytes());
+        }
+        recent
+    }
+
+    /// Forgets a topic's recent messages (the topic is gone).
+    pub fn forget_recent(&mut self, topic: &Destination) {
+        if let Some(buffer) = self.recent.remove(topic) {
+            self.memory.account_elsewhere(buffer.bytes(), 0);
+        }
     }
 
     /// Every queue `message`, sent to topic `topic`, lands in: matching subscriptions whose
@@ -197,6 +227,9 @@ impl Registry {
             // A non-durable subscription ends with its subscriber.
             self.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
             queue.send(QueueCommand::Stop);
+            if self.collects_garbage {
+                self.ended_subscriptions.push(queue.key.destination.name.clone());
+            }
         }
         if let Some(key) = attachment.durable {
             if let Some((_, active)) = self.durable.get_mut(&key) {

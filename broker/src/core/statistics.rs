@@ -149,6 +149,16 @@ impl TopicCounters {
             }
         }
     }
+
+    /// Every topic published to, with its count.
+    pub fn topics(&self) -> impl Iterator<Item = (&Arc<str>, u64)> {
+        self.published.iter().map(|(topic, count)| (topic, *count))
+    }
+
+    /// Forgets a removed topic.
+    pub fn forget(&mut self, topic: &str) {
+        self.published.remove(topic);
+    }
 }
 
 /// The producers of each destination, shared by the core and every registration.
@@ -158,7 +168,7 @@ pub(crate) struct ProducerCounts {
 }
 
 impl ProducerCounts {
-    fn of(&self, destination: &Destination) -> u64 {
+    pub(super) fn of(&self, destination: &Destination) -> u64 {
         self.counts.lock().get(destination).copied().unwrap_or(0)
     }
 }

@@ -491,6 +491,20 @@ async fn jms_flow_control_fail() -> anyhow::Result<()> {
     .await
 }
 
+/// Inactive destinations through the JMS client: a queue left unused is removed after its
+/// policy's timeout, and AdvisorySupport's destination advisory topic announces it as a
+/// DestinationInfo remove.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_gc_inactive_destinations() -> anyhow::Result<()> {
+    let policies = conf::Config::parse(
+        "[[policies]]\nqueue = \">\"\ngc_inactive_destinations = true\n\
+         inactive_timeout_before_gc_ms = 300\n",
+        "policies.toml",
+    )?
+    .policies;
+    run_configured("gc_inactive_destinations", |config| config.policies = policies).await
+}
+
 /// Configured composite destinations through the JMS client: the Java check
 /// `configured_composite` against a broker configured with the composites it expects (written
 /// as an operator would, in TOML). Apache ActiveMQ's peer (`tests/activemq/activemq.xml`) has

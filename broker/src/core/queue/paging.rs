@@ -150,6 +150,16 @@ impl MemoryLimits {
         self.broker.limit
     }
 
+    /// Moves the broker's usage by bytes held outside the queues (topics' subscription
+    /// recovery buffers), so that stored queues page out to make room for them.
+    pub(in crate::core) fn account_elsewhere(&self, before: usize, after: usize) {
+        if after >= before {
+            self.broker.used.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.broker.used.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
     /// Bytes every queue holds that cannot page out (non-persistent messages, and every
     /// message of a queue that is not stored): what producer flow control counts.
     pub fn broker_pinned(&self) -> usize {
@@ -185,6 +195,10 @@ impl Arriving {
 
     pub(crate) fn remove(&self, id: MessageId) {
         self.0.lock().remove(&id);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.lock().is_empty()
     }
 }
 
