@@ -119,11 +119,8 @@ impl BrokerBuilder {
         };
         let core = Arc::new(Core::recover(store, settings)?);
         core.start_scheduler();
-<<<<<<< HEAD
         core.start_store_watch();
-=======
         core.start_inactive_sweep();
->>>>>>> recovery
 
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {
