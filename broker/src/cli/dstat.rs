@@ -135,6 +135,8 @@ mod tests {
             producers: 2,
             consumers: 1,
             memory_bytes: 6144,
+            discarded: 0,
+            slow_consumers: 0,
             subscriptions: Vec::new(),
         }
     }
