@@ -20,6 +20,7 @@ mod queues;
 mod receipts;
 mod scheduled;
 mod selectors;
+mod slow_consumers;
 mod stomp_protocol;
 mod stomp_py;
 mod temporary;
