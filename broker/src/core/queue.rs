@@ -360,6 +360,9 @@ struct Queue {
 ///
 /// Messages loaded from the store are recorded in `audit`, so that a client's resend of one of
 /// them after a restart is recognised as a duplicate.
+// Each argument is a separate part of the queue's surroundings, given by its one caller
+// (`Registry::spawn_queue`); a struct for them would only be unpacked here.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     key: QueueKey,
     stored: bool,
