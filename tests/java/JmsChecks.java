@@ -110,7 +110,8 @@ public final class JmsChecks {
      * configured_composite needs the composites below (jms.rs configures ferromq with them).
      */
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
-            "flow_control_fail", "configured_policies", "gc_inactive_destinations");
+            "flow_control_fail", "configured_policies", "gc_inactive_destinations",
+            "slow_consumer_abort");
 
     /**
      * configured_policies: queues under policy.strict. dispatch in strict order
@@ -258,6 +259,7 @@ public final class JmsChecks {
             case "flow_control" -> flowControl();
             case "flow_control_fail" -> flowControlFail();
             case "gc_inactive_destinations" -> gcInactiveDestinations();
+            case "slow_consumer_abort" -> slowConsumerAbort();
             case "message_priority" -> messagePriority();
             case "exclusive_consumer" -> exclusiveConsumer();
             case "consumer_priority" -> consumerPriority();
@@ -1758,6 +1760,47 @@ public final class JmsChecks {
                 break;
             }
             expect(destination.isAddOperation(), "an add or a remove, got " + destination);
+        }
+    }
+
+    /**
+     * slow_consumer_abort (the broker's topic policy aborts consumers slow for 500 ms and
+     * announces slow consumers): a subscriber with prefetch 1 that never receives is announced
+     * with its ConsumerInfo, then closed by the broker's ConsumerControl, after which the
+     * client announces its close and the consumer refuses to receive.
+     */
+    void slowConsumerAbort() throws Exception {
+        Connection connection = connect(withOptions(url, "jms.prefetchPolicy.all=1"));
+        Session session = connection.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        org.apache.activemq.command.ActiveMQTopic topic =
+                new org.apache.activemq.command.ActiveMQTopic(name("topic"));
+        Connection monitor = connect();
+        Session monitorSession = monitor.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer slowEvents = monitorSession.createConsumer(
+                org.apache.activemq.advisory.AdvisorySupport.getSlowConsumerAdvisoryTopic(topic));
+        MessageConsumer consumerEvents = monitorSession.createConsumer(
+                org.apache.activemq.advisory.AdvisorySupport.getConsumerAdvisoryTopic(topic));
+        MessageConsumer slow = session.createConsumer(topic);
+        Object started = dataStructure(receive(consumerEvents, "the subscriber's start"));
+        expect(started instanceof org.apache.activemq.command.ConsumerInfo, "a ConsumerInfo, got " + started);
+        MessageProducer producer = monitorSession.createProducer(topic);
+        producer.setDeliveryMode(DeliveryMode.NON_PERSISTENT);
+        for (int i = 0; i < 10; i++) {
+            producer.send(monitorSession.createTextMessage("m" + i));
+        }
+        Object info = dataStructure(receive(slowEvents, "the slow consumer advisory"));
+        expect(info instanceof org.apache.activemq.command.ConsumerInfo,
+                "a slow consumer advisory carries a ConsumerInfo, got " + info);
+        expectEquals(topic, ((org.apache.activemq.command.ConsumerInfo) info).getDestination(),
+                "the slow consumer's topic");
+        Object stopped = dataStructure(receive(consumerEvents, "the aborted subscriber's close"));
+        expect(stopped instanceof org.apache.activemq.command.RemoveInfo,
+                "the client closed the aborted consumer, got " + stopped);
+        try {
+            slow.receive(100);
+            throw new CheckFailed("the aborted consumer still receives");
+        } catch (javax.jms.IllegalStateException expected) {
+            // The consumer is closed.
         }
     }
 

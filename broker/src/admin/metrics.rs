@@ -6,8 +6,8 @@
 //! `ferromq_connections_accepted_total`, `ferromq_destinations{kind}`, `ferromq_memory_bytes`,
 //! `ferromq_store_used_bytes`, `ferromq_store_limit_bytes`, and per destination (labels
 //! `destination` and `kind`) the gauges `ferromq_destination_{pending,in_flight,producers,
-//! consumers,memory_bytes}` and the counters `ferromq_destination_{enqueued,dequeued,expired,
-//! dead_lettered}_total`.
+//! consumers,memory_bytes,slow_consumers}` and the counters `ferromq_destination_{enqueued,
+//! dequeued,expired,dead_lettered,discarded}_total`.
 
 use std::fmt::Write;
 
@@ -47,7 +47,7 @@ pub(super) fn render(broker: &BrokerStats, destinations: &[DestinationStats]) ->
     sample(&mut out, "ferromq_store_limit_bytes", &store, broker.store.limit_bytes);
 
     type Field = fn(&DestinationStats) -> u64;
-    let per_destination: [(&str, &str, &str, Field); 10] = [
+    let per_destination: [(&str, &str, &str, Field); 12] = [
         ("pending", "gauge", "Messages waiting for a consumer.", |d| d.pending),
         ("in_flight", "gauge", "Messages delivered and not acknowledged yet.", |d| d.in_flight),
         ("producers", "gauge", "Producers created for the destination.", |d| d.producers),
@@ -64,6 +64,18 @@ pub(super) fn render(broker: &BrokerStats, destinations: &[DestinationStats]) ->
             "counter",
             "Messages dead-lettered (or dropped) after a poison ack or too many redeliveries.",
             |d| d.dead_lettered,
+        ),
+        (
+            "discarded_total",
+            "counter",
+            "Messages discarded by a topic subscriber's pending message limit.",
+            |d| d.discarded,
+        ),
+        (
+            "slow_consumers",
+            "gauge",
+            "Consumers whose prefetch is full while messages wait for them.",
+            |d| d.slow_consumers,
         ),
     ];
     for (suffix, kind, help, field) in per_destination {
@@ -142,6 +154,8 @@ mod tests {
             consumers: 1,
             memory_bytes: 10,
             memory_limit_bytes: 1 << 20,
+            discarded: 0,
+            slow_consumers: 0,
             subscriptions: Vec::new(),
         };
         let text = render(&broker, &[queue]);

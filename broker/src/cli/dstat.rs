@@ -140,6 +140,8 @@ mod tests {
             consumers: 1,
             memory_bytes: 6144,
             memory_limit_bytes: 0,
+            discarded: 0,
+            slow_consumers: 0,
             subscriptions: Vec::new(),
         }
     }

@@ -16,6 +16,9 @@
 //! `dlqDeliveryFailureCause`, `originalExpiration` (it no longer expires) and, for a
 //! non-persistent message made persistent, `originalDeliveryMode`.
 //!
+//! Every move is announced on `ActiveMQ.Advisory.MessageDLQd.<Type>.<name>` of the destination
+//! the message left (when anyone listens), as ActiveMQ announces it whatever the policy.
+//!
 //! A dead-letter queue is an ordinary queue. A message that fails there, or expires there, is
 //! dropped: never dead-lettered again (ActiveMQ's loop guard does the same).
 
@@ -324,6 +327,7 @@ fn process(
         }
     };
     let id = MessageId(ids.fetch_add(1, Ordering::Relaxed));
+    let advised = original.clone();
     let copy = Arc::new(copy_of(&message, id, queue.clone(), original, &cause));
     let mut unit = UnitOfWork::new();
     if created {
@@ -350,6 +354,14 @@ fn process(
     }
     tracing::debug!(id = %message.message_id, from = ?from, to = %queue, ?cause, "dead-lettered");
     handle.send(QueueCommand::Enqueue(vec![copy]));
+    super::advisory::message_dead_lettered(
+        registry,
+        ids,
+        &message,
+        &advised,
+        &queue,
+        &cause.describe(&message),
+    );
 }
 
 #[cfg(test)]

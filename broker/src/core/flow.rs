@@ -215,8 +215,18 @@ impl Core {
     ) -> Result<(), CoreError> {
         let settings = self.settings().flow;
         let deadline = settings.fail_after.map(|after| tokio::time::Instant::now() + after);
+        let mut announced = false;
         loop {
             let Some(blocker) = self.blocker(&message, connection) else { return Ok(()) };
+            if !std::mem::replace(&mut announced, true) {
+                // `advisory_for_fast_producers`: once per held send, about the destination
+                // whose memory holds it (or the one sent to, when the broker or store does).
+                let destination = match &blocker {
+                    Blocker::Destination(destination, _) => destination,
+                    Blocker::Store | Blocker::StoreFull | Blocker::Broker => &message.destination,
+                };
+                self.advise_fast_producer(destination, &message);
+            }
             if settings.fail_if_no_space && deadline.is_none() {
                 return Err(self.no_space(&blocker, &message));
             }

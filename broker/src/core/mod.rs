@@ -23,6 +23,7 @@ mod recovery;
 mod registry;
 pub mod scheduler;
 pub mod selector;
+pub mod slow;
 pub mod statistics;
 mod transaction;
 pub mod wildcard;
@@ -49,6 +50,7 @@ use queue::QueueCommand;
 pub use queue::{ConsumerSpec, QueueHandle, QueueStats};
 use registry::{Attachment, Registry, Temporary, TopicSubscription};
 use selector::Selector;
+pub use slow::ConsumerNotice;
 pub use statistics::{DestinationStats, ProducerRegistration, StatsKind, SubscriptionStats};
 pub use transaction::Transaction;
 use wildcard::DestinationFilter;
@@ -273,6 +275,8 @@ impl Core {
             store_space: flow::FlowGate::default(),
             producers: Arc::default(),
         };
+        core.registry.lock().advisories.advisor =
+            advisory::Advisor::new(Arc::downgrade(&core.registry), core.next_message_id.clone());
         tokio::spawn(dead_letter::run(
             letters,
             Arc::downgrade(&core.registry),
@@ -496,13 +500,17 @@ impl Core {
                             registry.topic_counters.published(&part.name);
                         }
                     }
-                    registry.topic_route(
+                    let reached = registry.topic_route(
                         &part.name,
                         message,
                         temporary,
                         connection,
                         &self.settings.virtual_topics,
-                    )
+                    );
+                    if reached.is_empty() && publish {
+                        self.advise_no_consumers(registry, &part, message);
+                    }
+                    reached
                 }
             };
             for queue in reached {

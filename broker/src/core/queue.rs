@@ -30,15 +30,18 @@ use store::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::advisory::Advisor;
 use super::audit::ProducerAudit;
 use super::dead_letter::{Cause, DeadLetter, DeadLetters};
 use super::flow::FlowGate;
 use super::policy::Policy;
 use super::selector::Selector;
+use super::slow::{self, SlowState};
 use super::{AckMode, ConsumerId, Delivery};
 
 mod groups;
 mod paging;
+mod watch;
 
 use groups::GroupMap;
 pub(crate) use paging::Arriving;
@@ -213,6 +216,10 @@ pub struct QueueStats {
     /// Bytes of the messages held, ready or in flight ([`Message::memory_size`]). A message
     /// held by several queues (a topic's subscriptions) counts in each.
     pub memory_bytes: usize,
+    /// Messages discarded by the pending message limit (non-durable topic subscribers).
+    pub discarded: u64,
+    /// Consumers that are slow now (see [`slow`](super::slow)).
+    pub slow_consumers: usize,
 }
 
 /// A cheap, cloneable handle to a queue's task.
@@ -311,6 +318,7 @@ struct Consumer {
     /// stored message after the window up to this key was tested and is not for it (see
     /// `paging.rs`).
     stored_scan: Option<PageKey>,
+    slow: SlowState,
 }
 
 impl Consumer {
@@ -319,6 +327,14 @@ impl Consumer {
             return self.pulls > 0;
         }
         self.in_flight.len() - self.released < self.spec.prefetch as usize
+    }
+
+    /// How many more messages it may take now.
+    fn credit(&self) -> usize {
+        if self.spec.prefetch == 0 {
+            return self.pulls as usize;
+        }
+        (self.spec.prefetch as usize).saturating_sub(self.in_flight.len() - self.released)
     }
 }
 
@@ -353,12 +369,19 @@ struct Queue {
     policy: Arc<Policy>,
     /// Since when the queue has held no message and had no consumer (for `Retire`).
     idle_since: Option<tokio::time::Instant>,
+    /// Publishes the policy's advisories and aborts slow consumers.
+    advisor: Advisor,
+    /// Messages discarded by the pending message limit.
+    discarded: u64,
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
 ///
 /// Messages loaded from the store are recorded in `audit`, so that a client's resend of one of
 /// them after a restart is recognised as a duplicate.
+// Each argument is a separate part of the queue's surroundings, given by its one caller
+// (`Registry::spawn_queue`); a struct for them would only be unpacked here.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     key: QueueKey,
     stored: bool,
@@ -366,6 +389,7 @@ pub(crate) fn spawn(
     dead_letters: DeadLetters,
     limits: MemoryLimits,
     policy: Arc<Policy>,
+    advisor: Advisor,
     audit: &mut ProducerAudit,
 ) -> Result<QueueHandle, StoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -394,6 +418,8 @@ pub(crate) fn spawn(
         paging: Paging::new(limits),
         policy,
         idle_since: None,
+        advisor,
+        discarded: 0,
     };
     if stored {
         queue.load_first_window(audit)?;
@@ -409,6 +435,7 @@ impl Queue {
             sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             sweep
         });
+        let mut slow_check = slow::check_timer(self.policy.slow_consumer_strategy.as_ref());
         loop {
             self.note_idle();
             let command = tokio::select! {
@@ -421,6 +448,10 @@ impl Queue {
                     self.settle();
                     continue;
                 }
+                () = slow::next_check(&mut slow_check) => {
+                    self.check_slow();
+                    continue;
+                }
             };
             match command {
                 QueueCommand::Enqueue(messages) => {
@@ -431,8 +462,10 @@ impl Queue {
                         self.enqueued += 1;
                         self.memory_bytes += message.memory_size();
                         self.paging.pin(self.handle.stored, &message, true);
+                        self.advise_no_consumer(&message);
                         self.make_ready(QueuedMessage::new(message));
                     }
+                    self.discard_over_limit();
                 }
                 QueueCommand::Subscribe(spec) => {
                     self.consumers.push(Consumer {
@@ -443,6 +476,7 @@ impl Queue {
                         scanned: None,
                         missed: BTreeSet::new(),
                         stored_scan: None,
+                        slow: SlowState::default(),
                     });
                 }
                 QueueCommand::Unsubscribe(consumer) => self.remove_consumer(consumer),
@@ -510,6 +544,7 @@ impl Queue {
                 }
             }
             self.settle();
+            self.watch_slow();
         }
         self.release_memory();
     }
@@ -539,6 +574,8 @@ impl Queue {
             expired: self.expired,
             dead_lettered: self.dead_lettered,
             memory_bytes: self.memory_bytes,
+            discarded: self.discarded,
+            slow_consumers: self.consumers.iter().filter(|c| c.slow.is_slow()).count(),
         }
     }
 
@@ -597,7 +634,9 @@ impl Queue {
                 continue;
             }
             consumer.pulls = consumer.pulls.saturating_sub(1);
+            let (id, message) = (consumer.spec.id, queued.message.clone());
             consumer.in_flight.insert(queued.message.id, queued);
+            self.advise_delivered(id, &message);
             // Strict order fills the consumers in the order they came (ActiveMQ's
             // strictOrderDispatch); otherwise the next message goes to the next consumer.
             if !self.policy.strict_order_dispatch {
@@ -767,10 +806,15 @@ impl Queue {
             return Completion::ready(Ok(()));
         };
         let mut unit = UnitOfWork::new();
+        let mut consumed = Vec::new();
+        let consumer_id = consumer.spec.id;
         for id in ids {
             if let Some(queued) = consumer.in_flight.remove(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
+                }
+                if self.policy.advisories.consumed {
+                    consumed.push(queued.message.clone());
                 }
                 self.acked += 1;
                 self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
@@ -783,6 +827,9 @@ impl Queue {
                     });
                 }
             }
+        }
+        for message in &consumed {
+            self.advise_consumed(consumer_id, message);
         }
         if unit.is_empty() {
             Completion::ready(Ok(()))

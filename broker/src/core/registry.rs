@@ -125,7 +125,8 @@ impl Registry {
         let policy = self.policies.for_destination(&key.destination);
         let dead_letters = self.dead_letters.with_settings(policy.dead_letters.clone());
         let limits = self.memory.with_destination_limit(policy.memory_limit);
-        queue::spawn(key, stored, store.clone(), dead_letters, limits, policy, &mut self.audit)
+        let (advisor, audit) = (self.advisories.advisor.clone(), &mut self.audit);
+        queue::spawn(key, stored, store.clone(), dead_letters, limits, policy, advisor, audit)
     }
 
     /// Keeps `message` (just published to `topic`) for retroactive subscribers, as the topic's

@@ -80,6 +80,13 @@ pub struct DestinationStats {
     /// subscriptions).
     #[serde(default)]
     pub memory_limit_bytes: u64,
+    /// Messages discarded since start by the pending message limit of non-durable topic
+    /// subscribers (see [`slow`](super::slow)).
+    #[serde(default)]
+    pub discarded: u64,
+    /// Consumers that are slow now: prefetch full while messages wait for them.
+    #[serde(default)]
+    pub slow_consumers: u64,
     /// A topic's subscriptions, durable or not; empty for a queue.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subscriptions: Vec<SubscriptionStats>,
@@ -100,6 +107,8 @@ impl DestinationStats {
             consumers: 0,
             memory_bytes: 0,
             memory_limit_bytes: 0,
+            discarded: 0,
+            slow_consumers: 0,
             subscriptions: Vec::new(),
         }
     }
@@ -116,6 +125,8 @@ impl DestinationStats {
         self.dead_lettered += stats.dead_lettered;
         self.consumers += stats.consumers as u64;
         self.memory_bytes += stats.memory_bytes as u64;
+        self.discarded += stats.discarded;
+        self.slow_consumers += stats.slow_consumers as u64;
     }
 }
 
@@ -131,6 +142,12 @@ pub struct SubscriptionStats {
     pub enqueued: u64,
     pub dequeued: u64,
     pub consumers: u64,
+    /// Messages the pending message limit discarded.
+    #[serde(default)]
+    pub discarded: u64,
+    /// Its consumer is slow now.
+    #[serde(default)]
+    pub slow: bool,
 }
 
 /// How many messages have been published to each topic; kept in the routing table.
@@ -359,6 +376,8 @@ impl Core {
                     enqueued: stats.enqueued,
                     dequeued: stats.acked,
                     consumers: stats.consumers as u64,
+                    discarded: stats.discarded,
+                    slow: stats.slow_consumers > 0,
                 });
             }
             all.push(destination);

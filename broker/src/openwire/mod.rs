@@ -30,8 +30,8 @@ use tokio::time::Instant;
 
 use crate::core::selector::Selector;
 use crate::core::{
-    flow, AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, HeldSends, ProducerRegistration,
-    QueueHandle, SubscribeRequest, Transaction,
+    flow, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery, HeldSends,
+    ProducerRegistration, QueueHandle, SubscribeRequest, Transaction,
 };
 use crate::transport::{ConnectionContext, ReadBuffer};
 
@@ -79,6 +79,7 @@ pub(crate) async fn serve<S>(
     let writer = tokio::spawn(write_loop(write_half, items));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
+    let notices = context.core.consumer_notices(connection_id);
     let mut connection = Connection {
         codec: Codec::new(context.limits.max_frame_size),
         context,
@@ -88,6 +89,7 @@ pub(crate) async fn serve<S>(
         out,
         deliveries_tx,
         deliveries,
+        notices,
         consumers: HashMap::new(),
         by_core: HashMap::new(),
         producers: HashMap::new(),
@@ -224,6 +226,8 @@ struct Connection {
     out: mpsc::UnboundedSender<Option<Bytes>>,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
+    /// What the broker tells the connection about its consumers (a slow consumer abort).
+    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     consumers: HashMap<ow::ConsumerId, OwConsumer>,
     by_core: HashMap<ConsumerId, ow::ConsumerId>,
     /// Producers and their window size (ProducerAck after async sends when > 0).
@@ -351,6 +355,12 @@ impl Connection {
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                Some(notice) = self.notices.recv() => {
+                    if let Flow::Close = self.notice(notice) {
+                        self.finish_pending().await;
+                        break;
+                    }
+                }
                 (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
                     self.admitted(held, room);
                 }
@@ -924,6 +934,35 @@ impl Connection {
             core.ack_now(&queue, core_consumer, messages.iter().map(|m| m.id).collect());
         }
         Ok(())
+    }
+
+    /// The broker aborts a slow consumer as ActiveMQ's `AbortSlowConsumerStrategy` does: a
+    /// ConsumerControl with `close` asks the JMS client to close the consumer (it then sends
+    /// the consumer's RemoveInfo, which releases it here); with `abort_connection`, a
+    /// ConnectionError tells why and the connection closes.
+    fn notice(&mut self, notice: ConsumerNotice) -> Flow {
+        let ConsumerNotice::Abort { consumer, destination, close_connection, reason } = notice;
+        let Some(id) = self.by_core.get(&consumer).cloned() else { return Flow::Continue };
+        tracing::info!(peer = %self.peer, consumer = %id.value, %reason, close_connection,
+            "aborting slow consumer");
+        if close_connection {
+            let reason = format!("{reason}: {}:{}:{}", id.connection_id, id.session_id, id.value);
+            self.write(&Command::ConnectionError(Box::new(ow::ConnectionError {
+                exception: Some(Throwable::new(
+                    "org.apache.activemq.transport.InactivityIOException",
+                    reason,
+                )),
+                ..Default::default()
+            })));
+            return Flow::Close;
+        }
+        self.write(&Command::ConsumerControl(Box::new(ow::ConsumerControl {
+            destination: Some(mapping::destination_to(&destination)),
+            close: true,
+            consumer_id: Some(id),
+            ..Default::default()
+        })));
+        Flow::Continue
     }
 
     /// A client's ConsumerControl changes a consumer's prefetch. The failover transport

@@ -21,7 +21,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::core::{AckMode, ConsumerId, Delivery, HeldSends, QueueHandle, Transaction};
+use crate::core::{
+    AckMode, ConsumerId, ConsumerNotice, Delivery, HeldSends, QueueHandle, Transaction,
+};
 use crate::transport::{ConnectionContext, ReadBuffer};
 use writer::WriteItem;
 
@@ -77,6 +79,7 @@ where
     let writer = tokio::spawn(writer::run(write_half, items, context.core.clone()));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
+    let notices = context.core.consumer_notices(connection_id);
     let temp_names = mapping::TempNames::new(format!("ID:{}-{}", context.id_prefix, connection_id));
     let mut connection = Connection {
         codec: Codec::new(context.limits),
@@ -86,6 +89,7 @@ where
         out,
         deliveries_tx,
         deliveries,
+        notices,
         subscriptions: HashMap::new(),
         by_consumer: HashMap::new(),
         transactions: HashMap::new(),
@@ -142,6 +146,8 @@ struct Connection {
     out: mpsc::UnboundedSender<WriteItem>,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
+    /// What the broker tells the connection about its consumers (a slow consumer abort).
+    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     /// Subscription id (as the client named it) to its state.
     subscriptions: HashMap<String, Subscription>,
     by_consumer: HashMap<ConsumerId, String>,
@@ -219,6 +225,13 @@ impl Connection {
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                Some(notice) = self.notices.recv() => {
+                    // STOMP cannot close one subscription: the connection goes.
+                    let frame = self.aborted(notice);
+                    tracing::info!(peer = %self.peer, error = frame.get("message").unwrap_or(""), "closing connection of an aborted slow consumer");
+                    self.write_frame(&frame);
+                    break;
+                }
                 (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
                     self.admitted(held, room);
                 }
@@ -261,6 +274,18 @@ impl Connection {
     /// frees the room) always get through.
     fn reading_paused(&self) -> bool {
         self.held.is_full() && self.subscriptions.values().all(|s| s.ack_mode == AckMode::Auto)
+    }
+
+    /// The ERROR frame telling the client that the broker aborted one of its subscriptions as
+    /// a slow consumer: it names the subscription (`subscription`) and its destination.
+    fn aborted(&self, notice: ConsumerNotice) -> Frame {
+        let ConsumerNotice::Abort { consumer, destination, reason, .. } = notice;
+        let mut frame = Frame::error("slow consumer aborted", &reason);
+        if let Some(id) = self.by_consumer.get(&consumer) {
+            frame.push_header("subscription", id);
+        }
+        frame.push_header("destination", self.temp_names.format(&destination));
+        frame
     }
 
     /// Writes out every response still waiting for the store.

@@ -505,6 +505,23 @@ async fn jms_gc_inactive_destinations() -> anyhow::Result<()> {
     run_configured("gc_inactive_destinations", |config| config.policies = policies).await
 }
 
+/// A slow consumer aborted through the JMS client: the broker's ConsumerControl with `close`
+/// makes the client close the consumer, as with ActiveMQ's AbortSlowConsumerStrategy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_slow_consumer_abort() -> anyhow::Result<()> {
+    let policies = conf::Config::parse(
+        r#"
+        [[policies]]
+        topic = ">"
+        advisory_for_slow_consumers = true
+        slow_consumer_strategy = { max_slow_duration_ms = 500, check_period_ms = 200 }
+        "#,
+        "jms_slow_consumer_abort.toml",
+    )?
+    .policies;
+    run_configured("slow_consumer_abort", |config| config.policies = policies).await
+}
+
 /// Configured composite destinations through the JMS client: the Java check
 /// `configured_composite` against a broker configured with the composites it expects (written
 /// as an operator would, in TOML). Apache ActiveMQ's peer (`tests/activemq/activemq.xml`) has

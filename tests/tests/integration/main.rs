@@ -23,6 +23,7 @@ mod receipts;
 mod retroactive;
 mod scheduled;
 mod selectors;
+mod slow_consumers;
 mod stomp_protocol;
 mod stomp_py;
 mod temporary;

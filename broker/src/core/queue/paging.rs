@@ -619,6 +619,7 @@ impl Queue {
         if self.handle.gate.update(destination_usage, limit, &broker.blocked_queues) {
             tracing::debug!(queue = ?self.handle.key, blocked = self.handle.gate.is_blocked(),
                 pinned, "producer flow control");
+            self.gate_changed();
         }
         broker.gate.update(total, broker.limit, &broker.broker_blocked);
     }
@@ -685,7 +686,8 @@ mod tests {
         let store: Arc<dyn MessageStore> = store.clone();
         let limits = MemoryLimits::new(limit, 1 << 30);
         let policy = Arc::default();
-        spawn(key(), true, store, dead_letters, limits, policy, &mut ProducerAudit::default())
+        let audit = &mut ProducerAudit::default();
+        spawn(key(), true, store, dead_letters, limits, policy, Default::default(), audit)
             .expect("the queue starts")
     }
 
