@@ -11,6 +11,7 @@ import time
 import uuid
 
 from proton import Message, symbol
+from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container, DurableSubscription, Selector
 from proton.utils import BlockingConnection
 
@@ -207,6 +208,54 @@ def check_durable(url):
     check_durable_receive(url, "client-d", topic, 2, close=True)
 
 
+class TransactionalSend(MessagingHandler, TransactionHandler):
+    """Sends one message in a transaction that commits and one in a transaction that rolls
+    back."""
+
+    def __init__(self, url, queue):
+        super(TransactionalSend, self).__init__()
+        self.url, self.queue = url, queue
+        self.step = "commit"
+
+    def on_start(self, event):
+        self.conn = event.container.connect(self.url)
+        self.sender = event.container.create_sender(self.conn, self.queue)
+        event.container.declare_transaction(self.conn, handler=self)
+
+    def on_transaction_declared(self, event):
+        event.transaction.send(self.sender, Message(body=self.step, durable=True))
+        if self.step == "commit":
+            event.transaction.commit()
+        else:
+            event.transaction.abort()
+
+    def on_transaction_committed(self, event):
+        self.step = "rollback"
+        event.container.declare_transaction(self.conn, handler=self)
+
+    def on_transaction_aborted(self, event):
+        self.conn.close()
+
+    def on_transaction_declare_failed(self, event):
+        raise AssertionError("declare failed")
+
+    def on_transaction_commit_failed(self, event):
+        raise AssertionError("commit failed")
+
+
+def check_transactions(url):
+    queue = unique("q")
+    Container(TransactionalSend(url, queue)).run()
+    conn = connect(url)
+    receiver = conn.create_receiver(queue, credit=10)
+    assert receiver.receive(timeout=TIMEOUT).body == "commit"
+    receiver.accept()
+    time.sleep(0.5)
+    conn.wait(lambda: True, timeout=0.2)
+    assert receiver.fetcher.has_message == 0, "the rolled back send arrived"
+    conn.close()
+
+
 def check_send(url, address, body):
     conn = connect(url)
     message = Message(
@@ -223,7 +272,8 @@ def check_send(url, address, body):
 def check_receive_from_stomp(url, address):
     conn = connect(url)
     received = conn.create_receiver(address, credit=1).receive(timeout=TIMEOUT)
-    assert received.body == "from stomp", received.body
+    # A STOMP SEND with content-length is a bytes message (ActiveMQ's rule): a data section.
+    assert received.body in ("from stomp", b"from stomp"), received.body
     assert received.correlation_id == "corr-s", received.correlation_id
     assert received.properties.get("color") == "blue", received.properties
     conn.close()
@@ -253,6 +303,7 @@ def main():
         "durable_receive": lambda: check_durable_receive(
             args.url, args.client_id, args.address, args.count, args.close
         ),
+        "transactions": lambda: check_transactions(args.url),
         "send": lambda: check_send(args.url, args.address, args.body),
         "receive_from_stomp": lambda: check_receive_from_stomp(args.url, args.address),
     }
