@@ -247,6 +247,11 @@ impl BrokerHandle {
         self.addr_of(&[Scheme::OpenWire, Scheme::OpenWireNio])
     }
 
+    /// The first AMQP connector's address.
+    pub fn amqp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.addr_of(&[Scheme::Amqp, Scheme::AmqpNio])
+    }
+
     /// The admin endpoint's address (`[admin] bind`, the port resolved when 0 was asked), or
     /// `None` when it is off.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {

@@ -25,6 +25,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod admin;
+mod amqp;
 pub mod core;
 mod embedded;
 mod error;

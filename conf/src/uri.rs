@@ -39,6 +39,10 @@ pub enum Scheme {
     OpenWire,
     /// `nio://`: accepted for ActiveMQ compatibility and identical to `tcp://`.
     OpenWireNio,
+    /// `amqp://`: AMQP 1.0 (Qpid JMS, Qpid Proton and the other AMQP 1.0 clients).
+    Amqp,
+    /// `amqp+nio://`: accepted for ActiveMQ compatibility and identical to `amqp://`.
+    AmqpNio,
 }
 
 impl Scheme {
@@ -49,6 +53,18 @@ impl Scheme {
             Scheme::StompNio => "stomp+nio",
             Scheme::OpenWire => "tcp",
             Scheme::OpenWireNio => "nio",
+            Scheme::Amqp => "amqp",
+            Scheme::AmqpNio => "amqp+nio",
+        }
+    }
+
+    /// The protocol's registered port, what ActiveMQ's sample configuration uses: 61613 for
+    /// STOMP, 61616 for OpenWire, 5672 for AMQP.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Stomp | Scheme::StompNio => 61613,
+            Scheme::OpenWire | Scheme::OpenWireNio => 61616,
+            Scheme::Amqp | Scheme::AmqpNio => 5672,
         }
     }
 }
@@ -81,7 +97,7 @@ pub enum UriError {
     MissingScheme,
     /// A scheme of a protocol ferromq will support but does not yet.
     #[error(
-        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://"
+        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://"
     )]
     SchemeNotImplemented {
         /// The scheme as written.
@@ -90,7 +106,7 @@ pub enum UriError {
         protocol: &'static str,
     },
     /// A scheme nobody knows.
-    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://")]
+    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://")]
     UnknownScheme {
         /// The scheme as written.
         scheme: String,
@@ -183,8 +199,6 @@ const PLANNED_SCHEMES: &[(&str, &str)] = &[
     ("nio+ssl", "OpenWire over TLS"),
     ("stomp+ssl", "STOMP over TLS"),
     ("stomp+nio+ssl", "STOMP over TLS"),
-    ("amqp", "AMQP"),
-    ("amqp+nio", "AMQP"),
     ("amqp+ssl", "AMQP over TLS"),
     ("mqtt", "MQTT"),
     ("ws", "WebSocket"),
@@ -237,6 +251,8 @@ fn parse_scheme(scheme: &str) -> Result<Scheme, UriError> {
         "stomp+nio" => Ok(Scheme::StompNio),
         "tcp" => Ok(Scheme::OpenWire),
         "nio" => Ok(Scheme::OpenWireNio),
+        "amqp" => Ok(Scheme::Amqp),
+        "amqp+nio" => Ok(Scheme::AmqpNio),
         _ => match PLANNED_SCHEMES.iter().find(|(name, _)| *name == lower) {
             Some((_, protocol)) => Err(UriError::SchemeNotImplemented { scheme: lower, protocol }),
             None => Err(UriError::UnknownScheme { scheme: scheme.to_owned() }),

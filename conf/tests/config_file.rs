@@ -413,7 +413,7 @@ fn a_bad_connector_is_refused_on_its_own_line() {
     assert_eq!(
         error_of("[transport]\nconnectors = [\"ssl://0.0.0.0:61617\"]\n"),
         "ferromq.toml:2: `transport.connectors[0]`: `ssl://` (OpenWire over TLS) connectors are not \
-         implemented yet; available: stomp://, stomp+nio://, tcp://, nio://"
+         implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://"
     );
     assert_eq!(
         error_of("[transport]\nconnectors = [\"stomp://h:1?soTimeout=5\"]\n"),

@@ -101,8 +101,6 @@ fn schemes_of_future_protocols_are_refused_as_not_implemented() {
         ("nio+ssl", "OpenWire over TLS"),
         ("stomp+ssl", "STOMP over TLS"),
         ("stomp+nio+ssl", "STOMP over TLS"),
-        ("amqp", "AMQP"),
-        ("amqp+nio", "AMQP"),
         ("amqp+ssl", "AMQP over TLS"),
         ("mqtt", "MQTT"),
         ("ws", "WebSocket"),
@@ -111,7 +109,7 @@ fn schemes_of_future_protocols_are_refused_as_not_implemented() {
     ] {
         assert_eq!(
             refusal(&format!("{scheme}://0.0.0.0:1")),
-            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://")
+            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://")
         );
     }
     let error = "ssl://0.0.0.0:61617".parse::<ConnectorUri>().err();
@@ -129,7 +127,7 @@ fn unknown_schemes_and_malformed_uris_are_refused() {
     for (text, reason) in [
         (
             "gopher://h:1",
-            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://",
+            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://",
         ),
         ("127.0.0.1:61613", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
         ("://h:1", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),

@@ -24,6 +24,7 @@ pub(super) fn render(broker: &BrokerStats, destinations: &[DestinationStats]) ->
     sample(&mut out, "ferromq_connections", &[("protocol", "stomp")], broker.connections.stomp);
     let openwire = broker.connections.openwire;
     sample(&mut out, "ferromq_connections", &[("protocol", "openwire")], openwire);
+    sample(&mut out, "ferromq_connections", &[("protocol", "amqp")], broker.connections.amqp);
     let accepted = "ferromq_connections_accepted_total";
     family(&mut out, accepted, "counter", "Client connections accepted since start.");
     sample(&mut out, accepted, &[], broker.connections.accepted);

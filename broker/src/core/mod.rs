@@ -982,6 +982,12 @@ impl Core {
         queue.send(QueueCommand::Nack { consumer, ids });
     }
 
+    /// Gives messages back unprocessed and uncounted (AMQP's `released` outcome): they are
+    /// redelivered as if never delivered.
+    pub fn release(&self, queue: &QueueHandle, consumer: ConsumerId, ids: Vec<MessageId>) {
+        queue.send(QueueCommand::Release { consumer, ids });
+    }
+
     /// The consumer's client gave up on these messages (OpenWire's poison ack, after its
     /// redelivery policy's maximum): they move to a dead-letter queue or are dropped, as the
     /// dead-letter settings say. `cause` is the client's reason, as Java's

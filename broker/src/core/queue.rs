@@ -139,6 +139,12 @@ pub(crate) enum QueueCommand {
         consumer: ConsumerId,
         ids: Vec<MessageId>,
     },
+    /// The consumer gives these back unprocessed (AMQP's `released`): they go back as if
+    /// never delivered, not counted as redeliveries.
+    Release {
+        consumer: ConsumerId,
+        ids: Vec<MessageId>,
+    },
     /// The consumer's client gave up on these (OpenWire's poison ack, `cause` its reason):
     /// they leave the queue for the dead-letter task.
     Poison {
@@ -497,6 +503,7 @@ impl Queue {
                     self.end_transaction(&ids, false, keep_delivered)
                 }
                 QueueCommand::Nack { consumer, ids } => self.nack(consumer, &ids),
+                QueueCommand::Release { consumer, ids } => self.release(consumer, &ids),
                 QueueCommand::Poison { consumer, ids, cause } => self.poison(consumer, &ids, cause),
                 QueueCommand::Consumed { consumer, ids } => self.consumed(consumer, &ids),
                 QueueCommand::Stats(reply) => {
@@ -915,6 +922,27 @@ impl Queue {
         let counted = consumer.spec.counts_redeliveries;
         for queued in returned {
             self.give_back(queued, counted);
+        }
+    }
+
+    /// Like [`Self::nack`], but the deliveries do not count: the delivery count goes back to
+    /// what it was, so the message is not marked redelivered nor nearer the dead-letter limit.
+    fn release(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
+        let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
+            return;
+        };
+        let mut returned = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(mut queued) = consumer.in_flight.remove(id) {
+                if queued.releases_credit() {
+                    consumer.released -= 1;
+                }
+                queued.delivery_count = queued.delivery_count.saturating_sub(1);
+                returned.push(queued);
+            }
+        }
+        for queued in returned {
+            self.give_back(queued, false);
         }
     }
 

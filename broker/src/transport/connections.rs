@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub enum Protocol {
     Stomp,
     OpenWire,
+    Amqp,
 }
 
 /// Counters shared by every listener of a broker (and its in-process connections).
@@ -18,6 +19,7 @@ pub enum Protocol {
 pub struct ConnectionCounts {
     stomp: AtomicU64,
     openwire: AtomicU64,
+    amqp: AtomicU64,
     accepted: AtomicU64,
 }
 
@@ -28,6 +30,9 @@ pub struct ConnectionStats {
     pub stomp: u64,
     /// Open OpenWire connections.
     pub openwire: u64,
+    /// Open AMQP 1.0 connections. Absent from the stats of older brokers, hence the default.
+    #[serde(default)]
+    pub amqp: u64,
     /// Every connection accepted since the broker started.
     pub accepted: u64,
 }
@@ -35,7 +40,7 @@ pub struct ConnectionStats {
 impl ConnectionStats {
     /// Open connections of every protocol.
     pub fn open(&self) -> u64 {
-        self.stomp + self.openwire
+        self.stomp + self.openwire + self.amqp
     }
 }
 
@@ -51,6 +56,7 @@ impl ConnectionCounts {
         ConnectionStats {
             stomp: self.stomp.load(Ordering::Relaxed),
             openwire: self.openwire.load(Ordering::Relaxed),
+            amqp: self.amqp.load(Ordering::Relaxed),
             accepted: self.accepted.load(Ordering::Relaxed),
         }
     }
@@ -59,6 +65,7 @@ impl ConnectionCounts {
         match protocol {
             Protocol::Stomp => &self.stomp,
             Protocol::OpenWire => &self.openwire,
+            Protocol::Amqp => &self.amqp,
         }
     }
 }

@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{ConnectionContext, Protocol};
 use crate::error::BrokerError;
-use crate::{openwire, stomp};
+use crate::{amqp, openwire, stomp};
 
 /// A connector and the address it actually bound (the port is resolved when 0 was asked).
 #[derive(Debug, Clone)]
@@ -88,6 +88,10 @@ impl Listener {
                                 let url = format!("{scheme}://{local}");
                                 openwire::serve(socket, context, peer.to_string(), url).await
                             }
+                            Scheme::Amqp | Scheme::AmqpNio => {
+                                let _counted = connections.opened(Protocol::Amqp);
+                                amqp::serve(socket, context, peer.to_string()).await
+                            }
                         }
                         drop(permit);
                     });
@@ -97,7 +101,8 @@ impl Listener {
                     if matches!(self.bound.uri.scheme, Scheme::Stomp | Scheme::StompNio) {
                         tracker.spawn(refuse(socket, self.max_connections));
                     } else {
-                        // OpenWire has no way to say why before the handshake: just close.
+                        // OpenWire has no way to say why before the handshake: just close. (AMQP
+                        // could, after a whole header exchange; a plain close is as clear.)
                         drop(socket);
                     }
                 }

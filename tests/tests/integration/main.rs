@@ -4,6 +4,7 @@
 mod activemq_tools;
 mod admin;
 mod advisories;
+mod amqp;
 mod bad_input;
 mod composites;
 mod connectors;

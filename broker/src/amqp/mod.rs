@@ -1,0 +1,415 @@
+//! The AMQP 1.0 protocol adapter: the connection, session and link state machines that
+//! `protocol::amqp` leaves to its user, on top of the core.
+//!
+//! One task per connection owns all of its state ([`Connection`]); a writer task owns the
+//! socket's writing half (and sends the empty heartbeat frames), so that a client that stops
+//! reading never stops the reader. Deliveries come from the core through an mpsc sink, as
+//! for STOMP and OpenWire.
+//!
+//! - `connection.rs`: protocol headers, SASL (ANONYMOUS and PLAIN, any credentials accepted
+//!   until authentication exists), open/close, idle timeouts, begin/end and session windows;
+//! - `link.rs`: attach/detach, incoming transfers (producers), link credit, outgoing
+//!   deliveries (consumers) and their dispositions, the transaction coordinator;
+//! - `mapping.rs`: AMQP messages to and from the broker's message model.
+//!
+//! Every error closes what it must with the spec's condition: a frame that cannot be decoded
+//! closes the connection with `amqp:decode-error`, a frame above our max-frame-size with
+//! `amqp:connection:framing-error`, a transfer on a handle that is not attached with
+//! `amqp:session:unattached-handle`; a link the broker refuses is attached and detached at
+//! once with the reason, as the spec asks.
+
+mod connection;
+mod link;
+mod mapping;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use protocol::amqp::{condition, AmqpError, AmqpFrame, Codec, Frame, Limits};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::core::{ConsumerId, Delivery, HeldSends, Transaction};
+use crate::transport::{ConnectionContext, ReadBuffer};
+
+/// The largest frame we accept unless the connector's `wireFormat.maxFrameSize` is lower:
+/// ActiveMQ's AMQP default. Messages may be larger (they span frames) up to the
+/// connector's max frame size.
+const DEFAULT_MAX_FRAME_SIZE: u32 = 1 << 20;
+/// The idle timeout we announce: a client silent for this long is closed. ActiveMQ's
+/// default (`transport.wireFormat.idleTimeout`).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The channels a client may use: ActiveMQ's `channelMax` default.
+const CHANNEL_MAX: u16 = 32767;
+/// How long a closing connection's last frames may take to be written.
+const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// Something the connection waits for (a store write, a commit); its result is handled on
+/// the connection's task.
+type Pending = Pin<Box<dyn Future<Output = Event> + Send>>;
+
+/// The result of something the connection waited for.
+enum Event {
+    /// A producer's message is durable (or failed to be stored).
+    Stored { channel: u16, handle: u32, delivery_id: Option<u32>, result: Result<(), String> },
+    /// A coordinator's discharge finished.
+    Discharged { channel: u16, delivery_id: Option<u32>, result: Result<(), String> },
+    /// A drain's grace period passed: whatever credit is left is used up.
+    DrainDue { channel: u16, handle: u32 },
+}
+
+/// Why the connection ends.
+enum Fatal {
+    /// Close with this error (the `close` frame is written, then the socket closed).
+    Close(AmqpError),
+    /// Close the socket at once: nothing (more) can be said in AMQP.
+    Cut(String),
+}
+
+impl Fatal {
+    fn close(condition: &str, description: impl Into<String>) -> Fatal {
+        Fatal::Close(AmqpError::new(condition, description))
+    }
+}
+
+/// What the writer task is handed.
+enum WriteItem {
+    Bytes(Bytes),
+    /// From now on, write an empty frame whenever nothing was written for this long.
+    HeartBeat(Duration),
+}
+
+/// The empty AMQP frame: size 8, doff 2, type 0, channel 0.
+const HEARTBEAT: [u8; 8] = [0, 0, 0, 8, 2, 0, 0, 0];
+
+async fn writer<W: AsyncWrite + Unpin>(
+    mut socket: W,
+    mut items: mpsc::UnboundedReceiver<WriteItem>,
+) {
+    let mut heart_beat: Option<Duration> = None;
+    let mut buffer = BytesMut::new();
+    loop {
+        let next = match heart_beat {
+            Some(interval) => match tokio::time::timeout(interval, items.recv()).await {
+                Ok(item) => item,
+                Err(_) => {
+                    if socket.write_all(&HEARTBEAT).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            },
+            None => items.recv().await,
+        };
+        let Some(first) = next else { break };
+        let mut item = Some(first);
+        while let Some(current) = item.take() {
+            match current {
+                WriteItem::Bytes(bytes) => buffer.extend_from_slice(&bytes),
+                WriteItem::HeartBeat(interval) => heart_beat = Some(interval),
+            }
+            if buffer.len() < 256 * 1024 {
+                item = items.try_recv().ok();
+            }
+        }
+        if !buffer.is_empty() {
+            if socket.write_all(&buffer).await.is_err() {
+                return;
+            }
+            buffer.clear();
+            if buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
+                buffer = BytesMut::new();
+            }
+        }
+    }
+    let _ = socket.flush().await;
+    let _ = socket.shutdown().await;
+}
+
+/// Where the connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting for the client's first protocol header.
+    Start,
+    /// SASL: waiting for `sasl-init`.
+    Sasl,
+    /// SASL done: waiting for the AMQP header.
+    SaslDone,
+    /// AMQP header exchanged: waiting for `open`.
+    AwaitingOpen,
+    Open,
+}
+
+/// One session (begun on the client's channel; we answer on the same channel number).
+struct Session {
+    /// The transfer id of the next frame the client sends.
+    next_incoming_id: u32,
+    /// The transfer id of our next transfer frame.
+    next_outgoing_id: u32,
+    /// How many more transfer frames the client lets us send.
+    remote_incoming_window: u32,
+    /// The delivery id of our next delivery.
+    next_delivery_id: u32,
+    /// Links by the client's handle (ours are the same numbers).
+    links: HashMap<u32, link::Link>,
+    /// Our unsettled deliveries by delivery id.
+    unsettled: BTreeMap<u32, link::Unsettled>,
+}
+
+/// The incoming window we announce (in frames): large, and restored by every flow we send.
+const INCOMING_WINDOW: u32 = 1 << 20;
+
+impl Session {
+    fn new(begin: &protocol::amqp::Begin) -> Session {
+        Session {
+            next_incoming_id: begin.next_outgoing_id,
+            next_outgoing_id: 1,
+            remote_incoming_window: begin.incoming_window,
+            next_delivery_id: 0,
+            links: HashMap::new(),
+            unsettled: BTreeMap::new(),
+        }
+    }
+}
+
+/// Serves one AMQP connection until it closes.
+pub(crate) async fn serve<S>(stream: S, context: Arc<ConnectionContext>, peer: String)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (reader, write_half) = tokio::io::split(stream);
+    let (out, items) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(writer(write_half, items));
+    let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
+    let connection_id = context.core.next_connection_id();
+    let max_message_size = context.limits.max_frame_size as u64;
+    let frame_size = u32::try_from(context.limits.max_frame_size)
+        .unwrap_or(u32::MAX)
+        .clamp(protocol::amqp::MIN_MAX_FRAME_SIZE, DEFAULT_MAX_FRAME_SIZE);
+    let limits = Limits { max_frame_size: frame_size, ..Limits::default() };
+    let mut connection = Connection {
+        codec: Codec::new(limits),
+        context,
+        connection_id,
+        peer,
+        out,
+        deliveries_tx,
+        deliveries,
+        state: State::Start,
+        container_id: None,
+        sessions: HashMap::new(),
+        consumers: HashMap::new(),
+        channel_max: CHANNEL_MAX,
+        max_message_size,
+        read_timeout: None,
+        pending: FuturesUnordered::new(),
+        held: HeldSends::default(),
+        transactions: HashMap::new(),
+        next_transaction: 1,
+        next_message_seq: 1,
+        next_temporary: 1,
+    };
+    connection.run(reader).await;
+    connection.release();
+    drop(std::mem::replace(&mut connection.out, mpsc::unbounded_channel().0));
+    if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
+        tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
+    }
+}
+
+struct Connection {
+    context: Arc<ConnectionContext>,
+    codec: Codec,
+    connection_id: u64,
+    peer: String,
+    out: mpsc::UnboundedSender<WriteItem>,
+    deliveries_tx: mpsc::UnboundedSender<Delivery>,
+    deliveries: mpsc::UnboundedReceiver<Delivery>,
+    state: State,
+    /// The client's container id: its JMS client id, for durable subscriptions.
+    container_id: Option<Arc<str>>,
+    /// Sessions by channel.
+    sessions: HashMap<u16, Session>,
+    /// Which link each consumer feeds: (channel, handle).
+    consumers: HashMap<ConsumerId, (u16, u32)>,
+    /// The highest channel the client may use (negotiated in `open`).
+    channel_max: u16,
+    /// The largest message a client may send (across frames).
+    max_message_size: u64,
+    /// The longest the client may stay silent (our idle timeout), once open.
+    read_timeout: Option<Duration>,
+    pending: FuturesUnordered<Pending>,
+    /// Transfers held by producer flow control, per link.
+    held: HeldSends<(u16, u32), link::HeldTransfer>,
+    /// Open transactions by their id.
+    transactions: HashMap<Bytes, Transaction>,
+    next_transaction: u64,
+    next_message_seq: u64,
+    next_temporary: u64,
+}
+
+impl Connection {
+    async fn run<R: AsyncRead + Unpin>(&mut self, mut reader: R) {
+        let mut buffer = ReadBuffer::default();
+        let deadline = tokio::time::sleep(self.context.connect_timeout);
+        tokio::pin!(deadline);
+        let shutdown = self.context.shutdown.clone();
+        loop {
+            let result = tokio::select! {
+                _ = shutdown.cancelled() => {
+                    Err(Fatal::close(condition::CONNECTION_FORCED, "the broker is shutting down"))
+                }
+                read = buffer.read_from(&mut reader) => {
+                    match read {
+                        Ok(0) | Err(_) => {
+                            tracing::debug!(peer = %self.peer, "AMQP client went away");
+                            return;
+                        }
+                        Ok(_) => {}
+                    }
+                    let timeout = self.read_timeout.unwrap_or(match self.state {
+                        State::Open => Duration::from_secs(60 * 60 * 24 * 365),
+                        _ => self.context.connect_timeout,
+                    });
+                    deadline.as_mut().reset(Instant::now() + timeout);
+                    let handled = self.handle_input(buffer.bytes());
+                    buffer.decoded();
+                    handled
+                }
+                Some(delivery) = self.deliveries.recv() => {
+                    self.deliver(delivery);
+                    Ok(true)
+                }
+                (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
+                    self.admitted(held, room);
+                    Ok(true)
+                }
+                Some(event) = self.pending.next(), if !self.pending.is_empty() => self.event(event),
+                _ = &mut deadline => {
+                    let reason = if self.state == State::Open {
+                        format!("nothing received within the idle timeout ({} ms)", IDLE_TIMEOUT.as_millis())
+                    } else {
+                        "the connection was not opened within the connect timeout".to_owned()
+                    };
+                    tracing::info!(peer = %self.peer, %reason, "closing idle AMQP connection");
+                    Err(Fatal::close(condition::RESOURCE_LIMIT_EXCEEDED, reason))
+                }
+            };
+            match result {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(fatal) => {
+                    self.fail(fatal);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Ends the connection after an error: says why when AMQP still can.
+    fn fail(&mut self, fatal: Fatal) {
+        match fatal {
+            Fatal::Cut(reason) => {
+                tracing::info!(peer = %self.peer, %reason, "AMQP connection cut");
+            }
+            Fatal::Close(error) => {
+                tracing::info!(peer = %self.peer, condition = %error.condition,
+                    description = error.description.as_deref().unwrap_or(""), "closing AMQP connection after an error");
+                if matches!(self.state, State::Start | State::Sasl | State::SaslDone) {
+                    // No AMQP layer yet: nowhere to put a close frame.
+                    return;
+                }
+                if self.state == State::AwaitingOpen {
+                    // The spec: an error before open is answered by an open, then the close.
+                    let open = protocol::amqp::Open {
+                        container_id: self.context.id_prefix.clone(),
+                        ..Default::default()
+                    };
+                    self.send_frame(AmqpFrame::new(0, open));
+                }
+                let close = protocol::amqp::Close { error: Some(error) };
+                self.send_frame(AmqpFrame::new(0, close));
+            }
+        }
+    }
+
+    /// Writes an encoded frame.
+    fn write(&self, frame: &Frame) {
+        let mut bytes = BytesMut::new();
+        match self.codec.encode(frame, &mut bytes) {
+            Ok(()) => {
+                let _ = self.out.send(WriteItem::Bytes(bytes.freeze()));
+            }
+            Err(error) => {
+                // Our own frames fit the peer's size (transfers are split): a bug, not the
+                // client's doing; nothing is written for it.
+                tracing::error!(peer = %self.peer, %error, "AMQP frame not encodable");
+            }
+        }
+    }
+
+    fn send_frame(&self, frame: AmqpFrame) {
+        self.write(&Frame::Amqp(frame));
+    }
+
+    fn write_raw(&self, bytes: Bytes) {
+        let _ = self.out.send(WriteItem::Bytes(bytes));
+    }
+
+    /// Decodes and handles every complete frame in `buffer`; `Ok(false)` after a close.
+    fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<bool, Fatal> {
+        loop {
+            let decoded = match self.codec.decode(buffer) {
+                Ok(Some(decoded)) => decoded,
+                Ok(None) => return Ok(true),
+                Err(error) => return Err(self.wire_error(error)),
+            };
+            if !self.handle(decoded)? {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// What a decoding error ends the connection with.
+    fn wire_error(&mut self, error: protocol::amqp::WireError) -> Fatal {
+        use protocol::amqp::WireError;
+        if let Some(answer) = error.answer_header() {
+            // Another protocol, or another AMQP version: answer with the header we speak
+            // (the spec's version negotiation), then close.
+            let mut bytes = BytesMut::new();
+            Codec::encode_header(answer, &mut bytes);
+            self.write_raw(bytes.freeze());
+            return Fatal::Cut(error.to_string());
+        }
+        match error {
+            WireError::FrameTooLarge { .. } | WireError::BadFrameHeader { .. } => {
+                Fatal::close(condition::CONNECTION_FRAMING_ERROR, error.to_string())
+            }
+            WireError::UnknownFrameType(_) | WireError::UnexpectedFrameType { .. } => {
+                Fatal::close(condition::CONNECTION_FRAMING_ERROR, error.to_string())
+            }
+            _ => Fatal::close(condition::DECODE_ERROR, error.to_string()),
+        }
+    }
+
+    /// Gives up the connection's consumers (their unsettled messages go back), rolls back
+    /// its transactions and deletes its temporary destinations.
+    fn release(&mut self) {
+        let core = self.context.core.clone();
+        for (_, transaction) in self.transactions.drain() {
+            drop(core.rollback(transaction));
+        }
+        for consumer in self.consumers.keys() {
+            core.unsubscribe(*consumer);
+        }
+        self.consumers.clear();
+        self.sessions.clear();
+        core.release_connection(self.connection_id);
+    }
+}
