@@ -84,9 +84,8 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
     let meter = Meter::new(settings.num_clients);
     let runtime = runtime()?;
     let outcome = runtime.block_on(async {
-        let progress = std::io::stderr()
-            .is_terminal()
-            .then(|| tokio::spawn(show_progress(meter.clone())));
+        let progress =
+            std::io::stderr().is_terminal().then(|| tokio::spawn(show_progress(meter.clone())));
         let outcome = run_perf(&settings, &meter, quiet()).await;
         if let Some(progress) = progress {
             progress.abort();
