@@ -47,6 +47,9 @@ enum Command {
     Producer(cli::producer::ProducerArgs),
     /// Receives messages from a broker and reports the throughput (ActiveMQ's `consumer`).
     Consumer(cli::consumer::ConsumerArgs),
+    /// The ActiveMQ performance plugin's producer and consumer (`activemq-perf`), driven by
+    /// its properties files, printing its SYSTEM THROUGHPUT SUMMARY.
+    Perf(cli::perf::PerfArgs),
     /// Prints every destination's statistics from a running broker's admin endpoint
     /// (ActiveMQ's `dstat`).
     Dstat(cli::dstat::DstatArgs),
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Producer(args) => cli::producer::run(args),
         Command::Consumer(args) => cli::consumer::run(args),
         Command::Dstat(args) => cli::dstat::run(args),
+        Command::Perf(args) => cli::perf::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -98,6 +98,7 @@ pub fn run(args: ConsumerArgs) -> anyhow::Result<()> {
         sleep: millis(args.sleep),
         user: args.common.user,
         password: args.common.password,
+        ..ConsumerOptions::default()
     };
     let ready = format!(
         "subscribed to {}{}, waiting for {} messages",

@@ -10,6 +10,7 @@
 
 pub mod consumer;
 pub mod dstat;
+pub mod perf;
 pub mod producer;
 
 use std::sync::Arc;

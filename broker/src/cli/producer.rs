@@ -64,6 +64,7 @@ pub fn run(args: ProducerArgs) -> anyhow::Result<()> {
         sync_send: args.sync_send,
         user: args.common.user,
         password: args.common.password,
+        ..ProducerOptions::default()
     };
     let ready = format!(
         "connected to {}, sending {} {} messages to {}",

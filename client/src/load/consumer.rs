@@ -1,6 +1,6 @@
 //! [`ConsumerOptions`] and [`run_consumer`]: ActiveMQ's `consumer` command.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use protocol::stomp::{Command, Frame, Version};
@@ -9,8 +9,8 @@ use tokio::task::JoinSet;
 use super::producer::panicked;
 use super::report::Histogram;
 use super::{
-    no_observer, thread_name, BrokerUrl, Connection, DestinationName, LoadError, LoadEvent,
-    LoadReport, Observer, Role,
+    no_observer, now_micros, thread_label, BrokerUrl, Connection, DestinationName, LoadError,
+    LoadEvent, LoadReport, Meter, Observer, Role, SENT_AT_PROPERTY,
 };
 use crate::openwire::{self, Consumer, OpenWireClient, Session, SessionMode, SubscribeOptions};
 use crate::{AckMode, ClientError, ReceivedMessage, StompClient, Subscription};
@@ -86,6 +86,28 @@ pub struct ConsumerOptions {
     pub user: Option<String>,
     /// The passcode, if any.
     pub password: Option<String>,
+    /// Receive for this long, from the first message of any thread, instead of
+    /// [`ConsumerOptions::message_count`] messages per thread.
+    pub duration: Option<Duration>,
+    /// Each thread's destination (one per thread), used instead of
+    /// [`ConsumerOptions::destination`] (the perf tool's `totalDests`).
+    pub thread_destinations: Option<Vec<DestinationName>>,
+    /// Names the threads `PREFIX0`, `PREFIX1`, ... (the perf tool's `JmsConsumer0`) instead
+    /// of `consumer-1`, ...; a durable thread then uses its name as its client id and its
+    /// subscription name, as the perf plugin does.
+    pub thread_prefix: Option<String>,
+    /// Live per-thread counts, read by a sampler or a progress display; latencies are
+    /// recorded only while it is measuring.
+    pub meter: Option<Meter>,
+    /// Measure end-to-end latency (from the send time a producer put in
+    /// [`SENT_AT_PROPERTY`] to the message's arrival) instead of the waits of acknowledging.
+    /// Producer and consumer must share a clock: run them on one machine.
+    pub end_to_end_latency: bool,
+    /// A JMS message selector, if any.
+    pub selector: Option<String>,
+    /// Remove a durable subscription when the thread is done (the perf plugin's
+    /// `consumer.unsubscribe`); default false.
+    pub unsubscribe: bool,
 }
 
 impl Default for ConsumerOptions {
@@ -105,6 +127,13 @@ impl Default for ConsumerOptions {
             sleep: Duration::ZERO,
             user: None,
             password: None,
+            duration: None,
+            thread_destinations: None,
+            thread_prefix: None,
+            meter: None,
+            end_to_end_latency: false,
+            selector: None,
+            unsubscribe: false,
         }
     }
 }
@@ -112,6 +141,9 @@ impl Default for ConsumerOptions {
 impl ConsumerOptions {
     /// The client id of thread `index` (from 0).
     fn thread_client_id(&self, index: usize) -> Option<String> {
+        if let (Some(prefix), true) = (&self.thread_prefix, self.durable) {
+            return Some(thread_label(Some(prefix), "consumer", index));
+        }
         let id = self.client_id.as_ref().filter(|id| !id.is_empty())?;
         Some(if self.parallel_threads == 1 { id.clone() } else { format!("{id}-{}", index + 1) })
     }
@@ -124,12 +156,28 @@ impl ConsumerOptions {
         if self.ack_batch_size == 0 {
             return invalid("the acknowledgement batch size must be at least 1".into());
         }
-        if self.durable {
-            if !self.destination.is_topic() {
+        if let Some(list) = &self.thread_destinations {
+            if list.len() != self.parallel_threads {
                 return invalid(format!(
-                    "a durable subscription needs a topic (topic://NAME); {} is a queue",
-                    self.destination
+                    "{} threads need {} destinations, got {}",
+                    self.parallel_threads,
+                    self.parallel_threads,
+                    list.len()
                 ));
+            }
+        }
+        if self.durable {
+            let destinations = match &self.thread_destinations {
+                Some(list) => list.iter().collect(),
+                None => vec![&self.destination],
+            };
+            if let Some(queue) = destinations.iter().find(|d| !d.is_topic()) {
+                return invalid(format!(
+                    "a durable subscription needs a topic (topic://NAME); {queue} is a queue"
+                ));
+            }
+            if self.thread_prefix.is_some() {
+                return Ok(());
             }
             if self.client_id.as_deref().unwrap_or("").is_empty() {
                 return invalid("a durable subscription needs a client id".into());
@@ -156,7 +204,7 @@ pub async fn run_consumer_observed(
     let plan = Arc::new(Plan::new(&options));
     let mut workers = JoinSet::new();
     for index in 0..options.parallel_threads {
-        let thread = thread_name("consumer", index);
+        let thread = thread_label(options.thread_prefix.as_deref(), "consumer", index);
         let client_id = options.thread_client_id(index);
         let (options, plan, observer) = (options.clone(), plan.clone(), observer.clone());
         workers.spawn(async move {
@@ -168,23 +216,30 @@ pub async fn run_consumer_observed(
                 &thread,
             )
             .await?;
-            let mut receiver = Receiver::subscribe(connection, &plan).await.map_err(|source| {
-                LoadError::Subscribe {
-                    thread: thread.clone(),
-                    destination: plan.destination_name.clone(),
-                    source,
-                }
-            })?;
+            let target = plan.target(index);
+            let durable_name = plan.durable_name(&thread);
+            let mut receiver =
+                Receiver::subscribe(connection, &plan, target, durable_name.as_deref())
+                    .await
+                    .map_err(|source| LoadError::Subscribe {
+                        thread: thread.clone(),
+                        destination: target.name.clone(),
+                        source,
+                    })?;
             observer(&LoadEvent::Ready { thread: thread.clone() });
-            let outcome = consume(&thread, &mut receiver, &plan).await;
+            let outcome = consume(&thread, index, &mut receiver, &plan).await;
             // Closing also releases the messages pushed to us and not counted; a durable
-            // subscription stays (closing is not unsubscribing).
-            receiver.close().await;
+            // subscription stays (closing is not unsubscribing) unless asked to go.
+            let unsubscribe = durable_name.filter(|_| plan.unsubscribe);
+            let closed = receiver.close(unsubscribe.as_deref()).await;
             let outcome = outcome?;
+            if let Err(source) = closed {
+                return Err(LoadError::Failed { thread, after: outcome.received, source });
+            }
             observer(&LoadEvent::Finished {
                 thread,
                 messages: outcome.received,
-                expected: plan.count,
+                expected: plan.expected(),
                 elapsed: outcome.elapsed(),
                 idle_timeout: outcome.timed_out.then_some(plan.receive_timeout),
             });
@@ -211,7 +266,7 @@ pub async fn run_consumer_observed(
     Ok(LoadReport {
         role: Role::Consumer,
         messages: per_thread.iter().sum(),
-        expected: plan.count * options.parallel_threads as u64,
+        expected: plan.expected() * options.parallel_threads as u64,
         elapsed: match (first, last) {
             (Some(first), Some(last)) => last - first,
             _ => Duration::ZERO,
@@ -234,13 +289,39 @@ enum Acking {
     Individual,
 }
 
+/// Where a thread receives from, in the STOMP and OpenWire forms.
+struct Target {
+    stomp: String,
+    openwire: openwire::Destination,
+    name: String,
+}
+
+impl Target {
+    fn new(destination: &DestinationName) -> Target {
+        Target {
+            stomp: destination.stomp_destination(),
+            openwire: destination.openwire_destination(),
+            name: destination.to_string(),
+        }
+    }
+}
+
 struct Plan {
-    destination: String,
-    openwire_destination: openwire::Destination,
-    destination_name: String,
+    /// One destination for every thread, or one per thread.
+    targets: Vec<Target>,
     count: u64,
+    duration: Option<Duration>,
+    /// The run's clock: the first message of any thread.
+    clock: OnceLock<Instant>,
+    meter: Option<Meter>,
+    end_to_end: bool,
+    selector: Option<String>,
+    unsubscribe: bool,
     acking: Acking,
+    /// The subscription name of every thread, or `None` when each uses its thread name
+    /// (or the subscription is not durable).
     durable_name: Option<String>,
+    durable_per_thread: bool,
     receive_timeout: Duration,
     sleep: Duration,
     latency_label: &'static str,
@@ -254,21 +335,70 @@ impl Plan {
             (_, ConsumerAckMode::Client) => Acking::Cumulative(options.ack_batch_size),
             (_, ConsumerAckMode::ClientIndividual) => Acking::Individual,
         };
+        let targets = match &options.thread_destinations {
+            Some(list) => list.iter().map(Target::new).collect(),
+            None => vec![Target::new(&options.destination)],
+        };
+        let durable_per_thread = options.durable && options.thread_prefix.is_some();
         Plan {
-            destination: options.destination.stomp_destination(),
-            openwire_destination: options.destination.openwire_destination(),
-            destination_name: options.destination.to_string(),
+            targets,
             count: options.message_count,
+            duration: options.duration,
+            clock: OnceLock::new(),
+            meter: options.meter.clone(),
+            end_to_end: options.end_to_end_latency,
+            selector: options.selector.clone().filter(|s| !s.trim().is_empty()),
+            unsubscribe: options.unsubscribe,
             acking,
-            durable_name: options.durable.then(|| options.subscription_name.clone()),
+            durable_name: (options.durable && !durable_per_thread)
+                .then(|| options.subscription_name.clone()),
+            durable_per_thread,
             receive_timeout: options.receive_timeout,
             sleep: options.sleep,
             latency_label: match acking {
+                _ if options.end_to_end_latency => "end-to-end latency",
                 Acking::Transacted(_) => "commit latency",
                 Acking::Auto => "gap between messages",
                 Acking::Cumulative(_) | Acking::Individual => "ack latency",
             },
         }
+    }
+
+    /// Thread `thread`'s destination.
+    fn target(&self, thread: usize) -> &Target {
+        // One target, or one per thread (checked by `validate`).
+        &self.targets[thread % self.targets.len()]
+    }
+
+    /// The durable subscription name of thread `thread`, if durable.
+    fn durable_name(&self, thread: &str) -> Option<String> {
+        if self.durable_per_thread {
+            Some(thread.to_owned())
+        } else {
+            self.durable_name.clone()
+        }
+    }
+
+    /// The messages each thread is asked for (none in particular for a duration).
+    fn expected(&self) -> u64 {
+        if self.duration.is_some() {
+            0
+        } else {
+            self.count
+        }
+    }
+
+    /// Whether latencies are recorded now.
+    fn measuring(&self) -> bool {
+        self.meter.as_ref().is_none_or(Meter::is_measuring)
+    }
+
+    /// Starts the run's clock at the first message of any thread.
+    fn start_clock(&self) -> Instant {
+        *self.clock.get_or_init(|| match &self.meter {
+            Some(meter) => meter.mark_start(),
+            None => Instant::now(),
+        })
     }
 
     fn stomp_ack_mode(&self) -> AckMode {
@@ -301,22 +431,32 @@ enum Received {
 }
 
 impl Receiver {
-    /// Subscribes (and waits for the broker to confirm).
-    async fn subscribe(connection: Connection, plan: &Plan) -> Result<Receiver, ClientError> {
+    /// Subscribes to `target` (and waits for the broker to confirm), durably as
+    /// `durable_name` if given.
+    async fn subscribe(
+        connection: Connection,
+        plan: &Plan,
+        target: &Target,
+        durable_name: Option<&str>,
+    ) -> Result<Receiver, ClientError> {
         match connection {
             Connection::Stomp(client) => {
                 let mut headers = Vec::new();
-                if let Some(name) = &plan.durable_name {
-                    headers.push(("activemq.subscriptionName", name.as_str()));
+                if let Some(name) = durable_name {
+                    headers.push(("activemq.subscriptionName", name));
+                }
+                if let Some(selector) = &plan.selector {
+                    headers.push(("selector", selector.as_str()));
                 }
                 let subscription =
-                    client.subscribe(&plan.destination, plan.stomp_ack_mode(), &headers).await?;
+                    client.subscribe(&target.stomp, plan.stomp_ack_mode(), &headers).await?;
                 Ok(Receiver::Stomp { client, subscription })
             }
             Connection::OpenWire(client) => {
                 let session = client.session(plan.session_mode()).await?;
-                let mut options = SubscribeOptions::new(plan.openwire_destination.clone());
-                options.durable_name.clone_from(&plan.durable_name);
+                let mut options = SubscribeOptions::new(target.openwire.clone());
+                options.durable_name = durable_name.map(str::to_owned);
+                options.selector.clone_from(&plan.selector);
                 let consumer = session.consumer(options).await?;
                 Ok(Receiver::OpenWire { client, session, consumer })
             }
@@ -413,10 +553,42 @@ impl Receiver {
         }
     }
 
-    async fn close(self) {
+    /// Closes the subscription and the connection, first removing the durable
+    /// subscription `unsubscribe` if given (only that outcome is reported).
+    async fn close(self, unsubscribe: Option<&str>) -> Result<(), ClientError> {
+        let mut outcome = Ok(());
         match self {
-            Receiver::Stomp { client, .. } => Connection::Stomp(client).close().await,
-            Receiver::OpenWire { client, .. } => Connection::OpenWire(client).close().await,
+            Receiver::Stomp { client, subscription } => {
+                if let Some(name) = unsubscribe {
+                    let frame = Frame::new(Command::Unsubscribe)
+                        .header("id", subscription.id())
+                        .header("activemq.subscriptionName", name);
+                    outcome = client.request_receipt(frame).await;
+                }
+                Connection::Stomp(client).close().await;
+            }
+            Receiver::OpenWire { client, session, consumer } => {
+                if let Some(name) = unsubscribe {
+                    outcome = match consumer.close().await {
+                        Ok(()) => session.unsubscribe(name).await,
+                        Err(error) => Err(error),
+                    };
+                }
+                Connection::OpenWire(client).close().await;
+            }
+        }
+        outcome
+    }
+
+    /// The send time a producer put in `message`, if any.
+    fn sent_at(message: &Received) -> Option<i64> {
+        match message {
+            Received::Stomp(message) => message.header(SENT_AT_PROPERTY)?.parse().ok(),
+            Received::OpenWire(message) => {
+                let value = message.property(SENT_AT_PROPERTY)?;
+                // A STOMP producer's header arrives as a string property.
+                value.as_i64().or_else(|| value.as_str()?.parse().ok())
+            }
         }
     }
 }
@@ -438,9 +610,18 @@ impl Outcome {
     }
 }
 
-/// One thread's receives.
-async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<Outcome, LoadError> {
-    let wait = if plan.receive_timeout.is_zero() { Duration::MAX } else { plan.receive_timeout };
+/// How long one receive of a timed run waits before looking at the clock again.
+const CLOCK_SLICE: Duration = Duration::from_millis(100);
+
+/// One thread's receives: `plan.count` messages, or all that come until `plan.duration`
+/// after the run's first message.
+async fn consume(
+    thread: &str,
+    thread_index: usize,
+    receiver: &mut Receiver,
+    plan: &Plan,
+) -> Result<Outcome, LoadError> {
+    let idle_limit = (!plan.receive_timeout.is_zero()).then_some(plan.receive_timeout);
     let mut outcome = Outcome {
         received: 0,
         first: None,
@@ -457,7 +638,22 @@ async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<O
     let failed = |after: u64| {
         move |source: ClientError| LoadError::Failed { thread: thread.to_owned(), after, source }
     };
-    while outcome.received < plan.count {
+    let mut idle_since = Instant::now();
+    loop {
+        let wait = match plan.duration {
+            None if outcome.received >= plan.count => break,
+            None => idle_limit.unwrap_or(Duration::MAX),
+            Some(duration) => match plan.clock.get() {
+                Some(start) => {
+                    let left = (*start + duration).saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    left.min(CLOCK_SLICE)
+                }
+                None => CLOCK_SLICE,
+            },
+        };
         if let (Acking::Transacted(_), None) = (plan.acking, &transaction) {
             transactions += 1;
             let id = format!("tx-{transactions}");
@@ -467,6 +663,11 @@ async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<O
         let message = match receiver.receive(wait).await {
             Ok(Some(message)) => message,
             Ok(None) if !receiver.is_closed() => {
+                // A timed run's slice ended: look at the clock (and the idle limit) again.
+                let idle_over = idle_limit.is_some_and(|limit| idle_since.elapsed() >= limit);
+                if plan.duration.is_some() && !idle_over {
+                    continue;
+                }
                 outcome.timed_out = true;
                 break;
             }
@@ -474,15 +675,25 @@ async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<O
             Err(error) => return Err(failed(outcome.received)(error)),
         };
         let now = Instant::now();
-        if plan.acking == Acking::Auto {
+        idle_since = now;
+        plan.start_clock();
+        let measuring = plan.measuring();
+        if plan.end_to_end {
+            if let (Some(sent), true) = (Receiver::sent_at(&message), measuring) {
+                let micros = u64::try_from(now_micros().saturating_sub(sent)).unwrap_or(0);
+                outcome.latencies.record(Duration::from_micros(micros));
+            }
+        } else if plan.acking == Acking::Auto && measuring {
             if let Some(previous) = outcome.last {
                 outcome.latencies.record(now - previous);
             }
         }
+        // The waits of acknowledging, unless end-to-end latency is measured instead.
+        let record_waits = measuring && !plan.end_to_end;
         outcome.first.get_or_insert(now);
         outcome.received += 1;
         let received = outcome.received;
-        let last = received == plan.count;
+        let last = plan.duration.is_none() && received == plan.count;
         let fail = failed(received);
         match plan.acking {
             Acking::Transacted(batch) => {
@@ -493,7 +704,9 @@ async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<O
                     in_batch = 0;
                     let asked = Instant::now();
                     receiver.commit(id).await.map_err(&fail)?;
-                    outcome.latencies.record(asked.elapsed());
+                    if record_waits {
+                        outcome.latencies.record(asked.elapsed());
+                    }
                     transaction = None;
                 }
             }
@@ -504,7 +717,9 @@ async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<O
                     in_batch = 0;
                     let asked = Instant::now();
                     receiver.ack(&message).await.map_err(&fail)?;
-                    outcome.latencies.record(asked.elapsed());
+                    if record_waits {
+                        outcome.latencies.record(asked.elapsed());
+                    }
                     unacked = None;
                 } else {
                     unacked = Some(message);
@@ -513,15 +728,20 @@ async fn consume(thread: &str, receiver: &mut Receiver, plan: &Plan) -> Result<O
             Acking::Individual => {
                 let asked = Instant::now();
                 receiver.ack(&message).await.map_err(&fail)?;
-                outcome.latencies.record(asked.elapsed());
+                if record_waits {
+                    outcome.latencies.record(asked.elapsed());
+                }
             }
+        }
+        if let Some(meter) = &plan.meter {
+            meter.count(thread_index);
         }
         outcome.last = Some(Instant::now());
         if !plan.sleep.is_zero() {
             tokio::time::sleep(plan.sleep).await;
         }
     }
-    // Stopped by the receive timeout: settle what was counted.
+    // Stopped by the clock or the receive timeout: settle what was counted.
     let fail = failed(outcome.received);
     if let Some(id) = transaction {
         if outcome.received > 0 {

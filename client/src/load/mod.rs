@@ -2,8 +2,8 @@
 //! over several connections and report throughput and latency.
 //!
 //! It is the one load generator of ferromq: `ferromq producer` and `ferromq consumer` (the
-//! equivalents of ActiveMQ's `activemq producer` and `activemq consumer`), and later
-//! `ferromq perf` and the end-to-end benches, all call [`run_producer`] and
+//! equivalents of ActiveMQ's `activemq producer` and `activemq consumer`), and
+//! `ferromq perf` ([`perf`]) and the end-to-end benches, all call [`run_producer`] and
 //! [`run_consumer`]. The options are ActiveMQ's tool options and their meaning; the
 //! interface names no protocol: the [`BrokerUrl`]'s scheme chooses OpenWire (`tcp://`,
 //! `nio://`, the default, as with ActiveMQ's tools) or STOMP (`stomp://`), and refuses the
@@ -44,6 +44,8 @@
 //! An [`Observer`] sees each thread become ready and finish.
 
 mod consumer;
+mod meter;
+pub mod perf;
 mod producer;
 mod report;
 mod target;
@@ -52,6 +54,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use consumer::{run_consumer, run_consumer_observed, ConsumerAckMode, ConsumerOptions};
+pub use meter::Meter;
 pub use producer::{run_producer, run_producer_observed, ProducerOptions};
 pub use report::{Latencies, LoadReport, Role};
 pub use target::{
@@ -166,10 +169,20 @@ fn no_observer() -> Observer {
     Arc::new(|_| {})
 }
 
-/// `producer-1`, `consumer-2`: ActiveMQ's thread names (numbered from 1).
-fn thread_name(role: &str, index: usize) -> String {
-    format!("{role}-{}", index + 1)
+/// `producer-1`, `consumer-2`: ActiveMQ's thread names (numbered from 1); with a prefix,
+/// the perf plugin's client names `JmsProducer0`, `JmsConsumer1` (numbered from 0).
+fn thread_label(prefix: Option<&str>, role: &str, index: usize) -> String {
+    match prefix {
+        Some(prefix) => format!("{prefix}{index}"),
+        None => format!("{role}-{}", index + 1),
+    }
 }
+
+/// The message property (STOMP header) in which a producer with
+/// [`ProducerOptions::stamp_send_time`] puts the send time, in microseconds since the Unix
+/// epoch, and from which a consumer measures end-to-end latency. A valid JMS property name,
+/// so it crosses between OpenWire and STOMP.
+pub const SENT_AT_PROPERTY: &str = "ferromqPerfSentAtMicros";
 
 /// One thread's connection, over the protocol of the broker URL.
 enum Connection {
@@ -229,6 +242,14 @@ async fn connect(
             Ok(Connection::OpenWire(client))
         }
     }
+}
+
+/// Microseconds since the Unix epoch (for [`SENT_AT_PROPERTY`]).
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// Milliseconds since the Unix epoch (for `expires`).

@@ -9,8 +9,8 @@ use tokio::task::JoinSet;
 
 use super::report::Histogram;
 use super::{
-    no_observer, now_millis, thread_name, BrokerUrl, Connection, DestinationName, LoadError,
-    LoadEvent, LoadReport, Observer, Role,
+    no_observer, now_micros, now_millis, thread_label, BrokerUrl, Connection, DestinationName,
+    LoadError, LoadEvent, LoadReport, Meter, Observer, Role, SENT_AT_PROPERTY,
 };
 use crate::openwire::{
     Destination, OpenWireClient, OutgoingMessage, Producer, SendMode, Session, SessionMode,
@@ -51,6 +51,23 @@ pub struct ProducerOptions {
     pub user: Option<String>,
     /// The passcode, if any.
     pub password: Option<String>,
+    /// Send for this long (each thread, from the common start) instead of
+    /// [`ProducerOptions::message_count`] messages; the first send after the time is up is
+    /// the last (it commits an open transaction, or confirms asynchronous sends).
+    pub duration: Option<Duration>,
+    /// The destinations of each thread (one list per thread), used instead of
+    /// [`ProducerOptions::destination`]: a thread sends its messages to its destinations in
+    /// turn, and `message_count` messages to each (the perf tool's `totalDests`).
+    pub thread_destinations: Option<Vec<Vec<DestinationName>>>,
+    /// Names the threads `PREFIX0`, `PREFIX1`, ... (the perf tool's `JmsProducer0`) instead
+    /// of `producer-1`, `producer-2`, ...
+    pub thread_prefix: Option<String>,
+    /// Live per-thread counts, read by a sampler or a progress display; latencies are
+    /// recorded only while it is measuring.
+    pub meter: Option<Meter>,
+    /// Put the send time (microseconds since the Unix epoch) in each message, in the
+    /// [`SENT_AT_PROPERTY`] property, for a consumer's end-to-end latency.
+    pub stamp_send_time: bool,
 }
 
 impl Default for ProducerOptions {
@@ -70,6 +87,11 @@ impl Default for ProducerOptions {
             sync_send: None,
             user: None,
             password: None,
+            duration: None,
+            thread_destinations: None,
+            thread_prefix: None,
+            meter: None,
+            stamp_send_time: false,
         }
     }
 }
@@ -95,18 +117,28 @@ pub async fn run_producer_observed(
     if options.parallel_threads == 0 {
         return Err(LoadError::InvalidOptions("parallel threads must be at least 1".into()));
     }
+    if let Some(lists) = &options.thread_destinations {
+        if lists.len() != options.parallel_threads || lists.iter().any(Vec::is_empty) {
+            return Err(LoadError::InvalidOptions(format!(
+                "{} threads need {} non-empty destination lists, got {}",
+                options.parallel_threads,
+                options.parallel_threads,
+                lists.len()
+            )));
+        }
+    }
     let plan = Arc::new(Plan::new(&options));
 
     // Connect every thread before the clock starts.
     let mut connecting = JoinSet::new();
     for index in 0..options.parallel_threads {
-        let thread = thread_name("producer", index);
+        let thread = thread_label(options.thread_prefix.as_deref(), "producer", index);
         let (broker, user, password) =
             (options.broker.clone(), options.user.clone(), options.password.clone());
         let plan = plan.clone();
         connecting.spawn(async move {
             let connection = super::connect(&broker, &user, &password, None, &thread).await?;
-            let sender = Sender::open(connection, &plan).await.map_err(|source| {
+            let sender = Sender::open(connection, &plan, index).await.map_err(|source| {
                 LoadError::Connect { thread: thread.clone(), url: broker.to_string(), source }
             })?;
             Ok::<_, LoadError>((index, thread, sender))
@@ -118,13 +150,16 @@ pub async fn run_producer_observed(
     }
     clients.sort_by_key(|(index, _, _)| *index);
 
-    let start = Instant::now();
+    let start = match &options.meter {
+        Some(meter) => meter.mark_start(),
+        None => Instant::now(),
+    };
     let mut workers = JoinSet::new();
     for (index, thread, sender) in clients {
         observer(&LoadEvent::Ready { thread: thread.clone() });
         let (plan, observer) = (plan.clone(), observer.clone());
         workers.spawn(async move {
-            let outcome = produce(&thread, &sender, &plan, start).await;
+            let outcome = produce(&thread, index, &sender, &plan, start).await;
             // The messages are confirmed (or the run failed): the goodbye's outcome adds
             // nothing.
             sender.close().await;
@@ -132,7 +167,7 @@ pub async fn run_producer_observed(
             observer(&LoadEvent::Finished {
                 thread,
                 messages: outcome.sent,
-                expected: plan.count,
+                expected: plan.expected(index),
                 elapsed: outcome.finished - start,
                 idle_timeout: None,
             });
@@ -156,7 +191,7 @@ pub async fn run_producer_observed(
     Ok(LoadReport {
         role: Role::Producer,
         messages: per_thread.iter().sum(),
-        expected: plan.count * options.parallel_threads as u64,
+        expected: (0..options.parallel_threads).map(|index| plan.expected(index)).sum(),
         elapsed: end - start,
         per_thread,
         latency: plan.latency_label.and_then(|what| latencies.latencies(what)),
@@ -168,11 +203,29 @@ pub(super) fn panicked(error: tokio::task::JoinError) -> LoadError {
     LoadError::Aborted(error.to_string())
 }
 
+/// Where a thread sends: the STOMP and the OpenWire form of one destination.
+struct Target {
+    stomp: String,
+    openwire: Destination,
+}
+
+impl Target {
+    fn new(destination: &DestinationName) -> Target {
+        Target {
+            stomp: destination.stomp_destination(),
+            openwire: destination.openwire_destination(),
+        }
+    }
+}
+
 /// The options, prepared once for every thread.
 struct Plan {
-    destination: String,
-    openwire_destination: Destination,
+    /// Each thread's destinations (one list shared by all threads, or one per thread).
+    targets: Vec<Vec<Target>>,
     count: u64,
+    duration: Option<Duration>,
+    meter: Option<Meter>,
+    stamp: bool,
     body: Body,
     persistent: bool,
     transaction_batch: u64,
@@ -209,10 +262,18 @@ impl Plan {
         } else {
             None
         };
+        let targets = match &options.thread_destinations {
+            Some(lists) => {
+                lists.iter().map(|list| list.iter().map(Target::new).collect()).collect()
+            }
+            None => vec![vec![Target::new(&options.destination)]],
+        };
         Plan {
-            destination: options.destination.stomp_destination(),
-            openwire_destination: options.destination.openwire_destination(),
+            targets,
             count: options.message_count,
+            duration: options.duration,
+            meter: options.meter.clone(),
+            stamp: options.stamp_send_time,
             body,
             persistent: options.persistent,
             transaction_batch: options.transaction_batch_size,
@@ -222,6 +283,26 @@ impl Plan {
             sync,
             latency_label,
         }
+    }
+
+    /// Thread `thread`'s destinations.
+    fn targets(&self, thread: usize) -> &[Target] {
+        // `targets` has one list, or one per thread (checked before the run).
+        &self.targets[thread % self.targets.len()]
+    }
+
+    /// The messages thread `thread` is asked for: `count` to each of its destinations, or
+    /// none in particular when it sends for a duration.
+    fn expected(&self, thread: usize) -> u64 {
+        match self.duration {
+            Some(_) => 0,
+            None => self.count.saturating_mul(self.targets(thread).len() as u64),
+        }
+    }
+
+    /// Whether latencies are recorded now.
+    fn measuring(&self) -> bool {
+        self.meter.as_ref().is_none_or(Meter::is_measuring)
     }
 
     /// OpenWire message number `index` (from 0).
@@ -235,13 +316,16 @@ impl Plan {
         if let Some(group) = &self.group_id {
             message = message.group_id(group.as_str());
         }
+        if self.stamp {
+            message = message.property(SENT_AT_PROPERTY, now_micros());
+        }
         message
     }
 
-    /// SEND number `index` (from 0), in `transaction` if any.
-    fn frame(&self, index: u64, transaction: Option<&str>) -> Frame {
+    /// SEND number `index` (from 0) to `target`, in `transaction` if any.
+    fn frame(&self, target: &Target, index: u64, transaction: Option<&str>) -> Frame {
         let mut frame = Frame::new(Command::Send)
-            .header("destination", self.destination.as_str())
+            .header("destination", target.stomp.as_str())
             .header("persistent", if self.persistent { "true" } else { "false" });
         if !self.ttl.is_zero() {
             let ttl = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
@@ -252,6 +336,9 @@ impl Plan {
         }
         if let Some(transaction) = transaction {
             frame.push_header("transaction", transaction);
+        }
+        if self.stamp {
+            frame.push_header(SENT_AT_PROPERTY, now_micros().to_string());
         }
         // The encoder always writes content-length, which makes a STOMP message a bytes
         // message unless amq-msg-type says text (ActiveMQ's convention).
@@ -278,8 +365,13 @@ enum Sender {
 }
 
 impl Sender {
-    /// Over OpenWire: a session (transacted with a transaction batch size) and a producer.
-    async fn open(connection: Connection, plan: &Plan) -> Result<Sender, ClientError> {
+    /// Over OpenWire: a session (transacted with a transaction batch size) and a producer
+    /// (for thread `thread`'s destination, or an anonymous one when it has several).
+    async fn open(
+        connection: Connection,
+        plan: &Plan,
+        thread: usize,
+    ) -> Result<Sender, ClientError> {
         match connection {
             Connection::Stomp(client) => Ok(Sender::Stomp(client)),
             Connection::OpenWire(client) => {
@@ -289,7 +381,11 @@ impl Sender {
                     SessionMode::Auto
                 };
                 let session = client.session(mode).await?;
-                let producer = session.producer(Some(plan.openwire_destination.clone())).await?;
+                let destination = match plan.targets(thread) {
+                    [only] => Some(only.openwire.clone()),
+                    _ => None,
+                };
+                let producer = session.producer(destination).await?;
                 Ok(Sender::OpenWire { client, session, producer })
             }
         }
@@ -306,17 +402,18 @@ impl Sender {
         }
     }
 
-    /// Sends message `index`, waiting for the broker's confirmation if `wait`.
+    /// Sends message `index` to `target`, waiting for the broker's confirmation if `wait`.
     async fn send(
         &self,
         plan: &Plan,
+        target: &Target,
         index: u64,
         transaction: Option<&str>,
         wait: bool,
     ) -> Result<(), ClientError> {
         match self {
             Sender::Stomp(client) => {
-                let frame = plan.frame(index, transaction);
+                let frame = plan.frame(target, index, transaction);
                 if wait {
                     client.request_receipt(frame).await
                 } else {
@@ -326,7 +423,7 @@ impl Sender {
             Sender::OpenWire { producer, .. } => {
                 let mode = if wait { SendMode::Sync } else { SendMode::Async };
                 let message = plan.message(index);
-                producer.send_with(&plan.openwire_destination, &message, mode).await.map(drop)
+                producer.send_with(&target.openwire, &message, mode).await.map(drop)
             }
         }
     }
@@ -347,13 +444,18 @@ impl Sender {
     }
 }
 
-/// One thread's sends.
+/// One thread's sends: `plan.count` messages to each of its destinations, or as many as
+/// fit in `plan.duration`.
 async fn produce(
     thread: &str,
+    thread_index: usize,
     sender: &Sender,
     plan: &Plan,
     start: Instant,
 ) -> Result<Outcome, LoadError> {
+    let targets = plan.targets(thread_index);
+    let deadline = plan.duration.map(|duration| start + duration);
+    let limit = plan.expected(thread_index);
     let mut sent = 0;
     let mut latencies = Histogram::default();
     let mut transaction: Option<String> = None;
@@ -366,40 +468,64 @@ async fn produce(
             source,
         }
     };
-    for index in 0..plan.count {
+    let mut index = 0u64;
+    loop {
+        let last = match deadline {
+            // The first send after the time is up is the last: it commits or confirms.
+            Some(deadline) => Instant::now() >= deadline,
+            None if index >= limit => break,
+            None => index + 1 == limit,
+        };
+        let target = &targets[(index % targets.len() as u64) as usize];
         if plan.transaction_batch > 0 && transaction.is_none() {
             transactions += 1;
             let id = format!("tx-{transactions}");
             sender.begin(&id).await.map_err(failed(sent))?;
             transaction = Some(id);
         }
-        let last = index + 1 == plan.count;
         if plan.sync {
             let asked = Instant::now();
-            sender.send(plan, index, transaction.as_deref(), true).await.map_err(failed(sent))?;
-            latencies.record(asked.elapsed());
+            sender
+                .send(plan, target, index, transaction.as_deref(), true)
+                .await
+                .map_err(failed(sent))?;
+            if plan.measuring() {
+                latencies.record(asked.elapsed());
+            }
         } else {
             // Confirmations come in order: the last one confirms every send before it.
             let wait = last && transaction.is_none();
-            sender.send(plan, index, transaction.as_deref(), wait).await.map_err(failed(sent))?;
+            sender
+                .send(plan, target, index, transaction.as_deref(), wait)
+                .await
+                .map_err(failed(sent))?;
         }
         sent += 1;
+        index += 1;
         if let Some(id) = &transaction {
             in_transaction += 1;
             if in_transaction == plan.transaction_batch || last {
                 in_transaction = 0;
                 let asked = Instant::now();
                 sender.commit(id).await.map_err(failed(sent))?;
-                if !plan.sync {
+                if !plan.sync && plan.measuring() {
                     latencies.record(asked.elapsed());
                 }
                 transaction = None;
             }
         }
+        // A message counts once sent (confirmed when the send waits); in a transaction a
+        // sampler sees it when sent, as the perf plugin does.
+        if let Some(meter) = &plan.meter {
+            meter.count(thread_index);
+        }
+        if last {
+            break;
+        }
         if !plan.sleep.is_zero() {
             tokio::time::sleep(plan.sleep).await;
         }
     }
-    let finished = if plan.count == 0 { start } else { Instant::now() };
+    let finished = if sent == 0 { start } else { Instant::now() };
     Ok(Outcome { sent, finished, latencies })
 }

@@ -1,0 +1,258 @@
+//! `ferromq perf producer` and `ferromq perf consumer` against a real `ferromq start`,
+//! process to process over OpenWire, with seed 000's properties files (only the broker URL
+//! and the run's length changed): what an ActiveMQ user running
+//! `mvn activemq-perf:producer` / `activemq-perf:consumer` sees.
+//!
+//! Every spawned process is wrapped in [`Process`] (from `common/`), killed when the test
+//! ends; its output goes to files in the test's temporary directory.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{free_port, loopback, path_str, refused_start, temp_dir, Process};
+
+/// How long a perf run may take (debug builds on two shared cores).
+const RUN_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a command that should fail at once may take.
+const REFUSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Seed 000's `openwire-producer.properties`; `{url}` is the broker URL.
+const SEED_PRODUCER: &str = "\
+sysTest.reportDir=./reports/
+sysTest.samplers=tp
+sysTest.spiClass=org.apache.activemq.tool.spi.ActiveMQReflectionSPI
+sysTest.clientPrefix=JmsProducer
+sysTest.numClients=25
+producer.destName=queue://PERF.TEST
+producer.deliveryMode=persistent
+producer.messageSize=1024
+producer.sendDuration=300000
+factory.brokerURL={url}
+factory.userName=
+factory.password=
+";
+
+/// Seed 000's `openwire-consumer.properties`; `{url}` is the broker URL.
+const SEED_CONSUMER: &str = "\
+sysTest.reportDir=./reports/
+sysTest.samplers=tp
+sysTest.spiClass=org.apache.activemq.tool.spi.ActiveMQReflectionSPI
+sysTest.destDistro=equal
+sysTest.clientPrefix=JmsConsumer
+sysTest.numClients=25
+consumer.destName=queue://PERF.TEST
+factory.brokerURL={url}
+factory.userName=
+factory.password=
+";
+
+/// A `ferromq start` with an OpenWire connector on a free port; the URL to give the tools.
+fn start_broker(dir: &Path) -> (Process, String) {
+    let port = free_port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let data = dir.join("data");
+    let args = [
+        "start",
+        "--connector",
+        &url,
+        "--data-dir",
+        path_str(&data),
+        "--admin-bind",
+        "127.0.0.1:0",
+    ];
+    let mut process = Process::start(dir, "broker", &args);
+    process.wait_accepting(loopback(port));
+    (process, url)
+}
+
+/// Writes both seed files for `url` into `dir`; returns their paths.
+fn seed_files(dir: &Path, url: &str) -> (String, String) {
+    let producer = dir.join("openwire-producer.properties");
+    let consumer = dir.join("openwire-consumer.properties");
+    std::fs::write(&producer, SEED_PRODUCER.replace("{url}", url)).expect("write producer file");
+    std::fs::write(&consumer, SEED_CONSUMER.replace("{url}", url)).expect("write consumer file");
+    (path_str(&producer).to_owned(), path_str(&consumer).to_owned())
+}
+
+/// The value of the summary line `label: value`; fails unless there is exactly one.
+fn summary_value(stdout: &str, label: &str) -> String {
+    let prefix = format!("{label}: ");
+    let values: Vec<&str> =
+        stdout.lines().filter_map(|line| line.strip_prefix(prefix.as_str())).collect();
+    assert_eq!(values.len(), 1, "expected one `{label}` line in:\n{stdout}");
+    values[0].to_owned()
+}
+
+fn total(stdout: &str) -> u64 {
+    let value = summary_value(stdout, "System Total Throughput");
+    value.parse().unwrap_or_else(|_| panic!("not a number: {value}"))
+}
+
+/// The `throughput` attributes of every `<tpdata>` in an XML report, per client.
+fn report_samples(path: &Path) -> Vec<(String, u64)> {
+    let xml = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read the report {}: {e}", path.display()));
+    xml.lines()
+        .filter(|line| line.starts_with("<tpdata "))
+        .map(|line| {
+            let attribute = |name: &str| {
+                let start = line.find(&format!("{name}='")).expect("attribute") + name.len() + 2;
+                let end = line[start..].find('\'').expect("closing quote") + start;
+                line[start..end].to_owned()
+            };
+            (attribute("clientName"), attribute("throughput").parse().expect("a number"))
+        })
+        .collect()
+}
+
+#[test]
+fn counted_runs_on_a_queue_receive_exactly_what_was_sent() {
+    let dir = temp_dir();
+    let (_broker, url) = start_broker(dir.path());
+    let (producer_file, consumer_file) = seed_files(dir.path(), &url);
+    // Seed 000's files with 3 clients and counts instead of five minutes.
+    let mut consumer = Process::start(
+        dir.path(),
+        "consumer",
+        &[
+            "perf",
+            "consumer",
+            "--props",
+            &consumer_file,
+            "--set",
+            "sysTest.numClients=3",
+            "consumer.recvType=count",
+            "consumer.recvCount=400",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let mut producer = Process::start(
+        dir.path(),
+        "producer",
+        &[
+            "perf",
+            "producer",
+            "--props",
+            &producer_file,
+            "--set",
+            "sysTest.numClients=3",
+            "--set",
+            "producer.sendType=count",
+            "--set",
+            "producer.sendCount=400",
+        ],
+    );
+    let produced = producer.succeed(RUN_TIMEOUT);
+    let consumed = consumer.succeed(RUN_TIMEOUT);
+    assert_eq!(total(&produced), 1200, "{produced}");
+    assert_eq!(total(&consumed), total(&produced), "{consumed}");
+    assert_eq!(summary_value(&produced, "System Total Clients"), "3");
+    assert_eq!(
+        summary_value(&produced, "Min Client Total Throughput"),
+        "clientName=JmsProducer0, value=400"
+    );
+    assert!(produced.contains("Latency (1200 messages): send latency p50"), "{produced}");
+    assert!(consumed.contains("end-to-end latency p50"), "{consumed}");
+
+    // The reports are named like the plugin's and hold every sample of the summary.
+    let reports = dir.path().join("reports");
+    let xml = reports.join("JmsProducer_numClients3_numDests1_all.xml");
+    let samples = report_samples(&xml);
+    assert_eq!(samples.iter().map(|(_, n)| n).sum::<u64>(), 1200);
+    let clients: std::collections::BTreeSet<&str> =
+        samples.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        clients.into_iter().collect::<Vec<_>>(),
+        ["JmsProducer0", "JmsProducer1", "JmsProducer2"]
+    );
+    // System Average Throughput: the sum of each client's average per sample.
+    let per_client = samples.len() as f64 / 3.0;
+    let average: f64 = summary_value(&produced, "System Average Throughput").parse().expect("f64");
+    assert!((average - 1200.0 / per_client).abs() < 1e-6, "{average} vs {per_client} samples");
+    let consumer_xml = reports.join("JmsConsumer_numClients3_numDests1_equal.xml");
+    assert_eq!(report_samples(&consumer_xml).iter().map(|(_, n)| n).sum::<u64>(), 1200);
+    let svg = std::fs::read_to_string(reports.join("JmsProducer_numClients3_numDests1_all.svg"))
+        .expect("the chart");
+    assert!(svg.starts_with("<svg ") && svg.contains("<polyline"), "{svg}");
+}
+
+#[test]
+fn timed_runs_agree_within_one_percent() {
+    let dir = temp_dir();
+    let (_broker, url) = start_broker(dir.path());
+    let (producer_file, consumer_file) = seed_files(dir.path(), &url);
+    // Two clients each way for four seconds, sampled every 500 ms. The consumer's clock
+    // starts at its first message, so both sample the same stretch of the flow.
+    let common = ["--set", "sysTest.numClients=2", "--set", "sampler.interval=500"];
+    let mut args =
+        vec!["perf", "consumer", "--props", &consumer_file, "consumer.recvDuration=4000"];
+    args.extend(common);
+    let mut consumer = Process::start(dir.path(), "consumer", &args);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut args =
+        vec!["perf", "producer", "--props", &producer_file, "producer.sendDuration=4000"];
+    args.extend(common);
+    let mut producer = Process::start(dir.path(), "producer", &args);
+    let produced = producer.succeed(RUN_TIMEOUT);
+    let consumed = consumer.succeed(RUN_TIMEOUT);
+    let (sent, received) = (total(&produced), total(&consumed));
+    assert!(sent > 100, "too few messages to compare:\n{produced}");
+    let difference = sent.abs_diff(received) as f64 / sent as f64;
+    assert!(
+        difference <= 0.01,
+        "sent {sent}, received {received}: {:.2}% apart\n{produced}\n{consumed}",
+        difference * 100.0
+    );
+    // Eight samples of 500 ms per client.
+    let xml = dir.path().join("reports/JmsProducer_numClients2_numDests1_all.xml");
+    assert_eq!(report_samples(&xml).len(), 16);
+}
+
+#[test]
+fn a_refused_connection_is_a_clear_error() {
+    let dir = temp_dir();
+    let url = format!("tcp://127.0.0.1:{}", free_port());
+    let (producer_file, _) = seed_files(dir.path(), &url);
+    let stderr = refused_start(
+        dir.path(),
+        "refused",
+        &["perf", "producer", "--props", &producer_file, "sysTest.numClients=2"],
+        REFUSE_TIMEOUT,
+    );
+    assert!(stderr.contains("cannot connect to"), "{stderr}");
+    assert!(stderr.contains(&url), "the error should name the URL:\n{stderr}");
+    assert!(stderr.contains("is a broker listening there?"), "{stderr}");
+}
+
+#[test]
+fn bad_properties_are_refused_by_name() {
+    let dir = temp_dir();
+    let file = dir.path().join("bad.properties");
+    std::fs::write(&file, "factory.brokerURL=tcp://127.0.0.1:1\nproducer.sendDurration=5\n")
+        .expect("write");
+    let stderr = refused_start(
+        dir.path(),
+        "unknown",
+        &["perf", "producer", "--props", path_str(&file)],
+        REFUSE_TIMEOUT,
+    );
+    assert!(stderr.contains("bad.properties:2: unknown key `producer.sendDurration`"), "{stderr}");
+    // Seed 000's files as printed, with their empty broker URL.
+    let (producer_file, _) = seed_files(dir.path(), "");
+    let stderr = refused_start(
+        dir.path(),
+        "empty-url",
+        &["perf", "producer", "--props", &producer_file],
+        REFUSE_TIMEOUT,
+    );
+    assert!(stderr.contains("`factory.brokerURL` is required"), "{stderr}");
+    let stderr = refused_start(
+        dir.path(),
+        "amqp",
+        &["perf", "consumer", "--broker-url", "tcp://127.0.0.1:1", "--protocol", "amqp"],
+        REFUSE_TIMEOUT,
+    );
+    assert!(stderr.contains("AMQP is not implemented"), "{stderr}");
+}
