@@ -7,6 +7,8 @@
 //!   on loopback (BENCHMARKS.md's S1, S2 and S6 shapes), optionally side by side with a peer
 //!   broker (`FERROMQ_BENCH_PEER=host:port`, for example Apache ActiveMQ's STOMP connector),
 //!   alternating runs and reporting the ratio.
+//! - `benches/s7.rs`: seed 001's S7, per-call latency of confirmed persistent sends and of
+//!   receive-and-acknowledge, over OpenWire and over AMQP 1.0, on the journal store.
 //!
 //! Each scenario runs on the journal store and (persistent ones) on the memory store. The
 //! store comparisons of the seeds grow as the LSM and SQL stores arrive.

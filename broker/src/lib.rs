@@ -31,6 +31,7 @@ mod embedded;
 mod error;
 mod openwire;
 mod stomp;
+mod transcode;
 mod transport;
 
 pub use embedded::{Broker, BrokerBuilder, BrokerHandle};

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use protocol::amqp::WireError as AmqpWireError;
 use protocol::openwire::WireError as OpenWireError;
 use protocol::stomp::WireError;
 
@@ -22,6 +23,18 @@ pub enum ClientError {
     /// The server sent bytes that are not valid OpenWire, or a command cannot be encoded.
     #[error("OpenWire error: {0}")]
     OpenWire(#[from] OpenWireError),
+    /// The server sent bytes that are not valid AMQP 1.0, or a message cannot be encoded.
+    #[error("AMQP error: {0}")]
+    Amqp(#[from] AmqpWireError),
+    /// The AMQP peer refused: a `rejected` outcome, or a close, end or detach with an error
+    /// condition (`amqp:not-found`, ...).
+    #[error("the AMQP peer refused: {condition}: {description}")]
+    Refused {
+        /// The error condition, e.g. `amqp:resource-limit-exceeded`.
+        condition: String,
+        /// The peer's description (empty when it gave none).
+        description: String,
+    },
     /// The server's frames do not follow the protocol (or a request cannot be expressed in
     /// the negotiated version, like NACK in STOMP 1.0), or the server does not speak the
     /// protocol at all.

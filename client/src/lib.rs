@@ -1,7 +1,8 @@
-//! # client: async STOMP and OpenWire clients on tokio
+//! # client: async STOMP, OpenWire and AMQP 1.0 clients on tokio
 //!
-//! This crate owns a small STOMP 1.0–1.2 client and an OpenWire client ([`openwire`], the
-//! protocol of ActiveMQ's JMS client, against ferromq or Apache ActiveMQ) for ferromq's
+//! This crate owns a small STOMP 1.0–1.2 client, an OpenWire client ([`openwire`], the
+//! protocol of ActiveMQ's JMS client, against ferromq or Apache ActiveMQ) and a minimal
+//! AMQP 1.0 client ([`amqp`]: send with an accepted outcome, receive with credit) for ferromq's
 //! integration tests and CLI tools. Both speak over any byte stream: TCP
 //! ([`StompClient::connect`], [`openwire::OpenWireClient::connect`]) or an in-process pipe
 //! ([`StompClient::connect_stream`], e.g. the broker's `vm://` connections). Framing is
@@ -18,6 +19,7 @@
 //! - `error.rs`: [`ClientError`], shared by both clients;
 //! - `net.rs`: [`connect_tcp`], which tries every address a host name resolves to;
 //! - `openwire/`: [`openwire`], the OpenWire client;
+//! - `amqp/`: [`amqp`], the AMQP 1.0 client;
 //! - `load/`: [`load`], the load generator behind `ferromq producer`, `ferromq consumer`
 //!   and the benches.
 //!
@@ -58,6 +60,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+pub mod amqp;
 mod client;
 mod connection;
 mod error;

@@ -103,7 +103,7 @@ public final class JmsChecks {
      * Checks run by the Rust tests together with a STOMP client, so not part of {@link #CHECKS}
      * (which are also run against Apache ActiveMQ alone).
      */
-    static final List<String> PAIRED_CHECKS = List.of("stomp_interop");
+    static final List<String> PAIRED_CHECKS = List.of("stomp_interop", "amqp_interop");
 
     /**
      * Checks that need the broker configured for them, so not part of {@link #CHECKS} either:
@@ -137,6 +137,9 @@ public final class JmsChecks {
     static final String FROM_STOMP = "interop.from-stomp";
     static final String TO_STOMP = "interop.to-stomp";
     static final String INTEROP_REPLIES = "interop.replies";
+    /** Queues of the amqp_interop check, whose AMQP half is tests/python/amqp_checks.py. */
+    static final String FROM_AMQP = "interop.from-amqp";
+    static final String TO_AMQP = "interop.to-amqp";
 
     /** A check's expectation that did not hold. */
     static final class CheckFailed extends RuntimeException {
@@ -254,6 +257,7 @@ public final class JmsChecks {
             case "large_message" -> largeMessage();
             case "failover" -> failover();
             case "stomp_interop" -> stompInterop();
+            case "amqp_interop" -> amqpInterop();
             case "configured_composite" -> configuredComposite();
             case "configured_policies" -> configuredPolicies();
             case "flow_control" -> flowControl();
@@ -1365,6 +1369,116 @@ public final class JmsChecks {
         BytesMessage binary = session.createBytesMessage();
         binary.writeBytes(expected);
         producer.send(binary, DeliveryMode.NON_PERSISTENT, 4, 0);
+    }
+
+    /**
+     * Cross-protocol with an AMQP 1.0 client (Qpid Proton, run by jms.rs before and after this
+     * check): what it sent arrives with its headers, typed properties and every body kind, and
+     * what this check sends back is checked on the AMQP side.
+     */
+    void amqpInterop() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageConsumer fromAmqp = session.createConsumer(session.createQueue(FROM_AMQP));
+
+        TextMessage text = expectType(TextMessage.class, receive(fromAmqp, "the AMQP text message"));
+        expectEquals("h\u00e9llo from amqp \u2713", text.getText(), "the text, as AMQP sent it");
+        expectEquals("ID:amqp-interop-1", text.getJMSMessageID(), "message-id is the JMSMessageID");
+        expectEquals(DeliveryMode.PERSISTENT, text.getJMSDeliveryMode(), "header durable");
+        expectEquals(7, text.getJMSPriority(), "header priority");
+        expectEquals("corr-a", text.getJMSCorrelationID(), "correlation-id");
+        expectEquals("order", text.getJMSType(), "subject is the JMSType");
+        expectEquals(INTEROP_REPLIES, ((Queue) text.getJMSReplyTo()).getQueueName(), "reply-to");
+        expectEquals(FROM_AMQP, ((Queue) text.getJMSDestination()).getQueueName(), "destination");
+        long now = System.currentTimeMillis();
+        expect(text.getJMSExpiration() > now && text.getJMSExpiration() <= now + 600_000,
+                "ttl 600 s is the JMSExpiration: " + text.getJMSExpiration() + " at " + now);
+        expectTypedProperties(text, "the AMQP application properties");
+
+        BytesMessage bytes = expectType(BytesMessage.class, receive(fromAmqp, "the AMQP data section"));
+        byte[] body = new byte[(int) bytes.getBodyLength()];
+        bytes.readBytes(body);
+        byte[] expected = new byte[256];
+        for (int i = 0; i < expected.length; i++) {
+            expected[i] = (byte) i;
+        }
+        expect(Arrays.equals(expected, body), "the data section's bytes: " + Arrays.toString(body));
+        expectEquals(DeliveryMode.NON_PERSISTENT, bytes.getJMSDeliveryMode(), "durable=false");
+
+        MapMessage map = expectType(MapMessage.class, receive(fromAmqp, "the AMQP map"));
+        expectEquals("text", map.getString("s"), "map entry s");
+        expectEquals(Integer.valueOf(7), map.getObject("i"), "map entry i, an int");
+        expectEquals(Long.valueOf(1L << 40), map.getObject("l"), "map entry l, a long");
+        expectEquals(Boolean.TRUE, map.getObject("b"), "map entry b");
+        expectEquals(Double.valueOf(2.5), map.getObject("d"), "map entry d");
+        expect(Arrays.equals(new byte[] {0, 1}, map.getBytes("bin")), "map entry bin, binary");
+
+        for (String form : List.of("an amqp-value list", "an amqp-sequence")) {
+            StreamMessage stream = expectType(StreamMessage.class, receive(fromAmqp, "the stream as " + form));
+            expectEquals(Integer.valueOf(1), stream.readObject(), "stream value 1 of " + form);
+            expectEquals("two", stream.readObject(), "stream value 2 of " + form);
+            expectEquals(Double.valueOf(2.5), stream.readObject(), "stream value 3 of " + form);
+            expectEquals(Boolean.TRUE, stream.readObject(), "stream value 4 of " + form);
+            try {
+                Object extra = stream.readObject();
+                throw new CheckFailed("the stream as " + form + " has a fifth value: " + extra);
+            } catch (MessageEOFException end) {
+                // four values, as sent
+            }
+        }
+
+        ObjectMessage object = expectType(ObjectMessage.class, receive(fromAmqp, "the serialized object"));
+        expectEquals("hello", object.getObject(), "the serialized java.lang.String");
+        expectNothing(fromAmqp, "everything the AMQP client sent arrived once");
+
+        MessageProducer producer = session.createProducer(session.createQueue(TO_AMQP));
+        TextMessage reply = session.createTextMessage("\u00fcn\u00efcode reply");
+        reply.setJMSCorrelationID("corr-2");
+        reply.setJMSType("reply");
+        reply.setJMSReplyTo(session.createQueue(INTEROP_REPLIES));
+        setInteropProperties(reply);
+        producer.send(reply, DeliveryMode.PERSISTENT, 8, 600_000);
+        BytesMessage binary = session.createBytesMessage();
+        binary.writeBytes(expected);
+        producer.send(binary, DeliveryMode.NON_PERSISTENT, 4, 0);
+        MapMessage outMap = session.createMapMessage();
+        outMap.setString("s", "text");
+        outMap.setInt("i", 7);
+        outMap.setLong("l", 1L << 40);
+        outMap.setBoolean("b", true);
+        outMap.setDouble("d", 2.5);
+        outMap.setBytes("bin", new byte[] {0, 1});
+        producer.send(outMap);
+        StreamMessage outStream = session.createStreamMessage();
+        outStream.writeInt(1);
+        outStream.writeString("two");
+        outStream.writeDouble(2.5);
+        outStream.writeBoolean(true);
+        producer.send(outStream);
+        producer.send(session.createObjectMessage("hello back"));
+    }
+
+    /** The typed properties both halves of amqp_interop send. */
+    static void setInteropProperties(Message message) throws JMSException {
+        message.setStringProperty("s", "x");
+        message.setIntProperty("i", 7);
+        message.setLongProperty("l", 1L << 40);
+        message.setBooleanProperty("b", true);
+        message.setDoubleProperty("d", 2.5);
+        message.setFloatProperty("f", 1.5f);
+        message.setShortProperty("sh", (short) 3);
+        message.setByteProperty("by", (byte) -2);
+    }
+
+    static void expectTypedProperties(Message message, String what) throws JMSException {
+        expectEquals("x", message.getObjectProperty("s"), what + ": s");
+        expectEquals(Integer.valueOf(7), message.getObjectProperty("i"), what + ": i, an int");
+        expectEquals(Long.valueOf(1L << 40), message.getObjectProperty("l"), what + ": l, a long");
+        expectEquals(Boolean.TRUE, message.getObjectProperty("b"), what + ": b");
+        expectEquals(Double.valueOf(2.5), message.getObjectProperty("d"), what + ": d, a double");
+        expectEquals(Float.valueOf(1.5f), message.getObjectProperty("f"), what + ": f, a float");
+        expectEquals(Short.valueOf((short) 3), message.getObjectProperty("sh"), what + ": sh, a short");
+        expectEquals(Byte.valueOf((byte) -2), message.getObjectProperty("by"), what + ": by, a byte");
     }
 
     /** Messages sent with priorities 0-9 while no consumer is attached come out highest first. */

@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 
-from proton import Message, symbol
+from proton import Message, byte, float32, int32, short, symbol
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container, DurableSubscription, Selector
 from proton.utils import BlockingConnection
@@ -279,6 +279,111 @@ def check_receive_from_stomp(url, address):
     conn.close()
 
 
+# Cross-protocol with the ActiveMQ JMS client: tests/tests/integration/jms.rs runs
+# `jms_interop_send`, then JmsChecks' `amqp_interop` (which checks what arrived and answers),
+# then `jms_interop_receive`. The queue names are JmsChecks' FROM_AMQP and TO_AMQP.
+FROM_AMQP = "queue://interop.from-amqp"
+TO_AMQP = "queue://interop.to-amqp"
+MSG_TYPE = symbol("x-opt-jms-msg-type")
+# java.lang.String "hello", Java-serialized (what ObjectMessage.setObject("hello") carries).
+SERIALIZED_HELLO = b"\xac\xed\x00\x05t\x00\x05hello"
+SERIALIZED = "application/x-java-serialized-object"
+
+
+def typed_properties():
+    return {
+        "s": "x",
+        "i": int32(7),
+        "l": 1 << 40,
+        "b": True,
+        "d": 2.5,
+        "f": float32(1.5),
+        "sh": short(3),
+        "by": byte(-2),
+    }
+
+
+def check_jms_interop_send(url):
+    conn = connect(url)
+    sender = conn.create_sender(FROM_AMQP)
+    sender.send(
+        Message(
+            body="h\u00e9llo from amqp \u2713",
+            id="ID:amqp-interop-1",
+            correlation_id="corr-a",
+            subject="order",
+            reply_to="queue://interop.replies",
+            durable=True,
+            priority=7,
+            ttl=600,
+            properties=typed_properties(),
+        )
+    )
+    # inferred=True: a data section (a bytes message, as Qpid JMS sends one).
+    sender.send(Message(body=bytes(range(256)), inferred=True, durable=False))
+    amqp_map = {"s": "text", "i": int32(7), "l": 1 << 40, "b": True, "d": 2.5, "bin": b"\x00\x01"}
+    sender.send(Message(body=amqp_map, annotations={MSG_TYPE: byte(2)}, durable=True))
+    # A stream as Qpid JMS sends it (an amqp-value list) and as an amqp-sequence.
+    stream = [int32(1), "two", 2.5, True]
+    sender.send(Message(body=stream, annotations={MSG_TYPE: byte(4)}, durable=True))
+    sender.send(Message(body=stream, inferred=True, durable=True))
+    sender.send(
+        Message(
+            body=SERIALIZED_HELLO,
+            inferred=True,
+            content_type=SERIALIZED,
+            annotations={MSG_TYPE: byte(1)},
+            durable=True,
+        )
+    )
+    conn.close()
+
+
+def check_jms_interop_receive(url):
+    conn = connect(url)
+    receiver = conn.create_receiver(TO_AMQP, credit=10)
+    text, binary, amqp_map, stream, obj = receive_all(receiver, 5)
+
+    def msg_type(message):
+        return (message.annotations or {}).get(MSG_TYPE)
+
+    assert text.body == "\u00fcn\u00efcode reply", text.body
+    assert msg_type(text) == 5, text.annotations
+    assert isinstance(text.id, str) and text.id.startswith("ID:"), text.id
+    assert text.correlation_id == "corr-2", text.correlation_id
+    assert text.subject == "reply", text.subject
+    assert text.reply_to == "interop.replies", text.reply_to
+    assert (text.annotations or {}).get(symbol("x-opt-jms-reply-to")) == 0, text.annotations
+    assert text.durable is True
+    assert text.priority == 8, text.priority
+    assert 590 <= text.ttl <= 600, text.ttl
+    assert text.expiry_time - text.creation_time == 600, (text.expiry_time, text.creation_time)
+    props = text.properties
+    expected = {"s": "x", "i": 7, "l": 1 << 40, "b": True, "d": 2.5, "f": 1.5, "sh": 3, "by": -2}
+    assert props == expected, props
+    for name, kind in [("i", int32), ("sh", short), ("by", byte), ("f", float32)]:
+        assert type(props[name]) is kind, (name, type(props[name]))
+
+    assert binary.body == bytes(range(256)), binary.body
+    assert msg_type(binary) == 3, binary.annotations
+    assert binary.durable is False
+
+    assert msg_type(amqp_map) == 2, amqp_map.annotations
+    want = {"s": "text", "i": 7, "l": 1 << 40, "b": True, "d": 2.5, "bin": b"\x00\x01"}
+    assert amqp_map.body == want, amqp_map.body
+    assert type(amqp_map.body["i"]) is int32, type(amqp_map.body["i"])
+
+    assert msg_type(stream) == 4, stream.annotations
+    assert stream.body == [1, "two", 2.5, True], stream.body
+    assert type(stream.body[0]) is int32, type(stream.body[0])
+
+    assert msg_type(obj) == 1, obj.annotations
+    assert obj.content_type == SERIALIZED, obj.content_type
+    assert isinstance(obj.body, bytes) and obj.body.startswith(b"\xac\xed"), obj.body
+    assert b"hello back" in obj.body, obj.body
+    conn.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
@@ -306,6 +411,8 @@ def main():
         "transactions": lambda: check_transactions(args.url),
         "send": lambda: check_send(args.url, args.address, args.body),
         "receive_from_stomp": lambda: check_receive_from_stomp(args.url, args.address),
+        "jms_interop_send": lambda: check_jms_interop_send(args.url),
+        "jms_interop_receive": lambda: check_jms_interop_receive(args.url),
     }
     checks[args.check]()
     print("ok %s" % args.check)

@@ -121,6 +121,9 @@ impl Connection {
                 refused.initial_delivery_count = Some(0);
             }
             self.send_frame(AmqpFrame::new(channel, refused));
+            if let Some(session) = self.sessions.get_mut(&channel) {
+                session.detached_by_us.insert(attach.handle);
+            }
             let detach = Detach { handle: attach.handle, closed: Some(true), error: Some(error) };
             self.send_frame(AmqpFrame::new(channel, detach));
         }
@@ -298,6 +301,10 @@ impl Connection {
 
     pub(super) fn detach(&mut self, channel: u16, detach: Detach) -> Result<(), Fatal> {
         let session = self.session(channel)?;
+        if session.detached_by_us.remove(&detach.handle) {
+            // The answer to our own detach: the handle is free again.
+            return Ok(());
+        }
         let Some(link) = session.links.remove(&detach.handle) else {
             return Err(Fatal::close(
                 condition::SESSION_UNATTACHED_HANDLE,
@@ -646,6 +653,7 @@ impl Connection {
         tracing::info!(peer = %self.peer, condition = %error.condition, "detaching AMQP link after an error");
         if let Some(session) = self.sessions.get_mut(&channel) {
             session.links.remove(&handle);
+            session.detached_by_us.insert(handle);
         }
         let detach = Detach { handle, closed: Some(true), error: Some(error) };
         self.send_frame(AmqpFrame::new(channel, detach));

@@ -5,7 +5,8 @@
 //!   out `delivery-count` from the broker's redelivery count;
 //! - properties: message-id and correlation-id (a non-string id kept in ActiveMQ's
 //!   `ID:AMQP_ULONG:` / `ID:AMQP_UUID:` / `ID:AMQP_BINARY:` / `ID:AMQP_NO_PREFIX:` text form,
-//!   so that it comes back with its type), reply-to, subject (JMSType), group-id and
+//!   so that it comes back with its type; an application's string correlation id as it
+//!   is), reply-to, subject (JMSType), group-id and
 //!   group-sequence (JMSXGroupID, JMSXGroupSeq), creation-time (JMSTimestamp),
 //!   absolute-expiry-time (JMSExpiration); content-type, content-encoding and
 //!   reply-to-group-id travel as `JMS_AMQP_*` properties;
@@ -16,7 +17,9 @@
 //!   `x-opt-delivery-time` schedule the message; others travel as `JMS_AMQP_MA_<name>`;
 //! - body: `data` is a bytes message, an `amqp-value` string a text message, binary bytes,
 //!   a map a map message, a list or `amqp-sequence` a stream message; maps, lists and other
-//!   values are kept AMQP-encoded (`body_encoding = "amqp"`).
+//!   values are kept AMQP-encoded (`body_encoding = "amqp"`), and OpenWire's map and stream
+//!   bodies are transcoded on the way out (`crate::transcode`); a data section with the
+//!   content type `application/x-java-serialized-object` is an object message.
 
 use std::sync::Arc;
 
@@ -31,9 +34,7 @@ use store::{
 
 use crate::core::queue::now_millis;
 use crate::core::scheduler::AMQ_SCHEDULED_DELAY;
-
-/// `body_encoding` of map, stream and object bodies that hold an encoded AMQP value.
-pub(super) const AMQP_ENCODING: &str = "amqp";
+use crate::transcode::{self, AMQP_ENCODING};
 
 /// Qpid JMS's message-type annotation and its values.
 const JMS_MSG_TYPE: &str = "x-opt-jms-msg-type";
@@ -43,6 +44,9 @@ const JMS_MAP: i8 = 2;
 const JMS_BYTES: i8 = 3;
 const JMS_STREAM: i8 = 4;
 const JMS_TEXT: i8 = 5;
+
+/// The content type of a data section holding a serialized Java object (an ObjectMessage).
+const SERIALIZED_OBJECT: &str = "application/x-java-serialized-object";
 
 /// Destination-type annotations: 0 queue, 1 topic, 2 temporary queue, 3 temporary topic.
 const JMS_DEST: &str = "x-opt-jms-dest";
@@ -210,6 +214,16 @@ fn id_text(id: &AmqpId) -> String {
     }
 }
 
+/// A correlation id's JMSCorrelationID: an application's own string (no `ID:`) is kept as
+/// it is, as ActiveMQ and Qpid JMS keep it (`toCorrelationIdString`); message ids of other
+/// types take [`id_text`]'s tagged form, which [`id_of`] turns back.
+fn correlation_text(id: &AmqpId) -> String {
+    match id {
+        AmqpId::String(s) if !s.starts_with("ID:") => s.clone(),
+        other => id_text(other),
+    }
+}
+
 /// The inverse of [`id_text`]; other text stays a string id.
 fn id_of(text: &str) -> AmqpId {
     let tagged = |prefix: &str| text.strip_prefix(prefix);
@@ -264,7 +278,7 @@ pub(super) fn from_amqp(
     if let Some(expiry) = properties.absolute_expiry_time.filter(|t| *t > 0) {
         jms.expiration = expiry;
     }
-    jms.correlation_id = properties.correlation_id.as_ref().map(|id| id_text(id).into());
+    jms.correlation_id = properties.correlation_id.as_ref().map(|id| correlation_text(id).into());
     jms.message_type = properties.subject.as_deref().map(Arc::from);
     jms.group_id = properties.group_id.as_deref().map(Arc::from);
     jms.group_seq = properties.group_sequence.map_or(0, |s| i32::try_from(s).unwrap_or(i32::MAX));
@@ -312,6 +326,8 @@ pub(super) fn from_amqp(
     let msg_type = annotation_byte(annotations, JMS_MSG_TYPE);
     let text_content =
         properties.content_type.as_ref().is_some_and(|t| t.as_str().starts_with("text/"));
+    let serialized_object =
+        properties.content_type.as_ref().is_some_and(|t| t.as_str() == SERIALIZED_OBJECT);
     let (kind, encoding, body) = match amqp.body {
         Body::Empty => match msg_type {
             Some(JMS_TEXT) => (BodyKind::Text, "", Bytes::new()),
@@ -326,6 +342,7 @@ pub(super) fn from_amqp(
             let kind = match msg_type {
                 Some(JMS_TEXT) => BodyKind::Text,
                 Some(JMS_OBJECT) => BodyKind::Object,
+                None if serialized_object => BodyKind::Object,
                 None if text_content && std::str::from_utf8(&body).is_ok() => BodyKind::Text,
                 _ => BodyKind::Bytes,
             };
@@ -421,14 +438,22 @@ pub(super) fn to_amqp(message: &Message, delivery_count: u32, max_depth: usize) 
         BodyKind::Object if amqp_encoded => {
             (JMS_OBJECT, decode(&message.body).map_or(Body::Empty, Body::Value))
         }
-        // Another protocol's encoding (OpenWire's marshalled map or stream, a serialized
-        // Java object): handed over as bytes; transcoding maps and streams is a follow-up.
+        // A serialized Java object from OpenWire: a data section the JMS client deserializes.
         BodyKind::Object => (JMS_OBJECT, Body::Data(vec![message.body.clone()])),
-        BodyKind::Map | BodyKind::Stream => (JMS_BYTES, Body::Data(vec![message.body.clone()])),
+        // OpenWire's marshalled map or stream, transcoded as ActiveMQ's outbound transformer
+        // does (a map value; a stream as an amqp-sequence).
+        BodyKind::Map => match transcode::openwire_map_to_amqp(&message.body) {
+            Ok(map) => (JMS_MAP, Body::Value(map)),
+            Err(error) => untranscoded(message, &error),
+        },
+        BodyKind::Stream => match transcode::openwire_stream_to_amqp(&message.body) {
+            Ok(values) => (JMS_STREAM, Body::Sequence(vec![values])),
+            Err(error) => untranscoded(message, &error),
+        },
     };
     annotations.insert(JMS_MSG_TYPE, Value::Byte(msg_type));
     if msg_type == JMS_OBJECT && properties.content_type.is_none() && !amqp_encoded {
-        properties.content_type = Some(Symbol::from("application/x-java-serialized-object"));
+        properties.content_type = Some(Symbol::from(SERIALIZED_OBJECT));
     }
     Amqp {
         header: Some(header),
@@ -439,6 +464,13 @@ pub(super) fn to_amqp(message: &Message, delivery_count: u32, max_depth: usize) 
         body,
         footer: None,
     }
+}
+
+/// A map or stream body that does not decode in its encoding: the consumer still gets the
+/// message, with its body as bytes.
+fn untranscoded(message: &Message, error: &transcode::TranscodeError) -> (i8, Body) {
+    tracing::warn!(%error, message = %message.message_id, "body delivered as bytes");
+    (JMS_BYTES, Body::Data(vec![message.body.clone()]))
 }
 
 #[cfg(test)]

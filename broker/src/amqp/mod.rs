@@ -22,7 +22,7 @@ mod connection;
 mod link;
 mod mapping;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -160,6 +160,9 @@ struct Session {
     links: HashMap<u32, link::Link>,
     /// Our unsettled deliveries by delivery id.
     unsettled: BTreeMap<u32, link::Unsettled>,
+    /// Handles we detached first (a refused attach, an error): the client's detach that
+    /// answers ours is expected, not a detach of an unattached handle.
+    detached_by_us: HashSet<u32>,
 }
 
 /// The incoming window we announce (in frames): large, and restored by every flow we send.
@@ -173,6 +176,7 @@ impl Session {
             remote_incoming_window: begin.incoming_window,
             next_delivery_id: 0,
             links: HashMap::new(),
+            detached_by_us: HashSet::new(),
             unsettled: BTreeMap::new(),
         }
     }

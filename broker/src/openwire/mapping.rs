@@ -6,7 +6,8 @@
 //!   the `brokerSequenceId` going out is the store's message id, by which acks find the
 //!   message again.
 //! - Bodies: text as UTF-8, bytes and object bodies as they are, map and stream bodies in
-//!   their OpenWire encoding (`body_encoding = "openwire"`).
+//!   their OpenWire encoding (`body_encoding = "openwire"`); an AMQP producer's map or list
+//!   body is transcoded for the consumer (`crate::transcode`).
 //! - Properties: a primitive map to typed store properties and back.
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use store::{
 use crate::core::{
     ADVISORY_CLIENT_ID, ADVISORY_DESTINATION, ADVISORY_KIND, ADVISORY_OPERATION, ADVISORY_SUBJECT,
 };
+use crate::transcode::{self, AMQP_ENCODING};
 
 /// The `body_encoding` of map and stream bodies an OpenWire producer sent.
 pub(crate) const OPENWIRE_ENCODING: &str = "openwire";
@@ -223,7 +225,19 @@ pub(crate) fn message_to(message: &Message, redelivery_counter: i32) -> ow::Mess
             m.body_type = ow::MessageType::Stream;
             m.set_uncompressed_content(Some(body), false)
         }
-        // A map or stream in another protocol's encoding: handed over as bytes.
+        BodyKind::Map if &*message.body_encoding == AMQP_ENCODING => {
+            match transcode::amqp_map_to_openwire(&body) {
+                Ok(map) => m.set_map(&map, false),
+                Err(error) => untranscoded(&mut m, message, body, &error),
+            }
+        }
+        BodyKind::Stream if &*message.body_encoding == AMQP_ENCODING => {
+            match transcode::amqp_stream_to_openwire(&body) {
+                Ok(values) => m.set_stream(&values, false),
+                Err(error) => untranscoded(&mut m, message, body, &error),
+            }
+        }
+        // A map or stream in an encoding we cannot read: handed over as bytes.
         BodyKind::Map | BodyKind::Stream => m.set_bytes(body, false),
     };
     if let Err(error) = result {
@@ -234,6 +248,19 @@ pub(crate) fn message_to(message: &Message, redelivery_counter: i32) -> ow::Mess
         m.data_structure = Some(Box::new(ow::DataStructure::Command(command)));
     }
     m
+}
+
+/// A body that claims to be an AMQP map or list but does not decode as one (the AMQP adapter
+/// checked it on the way in, so only a store written by another version could hold one):
+/// the consumer still gets the message, its body as bytes.
+fn untranscoded(
+    m: &mut ow::Message,
+    message: &Message,
+    body: Bytes,
+    error: &transcode::TranscodeError,
+) -> Result<(), WireError> {
+    tracing::warn!(%error, message = %message.message_id, "body delivered as bytes");
+    m.set_bytes(body, false)
 }
 
 /// A string property of an advisory message.

@@ -157,7 +157,11 @@ fn check_scheme(scheme: &str) -> Result<WireProtocol, String> {
             Err(format!("STOMP over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
         "amqp" | "amqp+ssl" | "amqp+nio" | "amqp+nio+ssl" | "amqps" => {
-            Err(format!("AMQP is not implemented in ferromq's client yet; {USE_INSTEAD}"))
+            // client::amqp sends and receives, but has no transactions or acknowledgement
+            // modes, which these tools' options need.
+            Err(format!(
+                "AMQP is not implemented in ferromq's producer and consumer yet; {USE_INSTEAD}"
+            ))
         }
         "mqtt" | "mqtt+ssl" | "mqtt+nio" | "mqtt+nio+ssl" => {
             Err(format!("MQTT is not implemented in ferromq's client yet; {USE_INSTEAD}"))

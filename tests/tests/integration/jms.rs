@@ -455,6 +455,34 @@ async fn jms_and_stomp_exchange_messages() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Cross-protocol delivery between AMQP 1.0 (Qpid Proton) and the JMS client, both ways:
+/// headers, typed properties and text, bytes, map, stream and object bodies as ActiveMQ's
+/// AMQP-JMS mapping gives them. Proton sends first (`jms_interop_send`), the Java check
+/// `amqp_interop` checks what arrived and answers, Proton checks the answers
+/// (`jms_interop_receive`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_and_amqp_exchange_messages() -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let broker = tests::start_broker(|config| {
+        config.transport.connectors = vec![
+            "tcp://127.0.0.1:0".parse().expect("uri"),
+            "amqp://127.0.0.1:0".parse().expect("uri"),
+        ];
+    })
+    .await?;
+    let amqp = broker.amqp_addr().context("no AMQP connector")?;
+    super::amqp::proton(amqp, "jms_interop_send", &[]).await?;
+    let url = format!("tcp://{}", openwire_addr(&broker)?);
+    tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, "amqp_interop", &mut || {
+            bail!("the amqp_interop check asked for a restart")
+        })
+    })?;
+    let result = super::amqp::proton(amqp, "jms_interop_receive", &[]).await;
+    broker.shutdown().await;
+    result
+}
+
 /// Runs a check of `CONFIGURED_CHECKS` against ferromq started with `configure`d settings.
 async fn run_configured(
     check: &str,

@@ -5,6 +5,7 @@ mod activemq_tools;
 mod admin;
 mod advisories;
 mod amqp;
+mod amqp_client;
 mod bad_input;
 mod composites;
 mod connectors;
