@@ -142,6 +142,9 @@ fn counted_runs_on_a_queue_receive_exactly_what_was_sent() {
             "producer.sendType=count",
             "--set",
             "producer.sendCount=400",
+            // The plugin's default samplers (seed 000's file has only tp).
+            "--set",
+            "sysTest.samplers=tp,cpu",
         ],
     );
     let produced = producer.succeed(RUN_TIMEOUT);
@@ -155,12 +158,22 @@ fn counted_runs_on_a_queue_receive_exactly_what_was_sent() {
     );
     assert!(produced.contains("Latency (1200 messages): send latency p50"), "{produced}");
     assert!(consumed.contains("end-to-end latency p50"), "{consumed}");
+    // The cpu sampler's line, only where asked for.
+    let cpu_line = produced.lines().find(|line| line.starts_with("CPU usage: ")).unwrap_or("");
+    assert!(cpu_line.contains("avg ") && cpu_line.contains("max "), "{produced}");
+    assert!(!consumed.contains("CPU usage:"), "{consumed}");
 
     // The reports are named like the plugin's and hold every sample of the summary.
     let reports = dir.path().join("reports");
     let xml = reports.join("JmsProducer_numClients3_numDests1_all.xml");
     let samples = report_samples(&xml);
     assert_eq!(samples.iter().map(|(_, n)| n).sum::<u64>(), 1200);
+    // One <cpudata> per sample index, with vmstat's columns, and the CPU summary.
+    let text = std::fs::read_to_string(&xml).expect("the report");
+    let cpu_samples = text.lines().filter(|line| line.starts_with("<cpudata index=")).count();
+    assert_eq!(cpu_samples, samples.len() / 3, "{text}");
+    assert!(text.contains(" us='") && text.contains(" id='"), "{text}");
+    assert!(text.contains("<property name='perfCpuSummary'>"), "{text}");
     let clients: std::collections::BTreeSet<&str> =
         samples.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use client::load::perf::{run_perf, write_reports, PerfOutcome, PerfRole, PerfSettings, RunBasis};
+use client::load::perf::{
+    run_perf, write_reports, CpuRecord, CpuSummary, PerfOutcome, PerfRole, PerfSettings, RunBasis,
+};
 use client::load::{LoadEvent, Meter, Observer, WireProtocol};
 
 use super::{load_error, runtime};
@@ -227,6 +229,14 @@ fn print_results(settings: &PerfSettings, outcome: &PerfOutcome) {
     match &outcome.latency {
         Some(latency) => println!("Latency ({} messages): {latency}", latency.count),
         None => println!("Latency: not measured (asynchronous sends wait for nothing)"),
+    }
+    match &outcome.cpu {
+        Some(CpuRecord::Samples(samples)) => match CpuSummary::compute(samples) {
+            Some(cpu) => println!("{cpu}"),
+            None => println!("CPU usage: no sample (the run ended within one interval)"),
+        },
+        Some(CpuRecord::Unavailable(why)) => println!("CPU usage: not sampled ({why})"),
+        None => {}
     }
     let load = &outcome.load;
     let verb = match settings.role {

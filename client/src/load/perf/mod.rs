@@ -26,7 +26,11 @@
 //! Throughput is exactly the messages sent or received. A producer's clock starts once
 //! every client is connected; a consumer's at its first message (the plugin's starts at
 //! connection, which counts the wait for the producers as empty samples).
+//!
+//! With `cpu` in `sysTest.samplers` (the plugin's default), the same ticks also sample the
+//! machine's CPU use ([`cpu`]).
 
+pub mod cpu;
 pub mod props;
 pub mod report;
 pub mod summary;
@@ -36,6 +40,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+pub use cpu::{CpuRecord, CpuSample, CpuSummary};
 pub use props::{DestDistro, PerfRole, PerfSettings, PropsError, RunBasis, SessAckMode};
 pub use report::{write_reports, ReportError};
 pub use summary::{java_double, ClientSamples, Named, ThroughputSummary};
@@ -65,6 +70,9 @@ pub struct PerfOutcome {
     pub sampled_duration: Option<Duration>,
     /// The whole run, ramps included: messages per client, elapsed time.
     pub load: LoadReport,
+    /// The CPU samples, taken at the throughput sampler's ticks (`None` without the `cpu`
+    /// sampler).
+    pub cpu: Option<CpuRecord>,
 }
 
 /// How the sampler runs.
@@ -168,7 +176,8 @@ pub async fn run_perf(
     meter.set_measuring(ramp_up.is_zero());
 
     let (done_tx, done_rx) = oneshot::channel::<()>();
-    let sampler = tokio::spawn(sample(meter.clone(), sampling, interval, done_rx));
+    let sampler =
+        tokio::spawn(sample(meter.clone(), sampling, interval, settings.cpu_sampler, done_rx));
     let load = match settings.role {
         PerfRole::Producer => {
             run_producer_observed(producer_options(settings, meter), observer).await
@@ -185,7 +194,8 @@ pub async fn run_perf(
         }
     };
     let _ = done_tx.send(());
-    let ticks = sampler.await.map_err(|error| LoadError::Aborted(error.to_string()))?;
+    let Sampled { ticks, cpu } =
+        sampler.await.map_err(|error| LoadError::Aborted(error.to_string()))?;
     meter.set_measuring(false);
 
     let clients: Vec<ClientSamples> = (0..settings.num_clients)
@@ -203,23 +213,79 @@ pub async fn run_perf(
         ramp_down,
         sampled_duration,
         load,
+        cpu,
     })
 }
 
-/// The sampler: every client's count per interval, as [`Sampling`] says. `done` fires when
-/// the load run has ended.
+/// What the sampler took.
+struct Sampled {
+    /// Every client's count per tick.
+    ticks: Vec<Vec<u64>>,
+    /// The CPU samples at the same ticks, when asked for.
+    cpu: Option<CpuRecord>,
+}
+
+/// Takes a CPU sample at each tick: the counters' change since the previous tick.
+struct CpuProbe {
+    last: Option<(cpu::CpuSnapshot, Instant)>,
+    samples: Vec<CpuSample>,
+    error: Option<String>,
+}
+
+impl CpuProbe {
+    /// Starts counting from now.
+    fn start() -> CpuProbe {
+        let mut probe = CpuProbe { last: None, samples: Vec::new(), error: None };
+        probe.mark();
+        probe
+    }
+
+    /// Reads the counters; after a first reading, records the sample since the previous.
+    /// A failed read ends the sampling (the counters are the same files every time).
+    fn mark(&mut self) {
+        if self.error.is_some() {
+            return;
+        }
+        match cpu::CpuSnapshot::read() {
+            Ok(now) => {
+                let at = Instant::now();
+                if let Some((before, then)) = &self.last {
+                    let index = self.samples.len();
+                    self.samples.push(CpuSample::between(index, before, &now, at - *then));
+                }
+                self.last = Some((now, at));
+            }
+            Err(error) => self.error = Some(error.to_string()),
+        }
+    }
+
+    fn finish(self) -> CpuRecord {
+        match self.error {
+            Some(error) => CpuRecord::Unavailable(error),
+            None => CpuRecord::Samples(self.samples),
+        }
+    }
+}
+
+/// The sampler: every client's count per interval, as [`Sampling`] says, and with `cpu`
+/// the CPU use over the same intervals. `done` fires when the load run has ended.
 async fn sample(
     meter: Meter,
     sampling: Sampling,
     interval: Duration,
+    cpu: bool,
     mut done: oneshot::Receiver<()>,
-) -> Vec<Vec<u64>> {
+) -> Sampled {
     let mut ticks = Vec::new();
     let start = tokio::select! {
         start = meter.wait_start() => Instant::from_std(start),
         // The run ended without starting (nothing to send or receive).
-        _ = &mut done => return vec![meter.take_all()],
+        _ = &mut done => {
+            let cpu = cpu.then(|| CpuRecord::Samples(Vec::new()));
+            return Sampled { ticks: vec![meter.take_all()], cpu };
+        }
     };
+    let mut probe: Option<CpuProbe>;
     match sampling {
         Sampling::Timed { ramp_up, samples } => {
             let first = start + ramp_up;
@@ -229,15 +295,22 @@ async fn sample(
                 meter.take_all();
                 meter.set_measuring(true);
             }
+            // The CPU is sampled in the same window as the throughput, as the plugin's
+            // CpuSamplerTask runs vmstat from ramp-up end to ramp-down start.
+            probe = cpu.then(CpuProbe::start);
             // Whole samples only, each ending at a fixed tick (no drift); the run's own
             // clock outlasts them by the ramp-down.
             for k in 1..=samples {
                 tokio::time::sleep_until(first + interval * k as u32).await;
                 ticks.push(meter.take_all());
+                if let Some(probe) = &mut probe {
+                    probe.mark();
+                }
             }
             meter.set_measuring(false);
         }
         Sampling::Counted => {
+            probe = cpu.then(CpuProbe::start);
             let mut k = 1u32;
             loop {
                 tokio::select! {
@@ -248,13 +321,19 @@ async fn sample(
                     _ = &mut done => {
                         // The partial last interval, so that the total is every message.
                         ticks.push(meter.take_all());
+                        if let Some(probe) = &mut probe {
+                            probe.mark();
+                        }
                         break;
                     }
+                }
+                if let Some(probe) = &mut probe {
+                    probe.mark();
                 }
             }
         }
     }
-    ticks
+    Sampled { ticks, cpu: probe.map(CpuProbe::finish) }
 }
 
 #[cfg(test)]
@@ -265,8 +344,13 @@ mod tests {
     async fn a_counted_run_samples_every_message() {
         let meter = Meter::new(2);
         let (done_tx, done_rx) = oneshot::channel();
-        let sampler =
-            tokio::spawn(sample(meter.clone(), Sampling::Counted, Duration::from_secs(1), done_rx));
+        let sampler = tokio::spawn(sample(
+            meter.clone(),
+            Sampling::Counted,
+            Duration::from_secs(1),
+            true,
+            done_rx,
+        ));
         tokio::task::yield_now().await;
         meter.mark_start();
         meter.count(0);
@@ -275,8 +359,14 @@ mod tests {
         meter.count(1);
         tokio::time::sleep(Duration::from_millis(200)).await;
         done_tx.send(()).expect("sampler listening");
-        let ticks = sampler.await.expect("sampler");
+        let Sampled { ticks, cpu } = sampler.await.expect("sampler");
         assert_eq!(ticks, vec![vec![1, 0], vec![0, 2]]);
+        // One CPU sample per throughput sample, where /proc can be read.
+        match cpu {
+            Some(CpuRecord::Samples(samples)) => assert_eq!(samples.len(), 2),
+            Some(CpuRecord::Unavailable(why)) => assert!(why.contains("/proc"), "{why}"),
+            None => panic!("the cpu sampler was asked for"),
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -286,7 +376,7 @@ mod tests {
         let (_done_tx, done_rx) = oneshot::channel();
         let sampling = Sampling::Timed { ramp_up: Duration::from_secs(1), samples: 2 };
         let sampler =
-            tokio::spawn(sample(meter.clone(), sampling, Duration::from_secs(1), done_rx));
+            tokio::spawn(sample(meter.clone(), sampling, Duration::from_secs(1), false, done_rx));
         tokio::task::yield_now().await;
         meter.mark_start();
         meter.count(0); // in the ramp-up: left out
@@ -296,8 +386,9 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1000)).await;
         meter.count(0);
         meter.count(0);
-        let ticks = sampler.await.expect("sampler");
+        let Sampled { ticks, cpu } = sampler.await.expect("sampler");
         assert_eq!(ticks, vec![vec![1], vec![2]]);
+        assert!(cpu.is_none());
         assert!(!meter.is_measuring());
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::props::{PerfRole, PerfSettings, RunBasis, SessAckMode};
-use super::PerfOutcome;
+use super::{CpuRecord, CpuSummary, PerfOutcome};
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +52,7 @@ fn settings_groups(
     let system = vec![
         kv("reportDir", s.report_dir.display().to_string()),
         kv("reportName", s.report_name()),
-        kv("samplers", "tp".into()),
+        kv("samplers", if s.cpu_sampler { "tp,cpu" } else { "tp" }.into()),
         kv("clientPrefix", s.client_prefix.clone()),
         kv("numClients", s.num_clients.to_string()),
         kv("totalDests", s.total_dests.to_string()),
@@ -129,8 +129,11 @@ fn settings_groups(
 
 /// The XML report, in the plugin's layout: `<testResult>` with a `<property>` of
 /// `<props>` per settings group, `performanceData` listing every sample as
-/// `<tpdata index= clientName= throughput=/>`, and `perfTpSummary`; plus, ferromq's
-/// addition, the latency percentiles in `perfLatencySummary`.
+/// `<tpdata index= clientName= throughput=/>` (and with the cpu sampler
+/// `<cpudata index= us= sy= id= wa= .../>`, see [`super::cpu`]), and `perfTpSummary`; then
+/// `perfCpuSummary` with the plugin's CPU summary keys (the plugin writes them in a second
+/// property also named `perfTpSummary`, which readers cannot tell apart; ferromq names it),
+/// and, ferromq's addition, the latency percentiles in `perfLatencySummary`.
 pub fn xml_report(settings: &PerfSettings, outcome: &PerfOutcome) -> String {
     let mut xml = String::new();
     let props = |xml: &mut String, name: &str, entries: &[(String, String)]| {
@@ -158,6 +161,21 @@ pub fn xml_report(settings: &PerfSettings, outcome: &PerfOutcome) -> String {
             }
         }
     }
+    let cpu_samples = match &outcome.cpu {
+        Some(CpuRecord::Samples(samples)) => samples.as_slice(),
+        _ => &[],
+    };
+    for sample in cpu_samples {
+        xml.push_str("<cpudata");
+        for (key, value) in sample.attributes() {
+            let _ = write!(xml, " {key}='{}'", escape(&value));
+        }
+        xml.push_str(" />\n");
+    }
+    if let Some(CpuRecord::Unavailable(why)) = &outcome.cpu {
+        // The plugin logs sampler trouble in the same list.
+        let _ = writeln!(xml, "<info>[INFO]cpu sampler: {}</info>", escape(why));
+    }
     xml.push_str("</list>\n</property>\n");
     if let Some(summary) = &outcome.summary {
         // The plugin writes `clientName=X,value=N` here, without the space it prints.
@@ -167,6 +185,9 @@ pub fn xml_report(settings: &PerfSettings, outcome: &PerfOutcome) -> String {
             .map(|(key, _, value)| (key.to_owned(), value.replace(", value=", ",value=")))
             .collect();
         props(&mut xml, "perfTpSummary", &entries);
+    }
+    if let Some(cpu) = CpuSummary::compute(cpu_samples) {
+        props(&mut xml, "perfCpuSummary", &cpu.entries(cpu_samples));
     }
     if let Some(latency) = &outcome.latency {
         let micros = |d: std::time::Duration| format!("{:.1}", d.as_secs_f64() * 1e6);

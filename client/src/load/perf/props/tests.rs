@@ -95,7 +95,8 @@ fn defaults_without_a_file_are_the_plugins() {
     assert_eq!(s.message_size, 1024);
     assert_eq!(s.basis, RunBasis::Time(Duration::from_secs(300)));
     assert_eq!(s.report_dir, PathBuf::from("./"));
-    assert!(s.warnings.iter().any(|w| w.contains("cpu sampler")), "{:?}", s.warnings);
+    assert!(s.cpu_sampler && s.throughput_sampler, "the plugin's default samplers are tp,cpu");
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
 }
 
 #[test]
