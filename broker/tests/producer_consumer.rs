@@ -254,14 +254,19 @@ fn bad_broker_urls_and_options_give_clear_errors() {
         assert!(
             stderr.contains(
                 "OpenWire over TLS is not implemented in ferromq's client yet; use \
-                 tcp://host:61616 (OpenWire) or stomp://host:61613 (STOMP)"
+                 tcp://host:61616 (OpenWire), stomp://host:61613 (STOMP) or amqp://host:5672 \
+                 (AMQP)"
             ),
             "{stderr}"
         );
         assert!(stderr.contains("ssl://localhost:61617"), "the error names the URL: {stderr}");
 
-        let stderr = refused(dir, "amqp", &[command, "--brokerUrl", "amqp://localhost:5672"]);
-        assert!(stderr.contains("AMQP is not implemented"), "{stderr}");
+        let stderr = refused(dir, "amqps", &[command, "--brokerUrl", "amqps://localhost:5671"]);
+        assert!(stderr.contains("AMQP over TLS is not implemented"), "{stderr}");
+        // AMQP works, but without transactions: refused before connecting.
+        let args = [command, "--brokerUrl", "amqp://127.0.0.1:1", "--transactionBatchSize", "5"];
+        let stderr = refused(dir, "amqp-tx", &args);
+        assert!(stderr.contains("a transaction batch size is not supported over AMQP"), "{stderr}");
 
         let failover = "failover:(tcp://a:61616,tcp://b:61616)";
         let stderr = refused(dir, "failover", &[command, "--brokerUrl", failover]);

@@ -49,7 +49,7 @@ struct PerfRunArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// The broker, overriding factory.brokerURL: tcp://HOST:PORT or nio://HOST:PORT
-    /// (OpenWire), stomp://HOST:PORT (STOMP).
+    /// (OpenWire), stomp://HOST:PORT (STOMP), amqp://HOST:PORT (AMQP 1.0).
     #[arg(long = "broker-url", value_name = "URL")]
     broker_url: Option<String>,
     /// The protocol, overriding the URL's scheme (a port that is the other protocol's
@@ -136,20 +136,14 @@ fn with_protocol(settings: &PerfSettings, protocol: ProtocolArg) -> anyhow::Resu
     let wanted = match protocol {
         ProtocolArg::Openwire => WireProtocol::OpenWire,
         ProtocolArg::Stomp => WireProtocol::Stomp,
-        ProtocolArg::Amqp => anyhow::bail!(
-            "--protocol amqp: AMQP is not implemented in ferromq's client yet; use openwire \
-             (tcp://host:61616) or stomp (stomp://host:61613)"
-        ),
+        ProtocolArg::Amqp => WireProtocol::Amqp,
     };
     let broker = &settings.broker;
     let mut port = broker.port();
     if port == broker.protocol().default_port() {
         port = wanted.default_port();
     }
-    let scheme = match wanted {
-        WireProtocol::OpenWire => "tcp",
-        WireProtocol::Stomp => "stomp",
-    };
+    let scheme = wanted.scheme();
     let host = if broker.host().contains(':') {
         format!("[{}]", broker.host())
     } else {

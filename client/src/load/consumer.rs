@@ -9,9 +9,10 @@ use tokio::task::JoinSet;
 use super::producer::panicked;
 use super::report::Histogram;
 use super::{
-    no_observer, now_micros, thread_label, BrokerUrl, Connection, DestinationName, LoadError,
-    LoadEvent, LoadReport, Meter, Observer, Role, SENT_AT_PROPERTY,
+    amqp_refusal, no_observer, now_micros, thread_label, BrokerUrl, Connection, DestinationName,
+    LoadError, LoadEvent, LoadReport, Meter, Observer, Role, WireProtocol, SENT_AT_PROPERTY,
 };
+use crate::amqp::{self, AmqpClient};
 use crate::openwire::{self, Consumer, OpenWireClient, Session, SessionMode, SubscribeOptions};
 use crate::{AckMode, ClientError, ReceivedMessage, StompClient, Subscription};
 
@@ -156,6 +157,15 @@ impl ConsumerOptions {
         if self.ack_batch_size == 0 {
             return invalid("the acknowledgement batch size must be at least 1".into());
         }
+        let selector = self.selector.as_deref().is_some_and(|s| !s.trim().is_empty());
+        let asked = [
+            (self.transaction_batch_size > 0, "a transaction batch size"),
+            (self.durable, "a durable subscription"),
+            (selector, "a selector"),
+        ];
+        if let Some(refused) = amqp_refusal(&self.broker, &asked) {
+            return Err(refused);
+        }
         if let Some(list) = &self.thread_destinations {
             if list.len() != self.parallel_threads {
                 return invalid(format!(
@@ -289,10 +299,11 @@ enum Acking {
     Individual,
 }
 
-/// Where a thread receives from, in the STOMP and OpenWire forms.
+/// Where a thread receives from, in the STOMP, OpenWire and AMQP forms.
 struct Target {
     stomp: String,
     openwire: openwire::Destination,
+    amqp: String,
     name: String,
 }
 
@@ -301,10 +312,15 @@ impl Target {
         Target {
             stomp: destination.stomp_destination(),
             openwire: destination.openwire_destination(),
+            amqp: destination.amqp_address(),
             name: destination.to_string(),
         }
     }
 }
+
+/// The link credit of an AMQP receiver: ActiveMQ's default queue prefetch, as the OpenWire
+/// consumers here have.
+const AMQP_CREDIT: u32 = 1000;
 
 struct Plan {
     /// One destination for every thread, or one per thread.
@@ -331,6 +347,9 @@ impl Plan {
     fn new(options: &ConsumerOptions) -> Plan {
         let acking = match (options.transaction_batch_size, options.ack_mode) {
             (batch, _) if batch > 0 => Acking::Transacted(batch),
+            // AMQP accepts each message alone and nothing answers an accept: every mode is
+            // one accept per message, not waited for (transactions are refused before).
+            _ if options.broker.protocol() == WireProtocol::Amqp => Acking::Auto,
             (_, ConsumerAckMode::Auto) => Acking::Auto,
             (_, ConsumerAckMode::Client) => Acking::Cumulative(options.ack_batch_size),
             (_, ConsumerAckMode::ClientIndividual) => Acking::Individual,
@@ -422,12 +441,14 @@ impl Plan {
 enum Receiver {
     Stomp { client: StompClient, subscription: Subscription },
     OpenWire { client: OpenWireClient, session: Session, consumer: Consumer },
+    Amqp { client: AmqpClient, link: amqp::Receiver },
 }
 
 /// A message one [`Receiver`] received.
 enum Received {
     Stomp(ReceivedMessage),
     OpenWire(Box<openwire::Message>),
+    Amqp(Box<amqp::Delivery>),
 }
 
 impl Receiver {
@@ -460,6 +481,10 @@ impl Receiver {
                 let consumer = session.consumer(options).await?;
                 Ok(Receiver::OpenWire { client, session, consumer })
             }
+            Connection::Amqp(client) => {
+                let link = client.receiver(&target.amqp, AMQP_CREDIT).await?;
+                Ok(Receiver::Amqp { client, link })
+            }
         }
     }
 
@@ -467,6 +492,8 @@ impl Receiver {
         match self {
             Receiver::Stomp { client, .. } => client.is_closed(),
             Receiver::OpenWire { client, .. } => client.is_closed(),
+            // A closed AMQP connection shows as an error from `receive`.
+            Receiver::Amqp { .. } => false,
         }
     }
 
@@ -476,7 +503,7 @@ impl Receiver {
             Receiver::Stomp { client, .. } => {
                 client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
             }
-            Receiver::OpenWire { .. } => Ok(()),
+            Receiver::OpenWire { .. } | Receiver::Amqp { .. } => Ok(()),
         }
     }
 
@@ -498,6 +525,15 @@ impl Receiver {
             Receiver::OpenWire { consumer, .. } => {
                 Ok(consumer.receive(wait).await?.map(|m| Received::OpenWire(Box::new(m))))
             }
+            Receiver::Amqp { link, .. } => loop {
+                // `Duration::MAX` overflows the timer: wait in long slices instead.
+                let slice = wait.min(Duration::from_secs(3600));
+                match link.receive(slice).await? {
+                    Some(delivery) => break Ok(Some(Received::Amqp(Box::new(delivery)))),
+                    None if wait == Duration::MAX => continue,
+                    None => break Ok(None),
+                }
+            },
         }
     }
 
@@ -516,6 +552,9 @@ impl Receiver {
     /// acknowledge session does it, and closing the consumer waits for the last).
     async fn auto_ack(&self, message: &Received, last: bool) -> Result<(), ClientError> {
         match (self, message) {
+            (Receiver::Amqp { link, .. }, Received::Amqp(delivery)) if !delivery.settled => {
+                link.accept(delivery).await
+            }
             (Receiver::Stomp { client, .. }, Received::Stomp(message)) => {
                 let ack = ack_frame(client.version(), message, None)?;
                 if last {
@@ -535,6 +574,10 @@ impl Receiver {
             (Receiver::OpenWire { consumer, .. }, Received::OpenWire(message)) => {
                 consumer.ack(message).await
             }
+            (Receiver::Amqp { link, .. }, Received::Amqp(delivery)) => match delivery.settled {
+                true => Ok(()),
+                false => link.accept(delivery).await,
+            },
             _ => Err(ClientError::protocol("a message acknowledged on the wrong connection")),
         }
     }
@@ -543,6 +586,10 @@ impl Receiver {
         match self {
             Receiver::Stomp { client, .. } => client.commit(id).await,
             Receiver::OpenWire { session, .. } => session.commit().await,
+            // Refused before connecting (`amqp_refusal`).
+            Receiver::Amqp { .. } => {
+                Err(ClientError::protocol(format!("no transactions over AMQP (commit {id})")))
+            }
         }
     }
 
@@ -550,6 +597,9 @@ impl Receiver {
         match self {
             Receiver::Stomp { client, .. } => client.abort(id).await,
             Receiver::OpenWire { session, .. } => session.rollback().await,
+            Receiver::Amqp { .. } => {
+                Err(ClientError::protocol(format!("no transactions over AMQP (abort {id})")))
+            }
         }
     }
 
@@ -576,6 +626,9 @@ impl Receiver {
                 }
                 Connection::OpenWire(client).close().await;
             }
+            // Closing the connection releases what was delivered and not accepted; durable
+            // subscriptions are refused over AMQP, so there is nothing to unsubscribe.
+            Receiver::Amqp { client, .. } => Connection::Amqp(client).close().await,
         }
         outcome
     }
@@ -588,6 +641,13 @@ impl Receiver {
                 let value = message.property(SENT_AT_PROPERTY)?;
                 // A STOMP producer's header arrives as a string property.
                 value.as_i64().or_else(|| value.as_str()?.parse().ok())
+            }
+            Received::Amqp(delivery) => {
+                match delivery.message.application_properties.as_ref()?.get(SENT_AT_PROPERTY)? {
+                    amqp::Value::Long(micros) => Some(*micros),
+                    // A STOMP producer's header arrives as a string.
+                    other => other.as_str()?.parse().ok(),
+                }
             }
         }
     }

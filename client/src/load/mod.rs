@@ -6,8 +6,15 @@
 //! `ferromq perf` ([`perf`]) and the end-to-end benches, all call [`run_producer`] and
 //! [`run_consumer`]. The options are ActiveMQ's tool options and their meaning; the
 //! interface names no protocol: the [`BrokerUrl`]'s scheme chooses OpenWire (`tcp://`,
-//! `nio://`, the default, as with ActiveMQ's tools) or STOMP (`stomp://`), and refuses the
-//! others with the reason.
+//! `nio://`, the default, as with ActiveMQ's tools), STOMP (`stomp://`) or AMQP 1.0
+//! (`amqp://`), and refuses the others with the reason.
+//!
+//! **AMQP** goes through [`crate::amqp`], which has neither transactions nor pre-settled
+//! sends: a transaction batch size, a durable subscription or a selector over AMQP is refused
+//! before connecting ([`LoadError::InvalidOptions`]); every send waits for the broker's
+//! `accepted` (so a producer's latency is the send latency whatever the delivery mode); every
+//! acknowledgement mode accepts each message as it is counted (AMQP has no cumulative
+//! acknowledgement, and an accept is not answered).
 //!
 //! ## What a run does
 //!
@@ -58,10 +65,11 @@ pub use meter::Meter;
 pub use producer::{run_producer, run_producer_observed, ProducerOptions};
 pub use report::{Latencies, LoadReport, Role};
 pub use target::{
-    BrokerUrl, DestinationKind, DestinationName, WireProtocol, DEFAULT_OPENWIRE_PORT,
-    DEFAULT_STOMP_PORT,
+    BrokerUrl, DestinationKind, DestinationName, WireProtocol, DEFAULT_AMQP_PORT,
+    DEFAULT_OPENWIRE_PORT, DEFAULT_STOMP_PORT,
 };
 
+use crate::amqp::{AmqpClient, AmqpOptions};
 use crate::openwire::{OpenWireClient, OpenWireOptions};
 use crate::{ClientError, ConnectOptions, StompClient};
 
@@ -132,6 +140,11 @@ fn explain(error: &ClientError) -> String {
         ClientError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
             format!("{error} (is a broker listening there?)")
         }
+        // ActiveMQ's authentication plugins answer a bad login with java.lang or
+        // javax.jms SecurityException; say what to check, whatever the broker's wording.
+        ClientError::Exception { class, .. } if class.ends_with("SecurityException") => {
+            format!("{error} (check the user name and password)")
+        }
         _ => error.to_string(),
     }
 }
@@ -188,6 +201,7 @@ pub const SENT_AT_PROPERTY: &str = "ferromqPerfSentAtMicros";
 enum Connection {
     Stomp(StompClient),
     OpenWire(OpenWireClient),
+    Amqp(AmqpClient),
 }
 
 impl Connection {
@@ -197,8 +211,23 @@ impl Connection {
         let _ = match self {
             Connection::Stomp(client) => client.disconnect().await,
             Connection::OpenWire(client) => client.close().await,
+            Connection::Amqp(client) => client.close().await,
         };
     }
+}
+
+/// What the AMQP client cannot do, as the option that asks for it: `None` when the run can
+/// go over AMQP. `what` names each option as the caller's user knows it.
+pub(crate) fn amqp_refusal(broker: &BrokerUrl, asked: &[(bool, &str)]) -> Option<LoadError> {
+    if broker.protocol() != WireProtocol::Amqp {
+        return None;
+    }
+    let (_, option) = asked.iter().find(|(asked, _)| *asked)?;
+    Some(LoadError::InvalidOptions(format!(
+        "{option} is not supported over AMQP ({broker}): ferromq's AMQP client has no \
+         transactions, durable subscriptions or selectors; remove it, or use OpenWire \
+         (tcp://) or STOMP (stomp://)"
+    )))
 }
 
 /// How long connecting and each confirmation may take.
@@ -240,6 +269,20 @@ async fn connect(
                 .await
                 .map_err(failed)?;
             Ok(Connection::OpenWire(client))
+        }
+        WireProtocol::Amqp => {
+            // The AMQP container id plays the client id's part (durable subscriptions are
+            // keyed by it).
+            let options = AmqpOptions {
+                container_id: client_id,
+                user: user.clone(),
+                password: password.clone(),
+                timeout: TIMEOUT,
+                ..AmqpOptions::default()
+            };
+            let client =
+                AmqpClient::connect(broker.host(), broker.port(), options).await.map_err(failed)?;
+            Ok(Connection::Amqp(client))
         }
     }
 }

@@ -9,9 +9,11 @@ use tokio::task::JoinSet;
 
 use super::report::Histogram;
 use super::{
-    no_observer, now_micros, now_millis, thread_label, BrokerUrl, Connection, DestinationName,
-    LoadError, LoadEvent, LoadReport, Meter, Observer, Role, SENT_AT_PROPERTY,
+    amqp_refusal, no_observer, now_micros, now_millis, thread_label, BrokerUrl, Connection,
+    DestinationName, LoadError, LoadEvent, LoadReport, Meter, Observer, Role, WireProtocol,
+    SENT_AT_PROPERTY,
 };
+use crate::amqp::{self, AmqpClient};
 use crate::openwire::{
     Destination, OpenWireClient, OutgoingMessage, Producer, SendMode, Session, SessionMode,
 };
@@ -45,7 +47,8 @@ pub struct ProducerOptions {
     /// A pause after each send; default none.
     pub sleep: Duration,
     /// Wait for the broker's receipt after each send. `None` (the default) follows the JMS
-    /// client: synchronous for persistent messages outside transactions.
+    /// client: synchronous for persistent messages outside transactions. Over AMQP every
+    /// send waits (the AMQP client sends nothing pre-settled).
     pub sync_send: Option<bool>,
     /// The login, if any.
     pub user: Option<String>,
@@ -98,9 +101,10 @@ impl Default for ProducerOptions {
 
 impl ProducerOptions {
     /// Whether each send waits for its receipt: [`ProducerOptions::sync_send`], or by
-    /// default persistent and not transacted.
+    /// default persistent and not transacted; always over AMQP.
     pub fn effective_sync_send(&self) -> bool {
-        self.sync_send.unwrap_or(self.persistent && self.transaction_batch_size == 0)
+        self.broker.protocol() == WireProtocol::Amqp
+            || self.sync_send.unwrap_or(self.persistent && self.transaction_batch_size == 0)
     }
 }
 
@@ -126,6 +130,12 @@ pub async fn run_producer_observed(
                 lists.len()
             )));
         }
+    }
+    let transacted = options.transaction_batch_size > 0;
+    if let Some(refused) =
+        amqp_refusal(&options.broker, &[(transacted, "a transaction batch size")])
+    {
+        return Err(refused);
     }
     let plan = Arc::new(Plan::new(&options));
 
@@ -203,10 +213,11 @@ pub(super) fn panicked(error: tokio::task::JoinError) -> LoadError {
     LoadError::Aborted(error.to_string())
 }
 
-/// Where a thread sends: the STOMP and the OpenWire form of one destination.
+/// Where a thread sends: the STOMP, OpenWire and AMQP forms of one destination.
 struct Target {
     stomp: String,
     openwire: Destination,
+    amqp: String,
 }
 
 impl Target {
@@ -214,6 +225,7 @@ impl Target {
         Target {
             stomp: destination.stomp_destination(),
             openwire: destination.openwire_destination(),
+            amqp: destination.amqp_address(),
         }
     }
 }
@@ -322,6 +334,36 @@ impl Plan {
         message
     }
 
+    /// AMQP message number `index` (from 0): a `data` section for bytes, an `amqp-value`
+    /// string for text (the JMS mapping's bytes and text messages).
+    fn amqp_message(&self, index: u64) -> amqp::Message {
+        let mut message = match &self.body {
+            Body::Bytes(bytes) => amqp::Message::with_data(bytes.clone()),
+            Body::Text(text) => amqp::Message {
+                body: amqp::Body::Value(String::from_utf8_lossy(text).into_owned().into()),
+                ..amqp::Message::default()
+            },
+            Body::Numbered => amqp::Message {
+                body: amqp::Body::Value(format!("test message: {index}").into()),
+                ..amqp::Message::default()
+            },
+        };
+        let ttl =
+            (!self.ttl.is_zero()).then(|| u32::try_from(self.ttl.as_millis()).unwrap_or(u32::MAX));
+        message.header =
+            Some(amqp::Header { durable: Some(self.persistent), ttl, ..amqp::Header::default() });
+        if let Some(group) = &self.group_id {
+            message.properties =
+                Some(amqp::Properties { group_id: Some(group.clone()), ..Default::default() });
+        }
+        if self.stamp {
+            let mut properties = amqp::ApplicationProperties::default();
+            properties.insert(SENT_AT_PROPERTY, amqp::Value::Long(now_micros()));
+            message.application_properties = Some(properties);
+        }
+        message
+    }
+
     /// SEND number `index` (from 0) to `target`, in `transaction` if any.
     fn frame(&self, target: &Target, index: u64, transaction: Option<&str>) -> Frame {
         let mut frame = Frame::new(Command::Send)
@@ -361,7 +403,16 @@ struct Outcome {
 /// One thread's way to send, over the protocol of its connection.
 enum Sender {
     Stomp(StompClient),
-    OpenWire { client: OpenWireClient, session: Session, producer: Producer },
+    OpenWire {
+        client: OpenWireClient,
+        session: Session,
+        producer: Producer,
+    },
+    /// One sender link per destination of the thread, with its address.
+    Amqp {
+        client: AmqpClient,
+        links: Vec<(String, amqp::Sender)>,
+    },
 }
 
 impl Sender {
@@ -388,6 +439,13 @@ impl Sender {
                 let producer = session.producer(destination).await?;
                 Ok(Sender::OpenWire { client, session, producer })
             }
+            Connection::Amqp(client) => {
+                let mut links = Vec::new();
+                for target in plan.targets(thread) {
+                    links.push((target.amqp.clone(), client.sender(&target.amqp).await?));
+                }
+                Ok(Sender::Amqp { client, links })
+            }
         }
     }
 
@@ -398,7 +456,7 @@ impl Sender {
             Sender::Stomp(client) => {
                 client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
             }
-            Sender::OpenWire { .. } => Ok(()),
+            Sender::OpenWire { .. } | Sender::Amqp { .. } => Ok(()),
         }
     }
 
@@ -425,6 +483,15 @@ impl Sender {
                 let message = plan.message(index);
                 producer.send_with(&target.openwire, &message, mode).await.map(drop)
             }
+            // Always confirmed: the plan waits for every AMQP send.
+            Sender::Amqp { links, .. } => {
+                let link = links
+                    .iter()
+                    .find(|(address, _)| *address == target.amqp)
+                    .map(|(_, link)| link)
+                    .ok_or_else(|| ClientError::protocol("no AMQP sender for the destination"))?;
+                link.send(&plan.amqp_message(index)).await
+            }
         }
     }
 
@@ -433,6 +500,10 @@ impl Sender {
         match self {
             Sender::Stomp(client) => client.commit(id).await,
             Sender::OpenWire { session, .. } => session.commit().await,
+            // Refused before connecting (`amqp_refusal`).
+            Sender::Amqp { .. } => {
+                Err(ClientError::protocol(format!("no transactions over AMQP (commit {id})")))
+            }
         }
     }
 
@@ -440,6 +511,7 @@ impl Sender {
         match self {
             Sender::Stomp(client) => Connection::Stomp(client).close().await,
             Sender::OpenWire { client, .. } => Connection::OpenWire(client).close().await,
+            Sender::Amqp { client, .. } => Connection::Amqp(client).close().await,
         }
     }
 }

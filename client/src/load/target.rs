@@ -14,8 +14,12 @@ pub const DEFAULT_STOMP_PORT: u16 = 61613;
 /// `nio://` URL has none.
 pub const DEFAULT_OPENWIRE_PORT: u16 = 61616;
 
+/// The AMQP port (IANA's, ActiveMQ's and ferromq's), used when an `amqp://` URL has none.
+pub const DEFAULT_AMQP_PORT: u16 = 5672;
+
 /// The advice every refused URL ends with.
-const USE_INSTEAD: &str = "use tcp://host:61616 (OpenWire) or stomp://host:61613 (STOMP)";
+const USE_INSTEAD: &str = "use tcp://host:61616 (OpenWire), stomp://host:61613 (STOMP) or \
+                           amqp://host:5672 (AMQP)";
 
 /// The wire protocol a [`BrokerUrl`] names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,6 +28,9 @@ pub enum WireProtocol {
     OpenWire,
     /// STOMP (`stomp://`, `stomp+nio://`).
     Stomp,
+    /// AMQP 1.0 (`amqp://`, `amqp+nio://`), through [`crate::amqp`]: no transactions, every
+    /// send confirmed.
+    Amqp,
 }
 
 impl WireProtocol {
@@ -32,6 +39,16 @@ impl WireProtocol {
         match self {
             WireProtocol::OpenWire => DEFAULT_OPENWIRE_PORT,
             WireProtocol::Stomp => DEFAULT_STOMP_PORT,
+            WireProtocol::Amqp => DEFAULT_AMQP_PORT,
+        }
+    }
+
+    /// The URL scheme ferromq writes for it.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            WireProtocol::OpenWire => "tcp",
+            WireProtocol::Stomp => "stomp",
+            WireProtocol::Amqp => "amqp",
         }
     }
 }
@@ -39,10 +56,10 @@ impl WireProtocol {
 /// A broker to connect to, parsed from an ActiveMQ-style URL such as
 /// `tcp://localhost:61616` or `stomp://127.0.0.1:61613`.
 ///
-/// `tcp://` and `nio://` are OpenWire, `stomp://` and `stomp+nio://` STOMP (the `nio` forms
-/// are the same protocol on the wire; they name a server-side transport). Everything else an
-/// ActiveMQ user may type is refused with the reason: `failover:(...)`, TLS, AMQP, MQTT,
-/// `vm://`. URL options (`?name=value`) are refused too, since the client implements none of
+/// `tcp://` and `nio://` are OpenWire, `stomp://` and `stomp+nio://` STOMP, `amqp://` and
+/// `amqp+nio://` AMQP 1.0 (the `nio` forms are the same protocol on the wire; they name a
+/// server-side transport). Everything else an ActiveMQ user may type is refused with the
+/// reason: `failover:(...)`, TLS, MQTT, `vm://`. URL options (`?name=value`) are refused too, since the client implements none of
 /// them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerUrl {
@@ -156,12 +173,9 @@ fn check_scheme(scheme: &str) -> Result<WireProtocol, String> {
         "stomp+ssl" | "stomp+nio+ssl" => {
             Err(format!("STOMP over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
-        "amqp" | "amqp+ssl" | "amqp+nio" | "amqp+nio+ssl" | "amqps" => {
-            // client::amqp sends and receives, but has no transactions or acknowledgement
-            // modes, which these tools' options need.
-            Err(format!(
-                "AMQP is not implemented in ferromq's producer and consumer yet; {USE_INSTEAD}"
-            ))
+        "amqp" | "amqp+nio" => Ok(WireProtocol::Amqp),
+        "amqp+ssl" | "amqp+nio+ssl" | "amqps" => {
+            Err(format!("AMQP over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
         "mqtt" | "mqtt+ssl" | "mqtt+nio" | "mqtt+nio+ssl" => {
             Err(format!("MQTT is not implemented in ferromq's client yet; {USE_INSTEAD}"))
@@ -173,7 +187,8 @@ fn check_scheme(scheme: &str) -> Result<WireProtocol, String> {
             "vm:// names a broker inside the same process; this needs a network URL, {USE_INSTEAD}"
         )),
         other => Err(format!(
-            "unknown scheme `{other}`; ferromq's client speaks OpenWire and STOMP: {USE_INSTEAD}"
+            "unknown scheme `{other}`; ferromq's client speaks OpenWire, STOMP and AMQP: \
+             {USE_INSTEAD}"
         )),
     }
 }
@@ -263,6 +278,12 @@ impl DestinationName {
             DestinationKind::Queue => protocol::openwire::Destination::queue(self.name.as_str()),
             DestinationKind::Topic => protocol::openwire::Destination::topic(self.name.as_str()),
         }
+    }
+
+    /// The AMQP address: `queue://NAME` or `topic://NAME`, ActiveMQ's and ferromq's
+    /// spelling of an address with its kind.
+    pub fn amqp_address(&self) -> String {
+        self.to_string()
     }
 
     /// The STOMP `destination` header: `/queue/NAME` or `/topic/NAME`.
@@ -390,7 +411,10 @@ mod tests {
         let error = url_error("failover:(tcp://a:61616,tcp://b:61616)?randomize=false");
         assert!(error.contains("failover: URLs are not implemented"), "{error}");
         assert!(url_error("stomp+ssl://h:61612").contains("TLS"));
-        assert!(url_error("amqp://h:5672").contains("AMQP is not implemented"));
+        assert!(url_error("amqps://h:5671").contains("AMQP over TLS is not implemented"));
+        let amqp = url("amqp://127.0.0.1");
+        assert_eq!((amqp.protocol(), amqp.port()), (WireProtocol::Amqp, DEFAULT_AMQP_PORT));
+        assert_eq!(url("AMQP+NIO://h:1").protocol(), WireProtocol::Amqp);
         assert!(url_error("mqtt://h:1883").contains("MQTT is not implemented"));
         assert!(url_error("vm://localhost").contains("same process"));
         assert!(url_error("http://h:80").contains("unknown scheme `http`"));

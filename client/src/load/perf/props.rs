@@ -346,6 +346,8 @@ struct Builder {
     warnings: Vec<String>,
     /// `factory.*` bean properties ferromq does not implement, named in one warning.
     ignored_factory: Vec<String>,
+    /// Where each key was last given, to name it in errors found when checking together.
+    origins: Vec<(String, String)>,
 }
 
 /// `sysTest` keys the plugin has that change nothing here (the SPI class picks the JMS
@@ -401,12 +403,15 @@ impl Builder {
             recv_duration: None,
             warnings: Vec::new(),
             ignored_factory: Vec::new(),
+            origins: Vec::new(),
         }
     }
 
     fn build(mut self, entries: Vec<Entry>) -> Result<PerfSettings, PropsError> {
         for entry in &entries {
             self.apply(entry)?;
+            self.origins.retain(|(key, _)| *key != entry.key);
+            self.origins.push((entry.key.clone(), entry.origin.clone()));
             match self.settings.given.iter_mut().find(|(key, _)| *key == entry.key) {
                 Some((_, value)) => value.clone_from(&entry.value),
                 None => self.settings.given.push((entry.key.clone(), entry.value.clone())),
@@ -619,6 +624,36 @@ impl Builder {
                         millis(up),
                         millis(down),
                         millis(sampled)
+                    ),
+                });
+            }
+        }
+        if s.broker.protocol() == WireProtocol::Amqp {
+            // What ferromq's AMQP client cannot do, by the key that asks for it.
+            let role = match self.role {
+                PerfRole::Producer => "producer",
+                PerfRole::Consumer => "consumer",
+            };
+            let refused = [
+                (s.ack_mode == SessAckMode::Transacted, "sessAckMode", "transactions"),
+                (s.sess_transacted, "sessTransacted", "transactions"),
+                (s.durable, "durable", "durable subscriptions"),
+                (s.selector.is_some(), "messageSelector", "selectors"),
+            ];
+            if let Some((_, name, what)) = refused.iter().find(|(asked, _, _)| *asked) {
+                let key = format!("{role}.{name}");
+                let origin = self
+                    .origins
+                    .iter()
+                    .find(|(given, _)| *given == key)
+                    .map_or_else(|| "properties".to_owned(), |(_, origin)| origin.clone());
+                return Err(PropsError::Unsupported {
+                    origin,
+                    key,
+                    why: format!(
+                        "over AMQP ({}): ferromq's AMQP client has no {what}; remove the key \
+                         or use OpenWire (tcp://) or STOMP (stomp://)",
+                        s.broker
                     ),
                 });
             }

@@ -180,8 +180,8 @@ fn bad_values_name_key_and_value() {
         &[],
     );
     assert!(message.contains("failover: URLs are not implemented"), "{message}");
-    let message = error(PerfRole::Producer, "factory.brokerURL=amqp://h:5672\n", &[]);
-    assert!(message.contains("AMQP is not implemented"), "{message}");
+    let message = error(PerfRole::Producer, "factory.brokerURL=amqps://h:5671\n", &[]);
+    assert!(message.contains("AMQP over TLS is not implemented"), "{message}");
     let message = error(
         PerfRole::Producer,
         &format!("{SEED_PRODUCER}sampler.rampUpTime=200000\nsampler.rampDownTime=200000\n"),
@@ -274,4 +274,29 @@ fn durable_consumers_need_a_topic() {
     )
     .expect("durable topic");
     assert_eq!(s.dest_name, DestinationName::topic("PRICES"));
+}
+
+#[test]
+fn amqp_runs_refuse_what_the_amqp_client_lacks_by_key() {
+    let url = "factory.brokerURL=amqp://127.0.0.1:5672".to_owned();
+    let producer =
+        PerfSettings::parse(PerfRole::Producer, None, std::slice::from_ref(&url)).expect("amqp");
+    assert_eq!(producer.protocol(), WireProtocol::Amqp);
+    let file = "factory.brokerURL=amqp://h\nproducer.sessTransacted=true\n";
+    let error = PerfSettings::parse(PerfRole::Producer, Some(("p.properties", file)), &[])
+        .expect_err("transacted over AMQP")
+        .to_string();
+    assert!(error.starts_with("p.properties:2: `producer.sessTransacted`"), "{error}");
+    assert!(error.contains("no transactions"), "{error}");
+    let error = PerfSettings::parse(
+        PerfRole::Consumer,
+        None,
+        &[url.clone(), "consumer.sessAckMode=transacted".into()],
+    )
+    .expect_err("transacted ack mode over AMQP")
+    .to_string();
+    assert!(error.contains("`consumer.sessAckMode`"), "{error}");
+    // clientAck maps onto accept: allowed.
+    PerfSettings::parse(PerfRole::Consumer, None, &[url, "consumer.sessAckMode=clientAck".into()])
+        .expect("clientAck over AMQP");
 }
