@@ -3,9 +3,17 @@
 //! and the run's length changed): what an ActiveMQ user running
 //! `mvn activemq-perf:producer` / `activemq-perf:consumer` sees.
 //!
+//! The credentials test runs against Apache ActiveMQ with its authentication plugin
+//! ([`activemq::ActiveMq`], the `tests` crate's launcher, included by path): ferromq has no
+//! authentication yet. It is skipped when Debian's package is missing, unless
+//! `FERROMQ_REQUIRE_ACTIVEMQ` is set.
+//!
 //! Every spawned process is wrapped in [`Process`] (from `common/`), killed when the test
 //! ends; its output goes to files in the test's temporary directory.
 
+#[allow(dead_code)]
+#[path = "../../tests/src/activemq.rs"]
+mod activemq;
 mod common;
 
 use std::path::Path;
@@ -261,11 +269,120 @@ fn bad_properties_are_refused_by_name() {
         REFUSE_TIMEOUT,
     );
     assert!(stderr.contains("`factory.brokerURL` is required"), "{stderr}");
+    // Transactions over AMQP are refused by key, before connecting.
     let stderr = refused_start(
         dir.path(),
         "amqp",
-        &["perf", "consumer", "--broker-url", "tcp://127.0.0.1:1", "--protocol", "amqp"],
+        &[
+            "perf",
+            "producer",
+            "--broker-url",
+            "tcp://127.0.0.1:1",
+            "--protocol",
+            "amqp",
+            "producer.sessTransacted=true",
+        ],
         REFUSE_TIMEOUT,
     );
-    assert!(stderr.contains("AMQP is not implemented"), "{stderr}");
+    assert!(stderr.contains("`producer.sessTransacted` is not implemented"), "{stderr}");
+    assert!(stderr.contains("over AMQP (amqp://127.0.0.1:1)"), "{stderr}");
+}
+
+#[test]
+fn counted_amqp_runs_receive_exactly_what_was_sent() {
+    let dir = temp_dir();
+    let port = free_port();
+    let url = format!("amqp://127.0.0.1:{port}");
+    let data = dir.path().join("data");
+    let args = [
+        "start",
+        "--connector",
+        &url,
+        "--data-dir",
+        path_str(&data),
+        "--admin-bind",
+        "127.0.0.1:0",
+    ];
+    let mut broker = Process::start(dir.path(), "broker", &args);
+    broker.wait_accepting(loopback(port));
+    // Seed 000's files over AMQP: the URL's scheme is the only change, and the consumer
+    // acknowledges with clientAck (an accept per message over AMQP).
+    let (producer_file, consumer_file) = seed_files(dir.path(), &url);
+    let mut consumer = Process::start(
+        dir.path(),
+        "consumer",
+        &[
+            "perf",
+            "consumer",
+            "--props",
+            &consumer_file,
+            "sysTest.numClients=2",
+            "consumer.recvType=count",
+            "consumer.recvCount=300",
+            "consumer.sessAckMode=clientAck",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let mut producer = Process::start(
+        dir.path(),
+        "producer",
+        &[
+            "perf",
+            "producer",
+            "--props",
+            &producer_file,
+            "sysTest.numClients=3",
+            "producer.sendType=count",
+            "producer.sendCount=200",
+        ],
+    );
+    let produced = producer.succeed(RUN_TIMEOUT);
+    let consumed = consumer.succeed(RUN_TIMEOUT);
+    assert!(produced.contains(&format!("against {url}")), "{produced}");
+    assert_eq!(total(&produced), 600, "{produced}");
+    assert_eq!(total(&consumed), 600, "{consumed}");
+    // Every AMQP send waits for the broker's accepted.
+    assert!(produced.contains("Latency (600 messages): send latency p50"), "{produced}");
+    assert!(consumed.contains("end-to-end latency p50"), "{consumed}");
+}
+
+/// Wrong credentials against Apache ActiveMQ with its simpleAuthenticationPlugin: the
+/// broker's SecurityException in a clear message and a non-zero exit; the right ones run.
+#[test]
+fn wrong_credentials_are_a_clear_error_against_apache_activemq() {
+    let Some(activemq) =
+        activemq::ActiveMq::start_with_user("perf", "s3cret").expect("starting Apache ActiveMQ")
+    else {
+        return;
+    };
+    let dir = temp_dir();
+    let url = activemq.url();
+    let (producer_file, _) = seed_files(dir.path(), &url);
+    let run = |user: &str, password: &str| {
+        vec![
+            "perf".to_owned(),
+            "producer".to_owned(),
+            "--props".to_owned(),
+            producer_file.clone(),
+            "sysTest.numClients=2".to_owned(),
+            "producer.sendType=count".to_owned(),
+            "producer.sendCount=10".to_owned(),
+            format!("factory.userName={user}"),
+            format!("factory.password={password}"),
+        ]
+    };
+    for (name, user, password) in [("wrong-password", "perf", "wrong"), ("no-user", "", "")] {
+        let args = run(user, password);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = refused_start(dir.path(), name, &args, RUN_TIMEOUT);
+        assert!(stderr.contains(&format!("cannot connect to {url}")), "{name}: {stderr}");
+        // ActiveMQ 5.17's words: "User name [perf] or password is invalid."
+        assert!(stderr.contains("SecurityException"), "{name}: {stderr}");
+        assert!(stderr.contains("check the user name and password"), "{name}: {stderr}");
+    }
+    let args = run("perf", "s3cret");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut producer = Process::start(dir.path(), "right", &args);
+    let produced = producer.succeed(RUN_TIMEOUT);
+    assert_eq!(total(&produced), 20, "{produced}\n{}", activemq.log());
 }

@@ -11,7 +11,9 @@
 //!      -jar /usr/share/activemq/bin/activemq.jar start xbean:file:DIR/conf/activemq.xml
 //! ```
 //!
-//! in its own process group, so that dropping it kills everything it started. It starts in
+//! in its own process group, so that dropping it kills everything it started.
+//! [`ActiveMq::start_with_user`] adds ActiveMQ's `simpleAuthenticationPlugin` with one user
+//! (no anonymous access), for the tests of wrong credentials. It starts in
 //! about two seconds here; [`ActiveMq::restart`] stops it (SIGTERM, a clean shutdown) and
 //! starts it again on the same port and data. When the package is missing, [`ActiveMq::start`] returns `None`
 //! with a printed reason, unless `FERROMQ_REQUIRE_ACTIVEMQ` is set (as `scripts/test` does),
@@ -38,6 +40,20 @@ const CONFIGURATION: [(&str, &str); 2] = [
     ("log4j.properties", include_str!("../activemq/log4j.properties")),
 ];
 
+/// What [`ActiveMq::start_with_user`] adds to `activemq.xml`: one user, anonymous access
+/// refused, every authenticated user allowed everything (no authorization plugin). The user
+/// and password come as system properties, so no value needs XML escaping; ActiveMQ's
+/// schema takes the broker's child elements in any order.
+const AUTHENTICATION: &str = r#"    <plugins>
+      <simpleAuthenticationPlugin anonymousAccessAllowed="false">
+        <users>
+          <authenticationUser username="${ferromq.auth.user}"
+                              password="${ferromq.auth.password}" groups="users"/>
+        </users>
+      </simpleAuthenticationPlugin>
+    </plugins>
+  </broker>"#;
+
 /// Set to make a missing ActiveMQ a failure instead of a skip.
 pub const REQUIRE_ACTIVEMQ: &str = "FERROMQ_REQUIRE_ACTIVEMQ";
 
@@ -46,6 +62,8 @@ pub struct ActiveMq {
     child: Option<Child>,
     port: u16,
     persistent: bool,
+    /// The one user and password allowed, with the authentication plugin.
+    user: Option<(String, String)>,
     dir: tempfile::TempDir,
     started_in: Duration,
 }
@@ -64,7 +82,20 @@ impl ActiveMq {
         ActiveMq::start_with(true)
     }
 
+    /// [`ActiveMq::start`] with ActiveMQ's `simpleAuthenticationPlugin`: only `user` with
+    /// `password` may connect (anything else gets a `java.lang.SecurityException`).
+    pub fn start_with_user(user: &str, password: &str) -> anyhow::Result<Option<ActiveMq>> {
+        ActiveMq::start_configured(false, Some((user.to_owned(), password.to_owned())))
+    }
+
     fn start_with(persistent: bool) -> anyhow::Result<Option<ActiveMq>> {
+        ActiveMq::start_configured(persistent, None)
+    }
+
+    fn start_configured(
+        persistent: bool,
+        user: Option<(String, String)>,
+    ) -> anyhow::Result<Option<ActiveMq>> {
         if !jar().exists() {
             if std::env::var_os(REQUIRE_ACTIVEMQ).is_some() {
                 bail!(
@@ -85,6 +116,10 @@ impl ActiveMq {
         std::fs::create_dir_all(&conf)?;
         std::fs::create_dir_all(dir.path().join("data"))?;
         for (file, contents) in CONFIGURATION {
+            let contents = match (&user, file) {
+                (Some(_), "activemq.xml") => contents.replacen("  </broker>", AUTHENTICATION, 1),
+                _ => contents.to_owned(),
+            };
             std::fs::write(conf.join(file), contents)
                 .with_context(|| format!("writing {}", conf.join(file).display()))?;
         }
@@ -92,6 +127,7 @@ impl ActiveMq {
             child: None,
             port: free_port()?,
             persistent,
+            user,
             dir,
             started_in: Duration::ZERO,
         };
@@ -111,7 +147,13 @@ impl ActiveMq {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(dir.join("broker.log"))?;
         let started = Instant::now();
-        let child = Command::new("java")
+        let mut command = Command::new("java");
+        if let Some((user, password)) = &self.user {
+            command
+                .arg(format!("-Dferromq.auth.user={user}"))
+                .arg(format!("-Dferromq.auth.password={password}"));
+        }
+        let child = command
             .arg("-Xmx256M")
             .arg(format!("-Dactivemq.home={ACTIVEMQ_HOME}"))
             .arg(format!("-Dactivemq.base={}", dir.display()))
