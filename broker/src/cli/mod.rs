@@ -28,8 +28,9 @@ const DEFAULT_BROKER_URL: &str = "tcp://localhost:61616";
 #[derive(Debug, clap::Args)]
 pub struct CommonArgs {
     /// The broker: tcp://HOST:PORT or nio://HOST:PORT for OpenWire (default port 61616),
-    /// stomp://HOST:PORT for STOMP (default port 61613). failover:, TLS, AMQP and MQTT URLs
-    /// are refused with the reason.
+    /// stomp://HOST:PORT for STOMP (default port 61613), amqp://HOST:PORT for AMQP 1.0
+    /// (default port 5672; no transactions or durable subscriptions). failover:,
+    /// TLS and MQTT URLs are refused with the reason.
     #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
     broker_url: String,
     /// The user name.
