@@ -1,9 +1,13 @@
 //! The sled engine: one default tree.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::{Engine, EngineIter, WriteBatch};
 use crate::error::LsmError;
+
+/// How long an open waits for the lock of a sled instance that is shutting down.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// sled 0.34 over the store's directory.
 #[derive(Debug)]
@@ -16,8 +20,24 @@ impl SledEngine {
         // sled's own background flush (every 500 ms) stays on: sled keeps writes in its own
         // buffers until a flush, so under the `never` and `periodic` policies it is what
         // bounds the loss window. Under `always` the writer flushes every batch itself.
-        let db = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open()?;
-        Ok(SledEngine { db })
+        let config = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput);
+        // sled's background I/O threads may still hold the previous instance's file (and
+        // its lock) for a moment after that instance was dropped, so a reopen in the same
+        // process (a restart of the embedded store, the tests) retries for a while. Two
+        // brokers never race here: the broker locks its data directory first.
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match config.open() {
+                Ok(db) => return Ok(SledEngine { db }),
+                Err(sled::Error::Io(e))
+                    if e.to_string().contains("could not acquire lock")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 }
 
