@@ -303,13 +303,31 @@ fn assert_no_violations(ledger: &Mutex<Ledger>, seed: u64, round: u64, stderr: &
 
 #[test]
 fn kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds(CRASH_CONFIG);
+}
+
+/// The same rounds on the LSM store, sled engine.
+#[test]
+fn lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds("[store]\nkind = \"lsm\"\nengine = \"sled\"\n");
+}
+
+/// The same rounds on the LSM store, RocksDB engine.
+#[test]
+fn lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds("[store]\nkind = \"lsm\"\nengine = \"rocksdb\"\n");
+}
+
+/// Rounds of kill -9 under traffic on one data directory, the store configured by
+/// `store_config` (a TOML `[store]` section).
+fn kill_9_rounds(store_config: &str) {
     let seed = seed();
     eprintln!("crash test seed {seed} (replay with FERROMQ_CRASH_SEED={seed})");
     let mut rng = Rng(seed);
     let dir = temp_dir();
     let data = dir.path().join("data");
     let config = dir.path().join("crash.toml");
-    std::fs::write(&config, CRASH_CONFIG).expect("write the configuration");
+    std::fs::write(&config, store_config).expect("write the configuration");
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let counters = Arc::new(Counters { next_id: AtomicU64::new(1) });
     let started = Instant::now();

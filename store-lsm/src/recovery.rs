@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use store::{record, Failpoints, StoreError, TxnId};
 
-use crate::engine::{Engine, WriteBatch};
+use crate::engine::{Engine, KeyValue, WriteBatch};
 use crate::error::LsmError;
 use crate::keys::{self, TxnRecord};
 use crate::state::{State, Txn};
@@ -34,7 +34,7 @@ fn scan<'a>(
     engine: &'a dyn Engine,
     failpoints: &Failpoints,
     prefix: u8,
-) -> Result<impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), LsmError>> + 'a, StoreError> {
+) -> Result<impl Iterator<Item = Result<KeyValue, LsmError>> + 'a, StoreError> {
     failpoints.check(FAILPOINT_READ)?;
     let (start, end) = keys::keyspace(prefix);
     Ok(engine.range(&start, &end))

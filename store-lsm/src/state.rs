@@ -19,7 +19,7 @@ use store::{
     SubscriptionKey, TxnId, TxnState,
 };
 
-use crate::engine::Engine;
+use crate::engine::{Engine, KeyValue};
 use crate::error::LsmError;
 use crate::keys::{self, TxnRecord};
 use crate::view::{self, Merge, Overlay, UnitWrites};
@@ -169,7 +169,7 @@ impl<'a> Builder<'a> {
 
     /// Every live key in `start..end` through the three layers, collected (the caller
     /// writes to the same keys next).
-    fn scan(&self, start: &[u8], end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, store::StoreError> {
+    fn scan(&self, start: &[u8], end: &[u8]) -> Result<Vec<KeyValue>, store::StoreError> {
         self.failpoints.check(FAILPOINT_READ)?;
         let merged = Merge::new(
             view::unit_range(&self.writes, start, end),

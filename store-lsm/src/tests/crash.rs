@@ -66,7 +66,7 @@ fn crash_child() {
                         return;
                     }
                     ledger(format!("added {t} {id}"));
-                    if i > 2 && i % 2 == 0 {
+                    if i > 2 && i.is_multiple_of(2) {
                         let victim = id - 2;
                         ledger(format!("ack-submit {t} {victim}"));
                         if submit(store.as_ref(), vec![ack_id(&q, victim)]).is_err() {
