@@ -9,6 +9,9 @@
 //!   confirmed ever comes back, nothing that was never sent appears, and a message delivered
 //!   twice is marked `redelivered:true` the second time. Unconfirmed sends may or may not
 //!   survive, and so may messages whose ack was not confirmed.
+//!   The same rounds run on the LSM store, on each engine
+//!   ([`lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
+//!   [`lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]).
 //! - [`second_broker_on_the_same_data_dir_refuses_and_the_first_is_unharmed`].
 //! - [`journal_is_the_default_and_survives_a_clean_restart`].
 //!
