@@ -1,5 +1,6 @@
 //! The sled engine: one default tree.
 
+use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,8 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct SledEngine {
     db: sled::Db,
+    /// sled's data file, opened again only to `fdatasync` it (see [`Engine::sync`]).
+    data_file: File,
 }
 
 impl SledEngine {
@@ -28,7 +31,16 @@ impl SledEngine {
         let deadline = Instant::now() + LOCK_WAIT;
         loop {
             match config.open() {
-                Ok(db) => return Ok(SledEngine { db }),
+                Ok(db) => {
+                    let path = dir.join("db");
+                    let data_file = File::open(&path).map_err(|e| {
+                        LsmError::Sled(sled::Error::Io(std::io::Error::new(
+                            e.kind(),
+                            format!("opening {} to sync it: {e}", path.display()),
+                        )))
+                    })?;
+                    return Ok(SledEngine { db, data_file });
+                }
                 Err(sled::Error::Io(e))
                     if e.to_string().contains("could not acquire lock")
                         && Instant::now() < deadline =>
@@ -71,6 +83,11 @@ impl Engine for SledEngine {
 
     fn sync(&self) -> Result<(), LsmError> {
         self.db.flush()?;
+        // sled 0.34's flush ends in `sync_file_range` on Linux, which neither flushes the
+        // drive's write cache nor the file's metadata: not durable across a power loss
+        // (it measured 7,700 "syncs"/s on a disk that does 215 fdatasyncs/s). An
+        // `fdatasync` of the same file through our own descriptor makes it durable.
+        self.data_file.sync_data().map_err(sled::Error::Io)?;
         Ok(())
     }
 }
