@@ -53,7 +53,9 @@
 //! log makes each write batch atomic after a crash, so a unit (always inside one batch) is
 //! there whole or not at all. The scan reads 14-byte keys and 4-byte values per pending
 //! reference, never a body; `recovery_of_many_references_is_a_key_scan` (ignored, run it in
-//! release) measures it for 1,000,000 pending messages.
+//! release) measures it: 1,000,000 pending 100-byte messages on one queue reopened in 3.1 s
+//! on RocksDB and 60 s on sled (2 shared cores; sled's own open, which replays its log
+//! since its last snapshot, was not separated from the key scan).
 //!
 //! ## Failures
 //!
