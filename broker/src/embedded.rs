@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conf::{Config, Scheme, StoreKind, SyncMode};
+use conf::{Config, LsmEngine, Scheme, StoreKind, SyncMode};
 use protocol::stomp::Limits;
 use store::{Destination, MemoryStore, MessageStore, StoreError, SyncPolicy};
 use store_journal::{JournalOptions, JournalStore};
+use store_lsm::{EngineKind, LsmOptions, LsmStore};
 use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -80,7 +81,7 @@ impl BrokerBuilder {
         let config = self.config;
         config.validate()?;
         // A store on disk always locks its directory: two brokers must never write one journal.
-        let on_disk = self.store.is_none() && config.store.kind == StoreKind::Journal;
+        let on_disk = self.store.is_none() && config.store.kind != StoreKind::Memory;
         let lock = if self.lock_data_dir || on_disk {
             Some(DataDirLock::acquire(&config.broker.data_dir)?)
         } else {
@@ -194,11 +195,7 @@ async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerErro
             let dir = config.broker.data_dir.join("journal");
             let options = JournalOptions {
                 segment_size: settings.segment_size,
-                sync: match settings.sync {
-                    SyncMode::Always => SyncPolicy::Always,
-                    SyncMode::Periodic => SyncPolicy::Periodic(settings.sync_interval),
-                    SyncMode::Never => SyncPolicy::Never,
-                },
+                sync: sync_policy(settings),
                 checkpoint_bytes: settings.checkpoint_bytes,
                 checkpoint_interval: settings.checkpoint_interval,
                 compaction_threshold: settings.compaction_threshold,
@@ -216,7 +213,36 @@ async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerErro
                 })??;
             Arc::new(opened)
         }
+        StoreKind::Lsm => {
+            let dir = config.broker.data_dir.join("lsm");
+            let options = LsmOptions {
+                engine: match settings.engine {
+                    LsmEngine::Rocksdb => EngineKind::RocksDb,
+                    LsmEngine::Sled => EngineKind::Sled,
+                },
+                sync: sync_policy(settings),
+                max_size: settings.max_size,
+                ..LsmOptions::default()
+            };
+            // Recovery scans the engine's keys: keep it off the async worker threads.
+            let opened = tokio::task::spawn_blocking(move || LsmStore::open(&dir, options))
+                .await
+                .map_err(|error| {
+                    BrokerError::Store(StoreError::Invalid {
+                        reason: format!("opening the LSM store panicked: {error}"),
+                    })
+                })??;
+            Arc::new(opened)
+        }
     })
+}
+
+fn sync_policy(settings: &conf::StoreConfig) -> SyncPolicy {
+    match settings.sync {
+        SyncMode::Always => SyncPolicy::Always,
+        SyncMode::Periodic => SyncPolicy::Periodic(settings.sync_interval),
+        SyncMode::Never => SyncPolicy::Never,
+    }
 }
 
 /// A running broker. Dropping it stops the broker too, without waiting.

@@ -9,6 +9,9 @@
 //!   confirmed ever comes back, nothing that was never sent appears, and a message delivered
 //!   twice is marked `redelivered:true` the second time. Unconfirmed sends may or may not
 //!   survive, and so may messages whose ack was not confirmed.
+//!   The same rounds run on the LSM store, on each engine
+//!   ([`lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
+//!   [`lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]).
 //! - [`second_broker_on_the_same_data_dir_refuses_and_the_first_is_unharmed`].
 //! - [`journal_is_the_default_and_survives_a_clean_restart`].
 //!
@@ -303,13 +306,31 @@ fn assert_no_violations(ledger: &Mutex<Ledger>, seed: u64, round: u64, stderr: &
 
 #[test]
 fn kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds(CRASH_CONFIG);
+}
+
+/// The same rounds on the LSM store, sled engine.
+#[test]
+fn lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds("[store]\nkind = \"lsm\"\nengine = \"sled\"\n");
+}
+
+/// The same rounds on the LSM store, RocksDB engine.
+#[test]
+fn lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds("[store]\nkind = \"lsm\"\nengine = \"rocksdb\"\n");
+}
+
+/// Rounds of kill -9 under traffic on one data directory, the store configured by
+/// `store_config` (a TOML `[store]` section).
+fn kill_9_rounds(store_config: &str) {
     let seed = seed();
     eprintln!("crash test seed {seed} (replay with FERROMQ_CRASH_SEED={seed})");
     let mut rng = Rng(seed);
     let dir = temp_dir();
     let data = dir.path().join("data");
     let config = dir.path().join("crash.toml");
-    std::fs::write(&config, CRASH_CONFIG).expect("write the configuration");
+    std::fs::write(&config, store_config).expect("write the configuration");
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let counters = Arc::new(Counters { next_id: AtomicU64::new(1) });
     let started = Instant::now();

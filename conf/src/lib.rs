@@ -91,8 +91,8 @@ pub use crate::policy::{
     SubscriptionRecovery,
 };
 pub use crate::sections::{
-    BrokerConfig, DestinationDefaults, StoreConfig, StoreKind, SyncMode, TransportConfig,
-    VirtualTopicConfig,
+    BrokerConfig, DestinationDefaults, LsmEngine, StoreConfig, StoreKind, SyncMode,
+    TransportConfig, VirtualTopicConfig,
 };
 pub use crate::uri::{ConnectorOptions, ConnectorUri, Scheme, UriError};
 pub use crate::validate::{HEART_BEAT_GRACE_RANGE, MAX_DURATION};

@@ -168,6 +168,8 @@ pub struct StoreConfig {
     /// Journal: refuse to start when a record in the middle of a data file is corrupt,
     /// instead of starting with everything before it. Default false.
     pub refuse_on_corruption: bool,
+    /// LSM: the engine under `<data_dir>/lsm`. Default [`LsmEngine::Rocksdb`].
+    pub engine: LsmEngine,
 }
 
 impl Default for StoreConfig {
@@ -182,11 +184,23 @@ impl Default for StoreConfig {
             checkpoint_interval: Duration::from_millis(5000),
             compaction_threshold: 0.5,
             refuse_on_corruption: false,
+            engine: LsmEngine::Rocksdb,
         }
     }
 }
 
-/// The store implementation; TOML `kind = "journal"` or `"memory"`.
+/// The LSM store's engine; TOML `engine = "rocksdb"` or `"sled"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LsmEngine {
+    /// RocksDB (the system's librocksdb), as LevelDB over JNI in ActiveMQ.
+    #[default]
+    Rocksdb,
+    /// sled, pure Rust, as LevelDB in Java.
+    Sled,
+}
+
+/// The store implementation; TOML `kind = "journal"`, `"memory"` or `"lsm"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StoreKind {
     /// The journal store under `<data_dir>/journal`: append-only data files, group commit.
@@ -194,20 +208,23 @@ pub enum StoreKind {
     Journal,
     /// Messages live in memory and are lost when the broker stops.
     Memory,
+    /// The LSM store under `<data_dir>/lsm`, on [`StoreConfig::engine`].
+    Lsm,
 }
 
 impl StoreKind {
     /// Stores that exist today, by their TOML name.
     const AVAILABLE: &'static [(&'static str, StoreKind)] =
-        &[("journal", StoreKind::Journal), ("memory", StoreKind::Memory)];
+        &[("journal", StoreKind::Journal), ("memory", StoreKind::Memory), ("lsm", StoreKind::Lsm)];
     /// Stores ferromq plans (see DESIGN.md); refused with a reason that says so, not as unknown.
-    const PLANNED: &'static [&'static str] = &["lsm", "jdbc"];
+    const PLANNED: &'static [&'static str] = &["jdbc"];
 
     /// The name used in the configuration file.
     pub fn as_str(self) -> &'static str {
         match self {
             StoreKind::Journal => "journal",
             StoreKind::Memory => "memory",
+            StoreKind::Lsm => "lsm",
         }
     }
 
