@@ -8,10 +8,15 @@
 //!   broker (`FERROMQ_BENCH_PEER=host:port`, for example Apache ActiveMQ's STOMP connector),
 //!   alternating runs and reporting the ratio.
 //!
+//! - `benches/paging.rs` and `benches/connections.rs`: the `ferromq` binary as its own
+//!   process ([`process::FerromqProcess`]), so that its resident memory is the broker's alone.
+//!
 //! Each scenario runs on the journal store and (persistent ones) on the memory store. The
 //! store comparisons of the seeds grow as the LSM and SQL stores arrive.
 
 use std::time::Duration;
+
+pub mod process;
 
 /// Sorted latency samples and their percentiles.
 pub struct Latencies(Vec<Duration>);
