@@ -59,7 +59,7 @@ fn main() -> anyhow::Result<()> {
             let at_start = broker.status_kb("VmRSS:");
             let every = (messages / PROGRESS_LINES).max(1);
             let progress = |phase: &str, done: u64| {
-                if done % every == 0 {
+                if done.is_multiple_of(every) {
                     println!(
                         "{phase} {done:>9}: broker RSS {:>6.1} MiB, peak {:>6.1} MiB",
                         mib(broker.status_kb("VmRSS:")),
@@ -74,7 +74,7 @@ fn main() -> anyhow::Result<()> {
             for sequence in 1..=messages {
                 let text = sequence.to_string();
                 let headers = [("persistent", "true"), ("x-sequence", text.as_str())];
-                if sequence % PACE == 0 || sequence == messages {
+                if sequence.is_multiple_of(PACE) || sequence == messages {
                     producer.send_with_receipt(QUEUE, body.clone(), &headers).await?;
                 } else {
                     producer.send(QUEUE, body.clone(), &headers).await?;
