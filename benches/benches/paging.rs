@@ -53,6 +53,7 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     // The defaults: the journal store, 64 MiB per destination, 1 GiB for the broker.
     let broker = FerromqProcess::start(dir.path(), "")?;
+    println!("ferromq pid {} on {}", broker.pid(), broker.stomp);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (at_start, peak_filling, filled_rss, filled_in, peak_draining, drained_rss, drained_in) =
         runtime.block_on(async {
