@@ -52,8 +52,8 @@
 //! In memory (`index.rs`): per stored queue and priority, an ordered map of id
 //! to packed location (file number, offset) and record size, 16 bytes a reference in chunks
 //! of 512 keyed by their first id (`refs.rs`): 2,000,000 pending messages take about 32 MB.
-//! Snapshots delta-encode the references (about 6 bytes each), so the encoding a checkpoint
-//! holds from the capture to the write is about 12 MB for 2,000,000. Reference
+//! Snapshots delta-encode the references (4 to 6 bytes each), so the encoding a checkpoint
+//! holds from the capture to the write is about 8 MB for 2,000,000. Reference
 //! counts are kept only for bodies referenced by more than one queue. Bodies are read from
 //! the segments (`pread`), never cached. Live bytes per data file (live adds, and every
 //! record of an open transaction) are computed at each checkpoint.
