@@ -27,14 +27,13 @@
 //! and `FERROMQ_BENCH_PEER_PID=pid` for its memory) runs the same scenario against a peer such
 //! as Apache ActiveMQ (`../shared/peers/activemq/start.sh DIR OW STOMP MQTT`), after ferromq.
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
+use benches::process::FerromqProcess;
 use benches::Latencies;
 use bytes::Bytes;
 use client::openwire::{
@@ -119,7 +118,9 @@ fn main() -> anyhow::Result<()> {
     let mut reports = Vec::new();
     {
         let dir = tempfile::tempdir()?;
-        let broker = FerromqProcess::start(dir.path(), connections)?;
+        // Room for every connection of the bench on each connector.
+        let config = format!("[transport]\nmax_connections = {}\n", connections + 100);
+        let broker = FerromqProcess::start(dir.path(), &config)?;
         let target = Target {
             name: "ferromq".to_owned(),
             stomp: broker.stomp,
@@ -471,106 +472,14 @@ async fn probe(
     Ok((Latencies::new(samples), count))
 }
 
-/// A line of `/proc/<pid>/status` (`VmRSS:` and `VmHWM:` in KiB, `Threads:`); 0 without a pid.
+/// A line of `/proc/<pid>/status` of the target (see [`benches::process::status_kb`]); 0
+/// without a pid.
 fn status_kb(pid: Option<u32>, field: &str) -> u64 {
-    let Some(pid) = pid else { return 0 };
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|line| line.starts_with(field))
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0)
+    pid.map_or(0, |pid| benches::process::status_kb(pid, field))
 }
 
 /// The resident memory once the broker has handled what was just opened.
 async fn settled_rss(pid: Option<u32>) -> u64 {
     tokio::time::sleep(Duration::from_secs(1)).await;
     status_kb(pid, "VmRSS:")
-}
-
-/// The `ferromq` binary as its own process, killed on drop.
-struct FerromqProcess {
-    child: Child,
-    stomp: SocketAddr,
-    openwire: SocketAddr,
-}
-
-impl FerromqProcess {
-    fn start(dir: &Path, connections: usize) -> anyhow::Result<FerromqProcess> {
-        let binary = ferromq_binary()?;
-        let config = dir.join("ferromq.toml");
-        // Room for every connection of the bench on each connector.
-        std::fs::write(&config, format!("[transport]\nmax_connections = {}\n", connections + 100))?;
-        let (stomp, openwire) = (free_port()?, free_port()?);
-        let stderr = std::fs::File::create(dir.join("ferromq.stderr"))?;
-        let child = Command::new(&binary)
-            .arg("start")
-            .arg("--config")
-            .arg(&config)
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["--connector", &format!("stomp://{stomp}")])
-            .args(["--connector", &format!("tcp://{openwire}")])
-            .args(["--admin-bind", "127.0.0.1:0"])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("start {}", binary.display()))?;
-        let mut process = FerromqProcess { child, stomp, openwire };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(stomp).is_err()
-            || std::net::TcpStream::connect(openwire).is_err()
-        {
-            if let Some(status) = process.child.try_wait()? {
-                let log = std::fs::read_to_string(dir.join("ferromq.stderr")).unwrap_or_default();
-                bail!("ferromq exited with {status}:\n{log}");
-            }
-            ensure!(Instant::now() < deadline, "ferromq did not start accepting within 20 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(process)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for FerromqProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A port free on loopback now (the broker binds it a moment later).
-fn free_port() -> anyhow::Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
-
-/// The release `ferromq` binary beside this bench's executable, built first (a no-op when it
-/// is up to date): `cargo bench` builds the broker's library, not its binary.
-fn ferromq_binary() -> anyhow::Result<PathBuf> {
-    if let Ok(path) = std::env::var("FERROMQ_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    // <target>/release/deps/connections-<hash>
-    let exe = std::env::current_exe()?;
-    let profile_dir =
-        exe.parent().and_then(Path::parent).context("the bench's target directory")?;
-    let target_dir = profile_dir.parent().context("the target directory")?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "broker", "--bin", "ferromq", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir)
-        .status()
-        .context("run cargo build for the ferromq binary")?;
-    ensure!(status.success(), "cargo build of the ferromq binary failed");
-    Ok(profile_dir.join("ferromq"))
 }

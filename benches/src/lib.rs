@@ -10,10 +10,15 @@
 //! - `benches/s7.rs`: seed 001's S7, per-call latency of confirmed persistent sends and of
 //!   receive-and-acknowledge, over OpenWire and over AMQP 1.0, on the journal store.
 //!
+//! - `benches/paging.rs` and `benches/connections.rs`: the `ferromq` binary as its own
+//!   process ([`process::FerromqProcess`]), so that its resident memory is the broker's alone.
+//!
 //! Each scenario runs on the journal store and (persistent ones) on the memory store. The
 //! store comparisons of the seeds grow as the LSM and SQL stores arrive.
 
 use std::time::Duration;
+
+pub mod process;
 
 /// Sorted latency samples and their percentiles.
 pub struct Latencies(Vec<Duration>);

@@ -9,13 +9,22 @@
 //! synced; the two newest are kept (a damaged newest one falls back to the one before, whose
 //! files reclaiming keeps, see [`crate::compaction`]).
 //!
-//! File format: `FMQSNAP1`, payload length (u64 LE), CRC32C of the payload (u32 LE), payload
+//! File format: `FMQSNAP2`, payload length (u64 LE), CRC32C of the payload (u32 LE), payload
 //! (prost [`SnapshotRecord`]). A snapshot that fails its checksum or does not decode is
 //! ignored (and renamed `*.corrupt`): recovery then uses an older one, or replays everything.
+//!
+//! **References are delta-encoded** (`QueueSnapshot::packed`, format 2): per priority level,
+//! varints of the id's increase, the location's and the size's change, 4 to 6 bytes a
+//! reference instead of format 1's fixed 21 (`QueueSnapshot::entries`, still read). A
+//! checkpoint holds its encoding in memory from the capture to the write, so this is what a
+//! checkpoint of 2,000,000 references costs: ~8 MB, where format 1 took 42 MB plus a second
+//! copy of it for the framing. The encoding is kept as pieces ([`Encoded`]), each queue's
+//! references one piece, written one after the other: never copied into one buffer.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
+use prost::encoding::{decode_varint, encode_key, encode_varint, encoded_len_varint, WireType};
 use prost::Message as _;
 use store::record::{DestinationRecord, QueueKeyRecord, SubscriptionRecord};
 use store::{
@@ -24,10 +33,16 @@ use store::{
 
 use crate::disk::Disk;
 use crate::index::{Index, Txn, TxnOp};
-use crate::refs::{is_pending, loc_file, Slot};
+use crate::refs::{is_pending, loc, loc_file, loc_offset, QueueRefs, Slot, LEVELS};
 use crate::{io_error, FP_CHECKPOINT, FP_DELETE, FP_READ, FP_SYNC};
 
-const MAGIC: &[u8; 8] = b"FMQSNAP1";
+/// Snapshots written now (delta-encoded references).
+const MAGIC: &[u8; 8] = b"FMQSNAP2";
+/// Snapshots of earlier versions (fixed 21-byte references), still read. A version that
+/// knows only this one sets a newer snapshot aside as damaged instead of misreading it.
+const MAGIC_V1: &[u8; 8] = b"FMQSNAP1";
+/// Magic, payload length, CRC32C.
+const HEADER: usize = 20;
 const PREFIX: &str = "index-";
 const SUFFIX: &str = ".snapshot";
 
@@ -81,9 +96,12 @@ pub struct SnapshotRecord {
 pub struct QueueSnapshot {
     #[prost(message, optional, tag = "1")]
     pub key: Option<QueueKeyRecord>,
-    /// (priority u8, id u64, location u64, size u32) LE, 21 bytes each.
+    /// Format 1 (read only): (priority u8, id u64, location u64, size u32) LE, 21 bytes each.
     #[prost(bytes = "vec", tag = "2")]
     pub entries: Vec<u8>,
+    /// Format 2: see [`pack_refs`].
+    #[prost(bytes = "vec", tag = "3")]
+    pub packed: Vec<u8>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -118,21 +136,128 @@ pub struct TxnOpSnapshot {
 
 const ENTRY: usize = 21;
 
+/// A snapshot ready to write: the file's bytes as pieces, in order (the header first).
+pub struct Encoded {
+    pieces: Vec<Vec<u8>>,
+}
+
+impl Encoded {
+    /// The file's size.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(Vec::len).sum()
+    }
+
+    /// The pieces, in file order.
+    pub fn pieces(&self) -> impl Iterator<Item = &[u8]> {
+        self.pieces.iter().map(Vec::as_slice)
+    }
+
+    /// The whole file in one buffer (tests).
+    #[cfg(test)]
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.pieces.concat()
+    }
+}
+
+/// The references of one queue, format 2: for each priority level that has any, highest
+/// first, `varint priority, varint count`, then per reference in id order `varint (id -
+/// previous id)`, `varint zigzag(file - previous file)`, `varint zigzag(offset - previous
+/// end)` (the previous offset plus size: where the record would be if it followed the
+/// previous one), `varint zigzag(size - previous size)`, the previous values starting at 0 on
+/// each level. Ids arrive nearly in order, records lie one after the other and messages are
+/// often alike, so a reference takes 4 to 6 bytes.
+fn pack_refs(refs: &QueueRefs) -> Vec<u8> {
+    // A first guess that rarely needs to grow much: one allocation of about the final size.
+    let mut out = Vec::with_capacity(refs.count() * 5 + 16);
+    for priority in (0..LEVELS as u8).rev() {
+        let level = &refs.levels[usize::from(priority)];
+        let count = level.len();
+        if count == 0 {
+            continue;
+        }
+        encode_varint(u64::from(priority), &mut out);
+        encode_varint(count as u64, &mut out);
+        let (mut id, mut file, mut end, mut size) = (0u64, 0i64, 0i64, 0i64);
+        for slot in level.iter() {
+            let (slot_file, slot_offset, slot_size) = (
+                i64::from(loc_file(slot.loc())),
+                i64::from(loc_offset(slot.loc())),
+                i64::from(slot.size()),
+            );
+            encode_varint(slot.id().wrapping_sub(id), &mut out);
+            encode_varint(zigzag(slot_file - file), &mut out);
+            encode_varint(zigzag(slot_offset - end), &mut out);
+            encode_varint(zigzag(slot_size - size), &mut out);
+            (id, file, end, size) = (slot.id(), slot_file, slot_offset + slot_size, slot_size);
+        }
+    }
+    out
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+/// Reads [`pack_refs`]' encoding into `refs`.
+fn unpack_refs(mut bytes: &[u8], refs: &mut QueueRefs) -> Result<(), StoreError> {
+    let bytes = &mut bytes;
+    let varint = |bytes: &mut &[u8]| {
+        decode_varint(bytes).map_err(|e| corrupt(format!("queue references: {e}")))
+    };
+    while !bytes.is_empty() {
+        let level = varint(bytes)?;
+        let priority = u8::try_from(level)
+            .ok()
+            .filter(|p| usize::from(*p) < LEVELS)
+            .ok_or_else(|| corrupt("priority out of range"))?;
+        let count = varint(bytes)?;
+        let (mut id, mut file, mut end, mut size) = (0u64, 0i64, 0i64, 0i64);
+        for _ in 0..count {
+            id = id.wrapping_add(varint(bytes)?);
+            file = file.wrapping_add(unzigzag(varint(bytes)?));
+            let offset = end.wrapping_add(unzigzag(varint(bytes)?));
+            size = size.wrapping_add(unzigzag(varint(bytes)?));
+            end = offset.wrapping_add(size);
+            let (Ok(slot_file), Ok(slot_offset), Ok(slot_size)) =
+                (u32::try_from(file), u32::try_from(offset), u32::try_from(size))
+            else {
+                return Err(corrupt("reference location or size out of range"));
+            };
+            let slot = Slot { id, loc: loc(slot_file, slot_offset), size: slot_size };
+            if is_pending(slot.loc()) {
+                return Err(corrupt("reference without a location"));
+            }
+            refs.insert(priority, slot);
+        }
+    }
+    Ok(())
+}
+
+/// Appends the key and length of a length-delimited field of a prost message.
+fn field_header(tag: u32, len: usize, out: &mut Vec<u8>) {
+    encode_key(tag, WireType::LengthDelimited, out);
+    encode_varint(len as u64, out);
+}
+
 /// Encodes the index as a snapshot covering `position`, and computes the live bytes per
 /// file. The index must hold no pending adds (the writer captures it right after placing
 /// every submitted unit).
-pub fn encode(index: &Index, position: Position) -> (Vec<u8>, Live) {
+///
+/// The payload is a [`SnapshotRecord`] written by hand in pieces: prost merges repeated
+/// fields that occur more than once, so the record without its queues comes first and then,
+/// per queue, the field `queues` framing a [`QueueSnapshot`] whose `packed` references are a
+/// piece of their own (the framing needs only their length).
+pub fn encode(index: &Index, position: Position) -> (Encoded, Live) {
     let mut live = Live::default();
     let mut shared_seen: HashSet<u64> = HashSet::new();
-    let mut queues = Vec::with_capacity(index.queues.len());
+    let mut pieces = vec![Vec::new()];
     for (key, refs) in &index.queues {
-        let mut entries = Vec::with_capacity(refs.count() * ENTRY);
-        for (priority, slot) in refs.iter() {
+        for (_, slot) in refs.iter() {
             let (id, loc, size) = (slot.id(), slot.loc(), slot.size());
-            entries.push(priority);
-            entries.extend_from_slice(&id.to_le_bytes());
-            entries.extend_from_slice(&loc.to_le_bytes());
-            entries.extend_from_slice(&size.to_le_bytes());
             if is_pending(loc) {
                 continue;
             }
@@ -140,7 +265,23 @@ pub fn encode(index: &Index, position: Position) -> (Vec<u8>, Live) {
                 *live.bytes.entry(loc_file(loc)).or_insert(0) += u64::from(size);
             }
         }
-        queues.push(QueueSnapshot { key: Some(QueueKeyRecord::from(key)), entries });
+        let packed = pack_refs(refs);
+        let key = QueueKeyRecord::from(key);
+        let key_len = key.encoded_len();
+        let packed_header = {
+            let mut header = Vec::new();
+            field_header(3, packed.len(), &mut header);
+            header
+        };
+        let queue_len = key_len + prost::encoding::key_len(1) + encoded_len_varint(key_len as u64);
+        let queue_len = queue_len + packed_header.len() + packed.len();
+        let mut framing = Vec::with_capacity(32 + key_len);
+        field_header(6, queue_len, &mut framing);
+        field_header(1, key_len, &mut framing);
+        key.encode_raw(&mut framing);
+        framing.extend_from_slice(&packed_header);
+        pieces.push(framing);
+        pieces.push(packed);
     }
     let mut txns = Vec::with_capacity(index.txns.len());
     for (txn, t) in &index.txns {
@@ -191,23 +332,27 @@ pub fn encode(index: &Index, position: Position) -> (Vec<u8>, Live) {
         next_message_id: index.next_message_id,
         destinations: index.destinations.iter().map(DestinationRecord::from).collect(),
         subscriptions: index.subscriptions.values().map(SubscriptionRecord::from).collect(),
-        queues,
+        queues: Vec::new(),
         txns,
         multi,
         live: live_bytes,
     };
-    // The header goes first but depends on the payload: encode after a placeholder, then
-    // fill it in (one copy of the payload, not two).
-    let mut out = Vec::with_capacity(20 + record.encoded_len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[0u8; 12]);
-    record.encode_raw(&mut out);
-    drop(record);
-    let crc = crc32c::crc32c(&out[20..]);
-    let payload_len = (out.len() - 20) as u64;
-    out[8..16].copy_from_slice(&payload_len.to_le_bytes());
-    out[16..20].copy_from_slice(&crc.to_le_bytes());
-    (out, live)
+    // The header goes first but depends on the whole payload: a placeholder, filled in once
+    // every piece is there.
+    let head = &mut pieces[0];
+    head.reserve(HEADER + record.encoded_len());
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&[0u8; HEADER - 8]);
+    record.encode_raw(head);
+    let mut crc = crc32c::crc32c(&pieces[0][HEADER..]);
+    let mut payload_len = pieces[0].len() - HEADER;
+    for piece in &pieces[1..] {
+        crc = crc32c::crc32c_append(crc, piece);
+        payload_len += piece.len();
+    }
+    pieces[0][8..16].copy_from_slice(&(payload_len as u64).to_le_bytes());
+    pieces[0][16..HEADER].copy_from_slice(&crc.to_le_bytes());
+    (Encoded { pieces }, live)
 }
 
 /// A snapshot read back.
@@ -255,12 +400,12 @@ fn priority(value: u32) -> Result<u8, StoreError> {
 
 /// Decodes a snapshot file's bytes.
 pub fn decode(bytes: &[u8], seq: u64) -> Result<Snapshot, StoreError> {
-    if bytes.len() < 20 || &bytes[..8] != MAGIC {
+    if bytes.len() < HEADER || (&bytes[..8] != MAGIC && &bytes[..8] != MAGIC_V1) {
         return Err(corrupt("not a snapshot (bad magic or too short)"));
     }
     let len = u64_at(bytes, 8);
     let crc = u32_at(bytes, 16);
-    let payload = &bytes[20..];
+    let payload = &bytes[HEADER..];
     if payload.len() as u64 != len {
         return Err(corrupt(format!("payload is {} bytes, header says {len}", payload.len())));
     }
@@ -289,6 +434,7 @@ pub fn decode(bytes: &[u8], seq: u64) -> Result<Snapshot, StoreError> {
             }
             refs.insert(priority, slot);
         }
+        unpack_refs(&queue.packed, refs)?;
     }
     index.queues.retain(|_, refs| !refs.is_empty());
     for txn in record.txns {
@@ -352,14 +498,18 @@ pub fn write(
     dir: &Path,
     failpoints: &Failpoints,
     seq: u64,
-    bytes: &[u8],
+    snapshot: &Encoded,
 ) -> Result<(), StoreError> {
     let name = file_name(seq);
     let path = dir.join(&name);
     let tmp = dir.join(format!("{name}.tmp"));
     failpoints.check(FP_CHECKPOINT)?;
     let file = disk.create(&tmp).map_err(|e| io_error(format!("creating {}", tmp.display()), e))?;
-    file.write_at(0, bytes).map_err(|e| io_error(format!("writing {}", tmp.display()), e))?;
+    let mut at = 0u64;
+    for piece in snapshot.pieces() {
+        file.write_at(at, piece).map_err(|e| io_error(format!("writing {}", tmp.display()), e))?;
+        at += piece.len() as u64;
+    }
     failpoints.check(FP_SYNC)?;
     file.sync().map_err(|e| io_error(format!("syncing {}", tmp.display()), e))?;
     disk.rename(&tmp, &path).map_err(|e| io_error(format!("renaming {}", tmp.display()), e))?;
@@ -422,4 +572,135 @@ pub fn prune(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use store::Destination;
+
+    fn queue(name: &str) -> QueueKey {
+        QueueKey::destination(Destination::queue(name))
+    }
+
+    /// An index with references in several queues and priorities, ids out of order, records
+    /// in several files (the cases the deltas must survive).
+    fn sample_index() -> Index {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut index = Index::default();
+        for (q, name) in ["a", "b"].iter().enumerate() {
+            let refs = index.queues.entry(queue(name)).or_default();
+            let mut file = 1u32;
+            let mut offset = 0u32;
+            for n in 0..5_000u64 {
+                let id =
+                    if rng.gen_bool(0.05) { rng.gen_range(1..u64::MAX / 2) } else { n * 3 + 1 };
+                if rng.gen_bool(0.01) {
+                    file += rng.gen_range(1..4);
+                    offset = 0;
+                }
+                let size = if rng.gen_bool(0.01) { rng.gen_range(1..u32::MAX) } else { 1200 };
+                offset = offset.wrapping_add(if rng.gen_bool(0.1) { 7 } else { 1200 });
+                let slot = Slot { id, loc: loc(file + q as u32, offset), size };
+                refs.insert(rng.gen_range(0..10), slot);
+            }
+        }
+        index.next_message_id = u64::MAX / 2 + 1;
+        index
+    }
+
+    fn refs_of(index: &Index) -> Vec<(String, u8, u64, u64, u32)> {
+        let mut all: Vec<_> = index
+            .queues
+            .iter()
+            .flat_map(|(key, refs)| {
+                refs.iter().map(move |(p, s)| (format!("{key:?}"), p, s.id(), s.loc(), s.size()))
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn packed_references_decode_to_the_same_index() {
+        let index = sample_index();
+        let position = Position { file: 9, offset: 4096 };
+        let (encoded, live) = encode(&index, position);
+        let bytes = encoded.to_vec();
+        assert_eq!(bytes.len(), encoded.len());
+        let snapshot = decode(&bytes, 3).expect("decodes");
+        assert_eq!(snapshot.position, position);
+        assert_eq!(snapshot.index.next_message_id, index.next_message_id);
+        assert_eq!(refs_of(&snapshot.index), refs_of(&index));
+        assert_eq!(snapshot.live.bytes, live.bytes);
+        // A few bytes a reference (here some are random on purpose).
+        let per_ref = bytes.len() as f64 / 10_000.0;
+        assert!(per_ref < 10.0, "{per_ref} bytes a reference");
+    }
+
+    /// What a deep queue of alike messages costs in a snapshot: 4 bytes a reference.
+    #[test]
+    fn contiguous_references_take_four_bytes() {
+        let mut index = Index::default();
+        let refs = index.queues.entry(queue("deep")).or_default();
+        let (mut file, mut offset) = (1u32, 0u32);
+        for id in 1..=100_000u64 {
+            if offset > 32 << 20 {
+                (file, offset) = (file + 1, 0);
+            }
+            refs.insert(4, Slot { id, loc: loc(file, offset), size: 1200 });
+            offset += 1200;
+        }
+        let (encoded, _) = encode(&index, Position { file, offset: u64::from(offset) });
+        let per_ref = encoded.len() as f64 / 100_000.0;
+        assert!(per_ref < 4.1, "{per_ref} bytes a reference");
+        let snapshot = decode(&encoded.to_vec(), 1).expect("decodes");
+        assert_eq!(refs_of(&snapshot.index), refs_of(&index));
+    }
+
+    #[test]
+    fn a_damaged_packed_snapshot_is_refused() {
+        let (encoded, _) = encode(&sample_index(), Position { file: 1, offset: 0 });
+        let mut bytes = encoded.to_vec();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x40;
+        assert!(decode(&bytes, 1).is_err(), "the checksum catches it");
+    }
+
+    /// Snapshots of format 1 (fixed 21-byte references, written by earlier versions) are
+    /// still read.
+    #[test]
+    fn format_one_snapshots_are_still_read() {
+        let index = sample_index();
+        let mut queues = Vec::new();
+        for (key, refs) in &index.queues {
+            let mut entries = Vec::new();
+            for (priority, slot) in refs.iter() {
+                entries.push(priority);
+                entries.extend_from_slice(&slot.id().to_le_bytes());
+                entries.extend_from_slice(&slot.loc().to_le_bytes());
+                entries.extend_from_slice(&slot.size().to_le_bytes());
+            }
+            queues.push(QueueSnapshot {
+                key: Some(QueueKeyRecord::from(key)),
+                entries,
+                packed: Vec::new(),
+            });
+        }
+        let record = SnapshotRecord {
+            position_file: 2,
+            position_offset: 10,
+            next_message_id: index.next_message_id,
+            queues,
+            ..SnapshotRecord::default()
+        };
+        let payload = record.encode_to_vec();
+        let mut bytes = MAGIC_V1.to_vec();
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let snapshot = decode(&bytes, 1).expect("a format 1 snapshot decodes");
+        assert_eq!(refs_of(&snapshot.index), refs_of(&index));
+    }
 }

@@ -11,7 +11,8 @@
 //! body and the queues still referencing it; the index then points there). The file then
 //! has no live bytes, and is deleted two checkpoints later. So one old unacknowledged
 //! message moves forward instead of pinning every file after it. Each checkpoint moves at
-//! most `checkpoint_bytes` of live data, the sparsest files first.
+//! most `checkpoint_bytes` of live data (or one file's, if more), the sparsest files first,
+//! written in batches of 1 MiB so that only that much of it is in memory at once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -24,6 +25,13 @@ use crate::refs::{is_pending, loc_file, Loc};
 use crate::segment::{read_message_record, segment_name};
 use crate::writer::{Captured, Relocation, Writer};
 use crate::{io_error, CLEAN_SHUTDOWN_FILE, FP_DELETE, FP_READ, FP_SYNC, FP_WRITE, RESERVE_FILE};
+
+/// A live body found in a file being compacted: id, priority, record size, and the queues
+/// referencing it.
+type LiveBody = (MessageId, u8, u32, Vec<QueueKey>);
+
+/// Bytes of live records a compaction moves per batch (one write; see [`Writer::compact`]).
+const RELOCATION_BATCH: u64 = 1024 * 1024;
 
 impl Writer {
     /// A checkpoint taken while the store runs: a failure is logged and reported by
@@ -92,7 +100,8 @@ impl Writer {
         let seq = self.checkpoint_seq + 1;
         let shared = Arc::clone(&self.shared);
         let failpoints = &shared.options.failpoints;
-        checkpoint::write(shared.disk.as_ref(), &shared.dir, failpoints, seq, &captured.bytes)?;
+        checkpoint::write(shared.disk.as_ref(), &shared.dir, failpoints, seq, &captured.snapshot)?;
+        tracing::debug!(seq, bytes = captured.snapshot.len(), "journal checkpoint written");
         self.checkpoint_seq = seq;
         shared.checkpoints.fetch_add(1, Ordering::Relaxed);
         let mut first_error = None;
@@ -212,7 +221,7 @@ impl Writer {
             chosen.insert(file);
         }
         // Every live body in the chosen files, with the queues referencing it.
-        let mut found: HashMap<Loc, (MessageId, u8, u32, Vec<QueueKey>)> = HashMap::new();
+        let mut found: HashMap<Loc, LiveBody> = HashMap::new();
         {
             let state = self.shared.state.read();
             for (queue, refs) in &state.index.queues {
@@ -231,13 +240,33 @@ impl Writer {
             }
         }
         let moved = found.len();
+        tracing::debug!(files = ?chosen, messages = moved, bytes = total, "compacting journal files");
+        // In file order (sequential reads), and in batches of at most RELOCATION_BATCH bytes:
+        // a relocated body is held twice (decoded, to serve reads until written, and
+        // encoded) until its batch is written, and a file half drained by consumers still
+        // holds up to half a segment of live messages.
+        let mut found: Vec<(Loc, LiveBody)> = found.into_iter().collect();
+        found.sort_unstable_by_key(|(at, _)| *at);
+        let mut batch_bytes = 0u64;
         for (old, (id, priority, size, queues)) in found {
             let (message, body) = self.read_body(old, size)?;
             self.relocations.push(Relocation { id, priority, old, message, body, queues });
+            self.shared.relocated.fetch_add(1, Ordering::Relaxed);
+            batch_bytes += u64::from(size);
+            if batch_bytes >= RELOCATION_BATCH {
+                self.run_batch(Vec::new(), false);
+                batch_bytes = 0;
+                // A close (or stop) waits for no compaction, and a poisoned store writes
+                // nothing: the rest stays where it is (the next checkpoint finds the file
+                // sparse again).
+                if self.control.is_some() || self.shared.state.read().poisoned.is_some() {
+                    break;
+                }
+            }
         }
-        self.shared.relocated.fetch_add(moved as u64, Ordering::Relaxed);
-        tracing::debug!(files = ?chosen, messages = moved, bytes = total, "compacting journal files");
-        self.run_batch(Vec::new(), false);
+        if !self.relocations.is_empty() {
+            self.run_batch(Vec::new(), false);
+        }
         Ok(())
     }
 

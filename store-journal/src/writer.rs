@@ -26,7 +26,7 @@ use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
 use store::{Backlog, Completer, Message, MessageId, QueueKey, StoreError, SyncPolicy, TxnId};
 
-use crate::checkpoint::{Live, Position};
+use crate::checkpoint::{Encoded, Live, Position};
 use crate::disk::{is_out_of_space, DiskFile};
 use crate::engine::{Shared, State};
 use crate::frame::{self, frame_len};
@@ -96,7 +96,7 @@ pub struct Relocation {
 /// The index captured at the end of a batch, for a checkpoint.
 pub struct Captured {
     pub position: Position,
-    pub bytes: Vec<u8>,
+    pub snapshot: Encoded,
     pub live: Live,
 }
 
@@ -125,7 +125,7 @@ pub struct Writer {
     pub(crate) previous: Option<(Position, Live)>,
     pub(crate) relocations: Vec<Relocation>,
     /// A close or stop found while draining, handled after the batch.
-    control: Option<Msg>,
+    pub(crate) control: Option<Msg>,
 }
 
 fn poisoned(reason: &str) -> StoreError {
@@ -373,8 +373,8 @@ impl Writer {
         let captured = if capture {
             let position = Position { file: self.head, offset: self.head_offset };
             let state = RwLockWriteGuard::downgrade(state);
-            let (bytes, live) = crate::checkpoint::encode(&state.index, position);
-            Some(Captured { position, bytes, live })
+            let (snapshot, live) = crate::checkpoint::encode(&state.index, position);
+            Some(Captured { position, snapshot, live })
         } else {
             drop(state);
             None

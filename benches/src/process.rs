@@ -1,0 +1,123 @@
+//! The `ferromq` binary as a process of its own, for benches that measure the broker alone
+//! (its resident memory, without the load generator's): `connections` and `paging`.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+
+/// A running `ferromq start` with a STOMP and an OpenWire connector on loopback, killed on
+/// drop. Its data directory, configuration and stderr live in the directory it was given.
+pub struct FerromqProcess {
+    child: Child,
+    pub stomp: SocketAddr,
+    pub openwire: SocketAddr,
+}
+
+impl FerromqProcess {
+    /// Builds the release binary if needed and starts it on `dir` (`dir/data` as the data
+    /// directory) with `config` as its TOML configuration file; returns once both connectors
+    /// accept connections.
+    pub fn start(dir: &Path, config: &str) -> anyhow::Result<FerromqProcess> {
+        let binary = ferromq_binary()?;
+        let config_file = dir.join("ferromq.toml");
+        std::fs::write(&config_file, config)?;
+        let (stomp, openwire) = (free_port()?, free_port()?);
+        let stderr = std::fs::File::create(dir.join("ferromq.stderr"))?;
+        let child = Command::new(&binary)
+            .arg("start")
+            .arg("--config")
+            .arg(&config_file)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .args(["--connector", &format!("stomp://{stomp}")])
+            .args(["--connector", &format!("tcp://{openwire}")])
+            .args(["--admin-bind", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("start {}", binary.display()))?;
+        let mut process = FerromqProcess { child, stomp, openwire };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(stomp).is_err()
+            || std::net::TcpStream::connect(openwire).is_err()
+        {
+            if let Some(status) = process.child.try_wait()? {
+                let log = std::fs::read_to_string(dir.join("ferromq.stderr")).unwrap_or_default();
+                bail!("ferromq exited with {status}:\n{log}");
+            }
+            ensure!(Instant::now() < deadline, "ferromq did not start accepting within 20 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(process)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A line of the broker's `/proc/<pid>/status` (see [`status_kb`]).
+    pub fn status_kb(&self, field: &str) -> u64 {
+        status_kb(self.pid(), field)
+    }
+
+    /// Resets the broker's peak resident memory (`VmHWM`) to its current resident memory, so
+    /// that the next reading is the peak of what follows (Linux 4.0 and later).
+    pub fn reset_peak_rss(&self) -> anyhow::Result<()> {
+        let path = format!("/proc/{}/clear_refs", self.pid());
+        std::fs::write(&path, "5").with_context(|| format!("write 5 to {path}"))
+    }
+}
+
+impl Drop for FerromqProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A line of `/proc/<pid>/status`: `VmRSS:` and `VmHWM:` (the peak) in KiB, `Threads:`; 0 if
+/// the process or the line is gone.
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|line| line.starts_with(field))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A port free on loopback now (the broker binds it a moment later).
+fn free_port() -> anyhow::Result<SocketAddr> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+/// The release `ferromq` binary beside the running bench's executable, built first (a no-op
+/// when it is up to date): `cargo bench` builds the broker's library, not its binary.
+/// `FERROMQ_BIN` names another one.
+fn ferromq_binary() -> anyhow::Result<PathBuf> {
+    if let Ok(path) = std::env::var("FERROMQ_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    // <target>/release/deps/<bench>-<hash>
+    let exe = std::env::current_exe()?;
+    let profile_dir =
+        exe.parent().and_then(Path::parent).context("the bench's target directory")?;
+    let target_dir = profile_dir.parent().context("the target directory")?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "broker", "--bin", "ferromq", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status()
+        .context("run cargo build for the ferromq binary")?;
+    ensure!(status.success(), "cargo build of the ferromq binary failed");
+    Ok(profile_dir.join("ferromq"))
+}
