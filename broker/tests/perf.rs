@@ -26,35 +26,16 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long a command that should fail at once may take.
 const REFUSE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Seed 000's `openwire-producer.properties`; `{url}` is the broker URL.
-const SEED_PRODUCER: &str = "\
-sysTest.reportDir=./reports/
-sysTest.samplers=tp
-sysTest.spiClass=org.apache.activemq.tool.spi.ActiveMQReflectionSPI
-sysTest.clientPrefix=JmsProducer
-sysTest.numClients=25
-producer.destName=queue://PERF.TEST
-producer.deliveryMode=persistent
-producer.messageSize=1024
-producer.sendDuration=300000
-factory.brokerURL={url}
-factory.userName=
-factory.password=
-";
+/// The broker URL the seed files carry, replaced by the test broker's.
+const SEED_URL: &str = "tcp://127.0.0.1:61616";
 
-/// Seed 000's `openwire-consumer.properties`; `{url}` is the broker URL.
-const SEED_CONSUMER: &str = "\
-sysTest.reportDir=./reports/
-sysTest.samplers=tp
-sysTest.spiClass=org.apache.activemq.tool.spi.ActiveMQReflectionSPI
-sysTest.destDistro=equal
-sysTest.clientPrefix=JmsConsumer
-sysTest.numClients=25
-consumer.destName=queue://PERF.TEST
-factory.brokerURL={url}
-factory.userName=
-factory.password=
-";
+/// Seed 000's `openwire-producer.properties` (shared with the client's parsing tests).
+const SEED_PRODUCER: &str =
+    include_str!("../../client/src/load/perf/props/seed000/openwire-producer.properties");
+
+/// Seed 000's `openwire-consumer.properties`.
+const SEED_CONSUMER: &str =
+    include_str!("../../client/src/load/perf/props/seed000/openwire-consumer.properties");
 
 /// A `ferromq start` with an OpenWire connector on a free port; the URL to give the tools.
 fn start_broker(dir: &Path) -> (Process, String) {
@@ -79,8 +60,8 @@ fn start_broker(dir: &Path) -> (Process, String) {
 fn seed_files(dir: &Path, url: &str) -> (String, String) {
     let producer = dir.join("openwire-producer.properties");
     let consumer = dir.join("openwire-consumer.properties");
-    std::fs::write(&producer, SEED_PRODUCER.replace("{url}", url)).expect("write producer file");
-    std::fs::write(&consumer, SEED_CONSUMER.replace("{url}", url)).expect("write consumer file");
+    std::fs::write(&producer, SEED_PRODUCER.replace(SEED_URL, url)).expect("write producer file");
+    std::fs::write(&consumer, SEED_CONSUMER.replace(SEED_URL, url)).expect("write consumer file");
     (path_str(&producer).to_owned(), path_str(&consumer).to_owned())
 }
 

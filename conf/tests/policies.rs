@@ -15,18 +15,7 @@ fn error_of(text: &str) -> String {
 }
 
 /// Seed 002's `<policyEntry queue=">" ...>`, as it is written in ferromq's file.
-pub const SEED_002: &str = r#"
-[[policies]]
-queue = ">"
-optimized_dispatch = true
-lazy_dispatch = false
-producer_flow_control = false
-memory_limit = "128 mb"
-strict_order_dispatch = true
-dispatch_policy = "strict_order"
-message_group_map = { kind = "simple" }
-subscription_recovery = { kind = "timed", recover_duration_ms = 360000 }
-"#;
+pub const SEED_002: &str = include_str!("seed-002-policy.toml");
 
 #[test]
 fn seed_002_s_policy_loads() -> Result<(), conf::ConfigError> {

@@ -13,18 +13,7 @@ use tests::{
 };
 
 /// Seed 002's `<policyEntry queue=">" ...>`, as written in ferromq's configuration.
-const SEED_002: &str = r#"
-[[policies]]
-queue = ">"
-optimized_dispatch = true
-lazy_dispatch = false
-producer_flow_control = false
-memory_limit = "128 mb"
-strict_order_dispatch = true
-dispatch_policy = "strict_order"
-message_group_map = { kind = "simple" }
-subscription_recovery = { kind = "timed", recover_duration_ms = 360000 }
-"#;
+const SEED_002: &str = include_str!("../../../conf/tests/seed-002-policy.toml");
 
 /// The `[[policies]]` entries of `text`, parsed as a configuration file is.
 fn policies(text: &str) -> anyhow::Result<Vec<PolicyEntry>> {

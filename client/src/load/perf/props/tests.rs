@@ -3,34 +3,10 @@
 use super::*;
 
 /// Seed 000's `openwire-producer.properties`, verbatim but for the broker URL.
-const SEED_PRODUCER: &str = "\
-sysTest.reportDir=./reports/
-sysTest.samplers=tp
-sysTest.spiClass=org.apache.activemq.tool.spi.ActiveMQReflectionSPI
-sysTest.clientPrefix=JmsProducer
-sysTest.numClients=25
-producer.destName=queue://PERF.TEST
-producer.deliveryMode=persistent
-producer.messageSize=1024
-producer.sendDuration=300000
-factory.brokerURL=tcp://127.0.0.1:61616
-factory.userName=
-factory.password=
-";
+const SEED_PRODUCER: &str = include_str!("seed000/openwire-producer.properties");
 
 /// Seed 000's `openwire-consumer.properties`, verbatim but for the broker URL.
-const SEED_CONSUMER: &str = "\
-sysTest.reportDir=./reports/
-sysTest.samplers=tp
-sysTest.spiClass=org.apache.activemq.tool.spi.ActiveMQReflectionSPI
-sysTest.destDistro=equal
-sysTest.clientPrefix=JmsConsumer
-sysTest.numClients=25
-consumer.destName=queue://PERF.TEST
-factory.brokerURL=tcp://127.0.0.1:61616
-factory.userName=
-factory.password=
-";
+const SEED_CONSUMER: &str = include_str!("seed000/openwire-consumer.properties");
 
 fn parse(role: PerfRole, text: &str, overrides: &[&str]) -> Result<PerfSettings, PropsError> {
     let overrides: Vec<String> = overrides.iter().map(|s| (*s).to_owned()).collect();
