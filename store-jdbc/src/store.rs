@@ -226,10 +226,11 @@ impl SqlStore {
         }
     }
 
-    /// Runs `read` on the reader connection (reopened if it was lost), after the barrier.
+    /// Runs `read` on the reader connection, after the barrier. A connection found lost is
+    /// reopened and the read tried once more (a restarted PostgreSQL shows only when used).
     fn read<T>(
         &self,
-        read: impl FnOnce(&mut dyn Database) -> Result<T, JdbcError>,
+        read: impl Fn(&mut dyn Database) -> Result<T, JdbcError>,
     ) -> Result<T, StoreError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
@@ -237,14 +238,20 @@ impl SqlStore {
         self.shared.failpoints.check(FAILPOINT_READ)?;
         self.barrier();
         let mut reader = self.reader.lock();
-        if reader.as_ref().is_some_and(|db| db.is_broken()) {
-            *reader = None;
+        for attempt in 0..2 {
+            if reader.as_ref().is_some_and(|db| db.is_broken()) {
+                *reader = None;
+            }
+            let db = match reader.as_mut() {
+                Some(db) => db,
+                None => reader.insert(db::connect(&self.target, self.durability)?),
+            };
+            match read(db.as_mut()) {
+                Err(error) if error.connection_lost() && attempt == 0 => *reader = None,
+                outcome => return Ok(outcome?),
+            }
         }
-        if reader.is_none() {
-            *reader = Some(db::connect(&self.target, self.durability)?);
-        }
-        let Some(db) = reader.as_mut() else { return Err(StoreError::Closed) };
-        Ok(read(db.as_mut())?)
+        Err(StoreError::Closed)
     }
 
     fn stop(&self, clean: bool) -> Result<(), StoreError> {

@@ -183,6 +183,19 @@ fn give_to_postgres(path: &Path, as_postgres: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Runs `then` in a shell once this process is gone.
+fn watchdog(then: &str) -> Option<std::process::Child> {
+    let script =
+        format!("while kill -0 {} 2>/dev/null; do sleep 1; done; {then}", std::process::id());
+    Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
+}
+
 fn template() -> Result<&'static Template, String> {
     TEMPLATE
         .get_or_init(|| {
@@ -203,6 +216,8 @@ fn template() -> Result<&'static Template, String> {
                     .args(["--auth-local=trust", "--auth-host=scram-sha-256"]),
                 "initdb",
             )?;
+            // Statics are never dropped: remove the template when the process is gone.
+            let _ = watchdog(&format!("rm -rf {}", dir.path().display()));
             Ok(Template { _dir: dir, data, bin, as_postgres })
         })
         .as_ref()
@@ -277,17 +292,7 @@ impl PgCluster {
             self.bin.join("pg_ctl").display(),
             self.data().display()
         );
-        let script = format!(
-            "while kill -0 {} 2>/dev/null; do sleep 1; done; {stop} >/dev/null 2>&1",
-            std::process::id()
-        );
-        Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()
+        watchdog(&format!("{stop} >/dev/null 2>&1; rm -rf {}", self.dir.path().display()))
     }
 
     fn data(&self) -> PathBuf {

@@ -23,7 +23,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum Target {
     Sqlite(PathBuf),
     Postgres {
-        config: postgres::Config,
+        config: Box<postgres::Config>,
         /// `host:port/database` for messages: never the password.
         display: String,
     },
@@ -58,7 +58,7 @@ impl Target {
                 config.application_name("ferromq");
             }
             let display = display(&config);
-            return Ok(Target::Postgres { config, display });
+            return Ok(Target::Postgres { config: Box::new(config), display });
         }
         Err(invalid("unknown scheme"))
     }

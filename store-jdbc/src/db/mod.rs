@@ -127,9 +127,11 @@ pub trait Database: Send {
 pub fn connect(target: &Target, durability: Durability) -> Result<Box<dyn Database>, JdbcError> {
     match target {
         Target::Sqlite(path) => Ok(Box::new(sqlite::SqliteDatabase::open(path, durability)?)),
-        Target::Postgres { config, display } => {
-            Ok(Box::new(postgres::PostgresDatabase::connect(config.clone(), display, durability)?))
-        }
+        Target::Postgres { config, display } => Ok(Box::new(postgres::PostgresDatabase::connect(
+            (**config).clone(),
+            display,
+            durability,
+        )?)),
     }
 }
 
