@@ -9,6 +9,7 @@ use std::time::Duration;
 use conf::{Config, Scheme, StoreKind, SyncMode};
 use protocol::stomp::Limits;
 use store::{Destination, MemoryStore, MessageStore, StoreError, SyncPolicy};
+use store_jdbc::{SqlOptions, SqlStore};
 use store_journal::{JournalOptions, JournalStore};
 use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
@@ -80,7 +81,7 @@ impl BrokerBuilder {
         let config = self.config;
         config.validate()?;
         // A store on disk always locks its directory: two brokers must never write one journal.
-        let on_disk = self.store.is_none() && config.store.kind == StoreKind::Journal;
+        let on_disk = self.store.is_none() && config.store.kind != StoreKind::Memory;
         let lock = if self.lock_data_dir || on_disk {
             Some(DataDirLock::acquire(&config.broker.data_dir)?)
         } else {
@@ -216,7 +217,33 @@ async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerErro
                 })??;
             Arc::new(opened)
         }
+        StoreKind::Jdbc => {
+            let url = settings.url.clone();
+            let base = config.broker.data_dir.clone();
+            let options = SqlOptions {
+                sync: sync_policy(settings),
+                max_size: settings.max_size,
+                ..SqlOptions::default()
+            };
+            // Connecting, migrating and recovering block: keep them off the async workers.
+            let opened = tokio::task::spawn_blocking(move || SqlStore::open(&url, &base, options))
+                .await
+                .map_err(|error| {
+                    BrokerError::Store(StoreError::Invalid {
+                        reason: format!("opening the SQL store panicked: {error}"),
+                    })
+                })??;
+            Arc::new(opened)
+        }
     })
+}
+
+fn sync_policy(settings: &conf::StoreConfig) -> SyncPolicy {
+    match settings.sync {
+        SyncMode::Always => SyncPolicy::Always,
+        SyncMode::Periodic => SyncPolicy::Periodic(settings.sync_interval),
+        SyncMode::Never => SyncPolicy::Never,
+    }
 }
 
 /// A running broker. Dropping it stops the broker too, without waiting.

@@ -520,7 +520,8 @@ mod tests {
                     "checkpoint_bytes",
                     "checkpoint_interval_ms",
                     "compaction_threshold",
-                    "refuse_on_corruption"
+                    "refuse_on_corruption",
+                    "url"
                 ][..]
             )
         );

@@ -168,6 +168,9 @@ pub struct StoreConfig {
     /// Journal: refuse to start when a record in the middle of a data file is corrupt,
     /// instead of starting with everything before it. Default false.
     pub refuse_on_corruption: bool,
+    /// Jdbc: the database, `sqlite://PATH` (a relative path is under `data_dir`) or
+    /// `postgres://user:password@host:port/database`. Default `sqlite://ferromq.db`.
+    pub url: String,
 }
 
 impl Default for StoreConfig {
@@ -182,11 +185,12 @@ impl Default for StoreConfig {
             checkpoint_interval: Duration::from_millis(5000),
             compaction_threshold: 0.5,
             refuse_on_corruption: false,
+            url: "sqlite://ferromq.db".to_string(),
         }
     }
 }
 
-/// The store implementation; TOML `kind = "journal"` or `"memory"`.
+/// The store implementation; TOML `kind = "journal"`, `"memory"` or `"jdbc"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StoreKind {
     /// The journal store under `<data_dir>/journal`: append-only data files, group commit.
@@ -194,20 +198,26 @@ pub enum StoreKind {
     Journal,
     /// Messages live in memory and are lost when the broker stops.
     Memory,
+    /// The SQL store: SQLite or PostgreSQL, per [`StoreConfig::url`].
+    Jdbc,
 }
 
 impl StoreKind {
     /// Stores that exist today, by their TOML name.
-    const AVAILABLE: &'static [(&'static str, StoreKind)] =
-        &[("journal", StoreKind::Journal), ("memory", StoreKind::Memory)];
+    const AVAILABLE: &'static [(&'static str, StoreKind)] = &[
+        ("journal", StoreKind::Journal),
+        ("memory", StoreKind::Memory),
+        ("jdbc", StoreKind::Jdbc),
+    ];
     /// Stores ferromq plans (see DESIGN.md); refused with a reason that says so, not as unknown.
-    const PLANNED: &'static [&'static str] = &["lsm", "jdbc"];
+    const PLANNED: &'static [&'static str] = &["lsm"];
 
     /// The name used in the configuration file.
     pub fn as_str(self) -> &'static str {
         match self {
             StoreKind::Journal => "journal",
             StoreKind::Memory => "memory",
+            StoreKind::Jdbc => "jdbc",
         }
     }
 
