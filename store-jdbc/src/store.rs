@@ -33,6 +33,14 @@ pub const FAILPOINT_READ: &str = "jdbc.read";
 pub const FAILPOINTS: &[&str] =
     &[FAILPOINT_OPEN, FAILPOINT_BATCH, FAILPOINT_COMMIT, FAILPOINT_READ];
 
+/// One page of a queue: bounded, because the primary key (queue, priority_rank, msg_id) is
+/// the read order, so this is one index range of at most `limit` rows however deep the
+/// queue (a test pins SQLite's plan).
+pub(crate) const READ_PAGE: &str = "SELECT m.id, m.body FROM ferromq_refs r \
+     JOIN ferromq_msgs m ON m.id = r.msg_id \
+     WHERE r.queue = ?1 AND (r.priority_rank, r.msg_id) > (?2, ?3) AND r.txn IS NULL \
+     ORDER BY r.priority_rank, r.msg_id LIMIT ?4";
+
 /// Default [`SqlOptions::max_backlog`]: as the journal's, a few batches of unwritten units.
 pub const DEFAULT_MAX_BACKLOG: u64 = 32 << 20;
 
@@ -413,12 +421,8 @@ impl MessageStore for SqlStore {
             let Some(queue) = self.shared.queues.read().get(queue).copied() else {
                 return Ok(Vec::new());
             };
-            // Bounded: the primary key (queue, priority_rank, msg_id) is the read order, so
-            // this is one index range of at most `limit` rows however deep the queue.
             let rows = db.query(
-                "SELECT m.id, m.body FROM ferromq_refs r JOIN ferromq_msgs m ON m.id = r.msg_id \
-                 WHERE r.queue = ?1 AND (r.priority_rank, r.msg_id) > (?2, ?3) AND r.txn IS NULL \
-                 ORDER BY r.priority_rank, r.msg_id LIMIT ?4",
+                READ_PAGE,
                 &[
                     Param::Int(queue),
                     Param::Int(after_rank),

@@ -91,3 +91,30 @@ pub fn read_all(store: &dyn MessageStore, queue: &QueueKey) -> Vec<(u64, bool)> 
 pub fn ids(store: &dyn MessageStore, queue: &QueueKey) -> Vec<u64> {
     read_all(store, queue).into_iter().map(|(id, _)| id).collect()
 }
+
+#[test]
+fn sqlite_reads_a_page_as_one_primary_key_range() {
+    let harness = crate::testing::SqliteHarness::new();
+    let store = crate::SqlStore::open(&harness.url(), harness.dir(), crate::SqlOptions::default())
+        .expect("open");
+    store.close().expect("close");
+    let target = crate::Target::parse(&harness.url(), harness.dir()).expect("url");
+    let mut db = crate::db::connect(&target, crate::db::Durability::Full).expect("connect");
+    let plan = db
+        .query(
+            &format!("EXPLAIN QUERY PLAN {}", crate::store::READ_PAGE),
+            &[
+                crate::db::Param::Int(1),
+                crate::db::Param::Int(0),
+                crate::db::Param::Int(0),
+                crate::db::Param::Int(10),
+            ],
+        )
+        .expect("explain");
+    let plan = format!("{plan:?}");
+    assert!(
+        plan.contains("USING PRIMARY KEY (queue=? AND (priority_rank,msg_id)>(?,?))"),
+        "read_page is not one index range: {plan}"
+    );
+    assert!(!plan.contains("TEMP B-TREE"), "read_page sorts: {plan}");
+}
