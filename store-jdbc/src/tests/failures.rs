@@ -122,6 +122,10 @@ fn postgres_going_away_under_load_fails_sends_clearly_loses_nothing_and_recovers
     let stop = Arc::new(AtomicBool::new(false));
     let back = Arc::new(AtomicBool::new(false));
     std::thread::scope(|scope| {
+        // The scope joins the writers before a failed assertion below unwinds out of it: stop
+        // them on every way out, or a failure (a slow recovery on a loaded machine) would hang
+        // the test with its writers looping instead of reporting.
+        let _stop_writers = StopOnDrop(Arc::clone(&stop));
         for writer in 0..4u64 {
             let (store, ledger, stop, back, q) = (
                 Arc::clone(&store),
@@ -161,7 +165,8 @@ fn postgres_going_away_under_load_fails_sends_clearly_loses_nothing_and_recovers
         assert!(!ledger.lock().failures.is_empty(), "sends kept succeeding without a database");
         cluster.start_server().expect("start the server again");
         back.store(true, Ordering::SeqCst);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Generous: the writer's reconnect backoff tops out at 5 s, and CI machines are busy.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while ledger.lock().confirmed_after_return < 50 {
             assert!(
                 Instant::now() < deadline,
@@ -203,4 +208,13 @@ fn store_opened_while_postgres_is_down_refuses_and_starts_once_it_is_up() {
     let q = queue("UP");
     submit_ok(&store, vec![add(&message(1, &q, 4, 10), &[&q])]);
     assert!(matches!(store.close(), Ok(())));
+}
+
+/// Sets its flag when dropped, also while a panic unwinds.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
