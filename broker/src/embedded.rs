@@ -9,6 +9,7 @@ use std::time::Duration;
 use conf::{Config, LsmEngine, Scheme, StoreKind, SyncMode};
 use protocol::stomp::Limits;
 use store::{Destination, MemoryStore, MessageStore, StoreError, SyncPolicy};
+use store_jdbc::{SqlOptions, SqlStore};
 use store_journal::{JournalOptions, JournalStore};
 use store_lsm::{EngineKind, LsmOptions, LsmStore};
 use tokio::io::DuplexStream;
@@ -230,6 +231,24 @@ async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerErro
                 .map_err(|error| {
                     BrokerError::Store(StoreError::Invalid {
                         reason: format!("opening the LSM store panicked: {error}"),
+                    })
+                })??;
+            Arc::new(opened)
+        }
+        StoreKind::Jdbc => {
+            let url = settings.url.clone();
+            let base = config.broker.data_dir.clone();
+            let options = SqlOptions {
+                sync: sync_policy(settings),
+                max_size: settings.max_size,
+                ..SqlOptions::default()
+            };
+            // Connecting, migrating and recovering block: keep them off the async workers.
+            let opened = tokio::task::spawn_blocking(move || SqlStore::open(&url, &base, options))
+                .await
+                .map_err(|error| {
+                    BrokerError::Store(StoreError::Invalid {
+                        reason: format!("opening the SQL store panicked: {error}"),
                     })
                 })??;
             Arc::new(opened)

@@ -521,7 +521,8 @@ mod tests {
                     "checkpoint_interval_ms",
                     "compaction_threshold",
                     "refuse_on_corruption",
-                    "engine"
+                    "engine",
+                    "url"
                 ][..]
             )
         );

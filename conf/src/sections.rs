@@ -170,6 +170,9 @@ pub struct StoreConfig {
     pub refuse_on_corruption: bool,
     /// LSM: the engine under `<data_dir>/lsm`. Default [`LsmEngine::Rocksdb`].
     pub engine: LsmEngine,
+    /// Jdbc: the database, `sqlite://PATH` (a relative path is under `data_dir`) or
+    /// `postgres://user:password@host:port/database`. Default `sqlite://ferromq.db`.
+    pub url: String,
 }
 
 impl Default for StoreConfig {
@@ -185,6 +188,7 @@ impl Default for StoreConfig {
             compaction_threshold: 0.5,
             refuse_on_corruption: false,
             engine: LsmEngine::Rocksdb,
+            url: "sqlite://ferromq.db".to_string(),
         }
     }
 }
@@ -200,7 +204,7 @@ pub enum LsmEngine {
     Sled,
 }
 
-/// The store implementation; TOML `kind = "journal"`, `"memory"` or `"lsm"`.
+/// The store implementation; TOML `kind = "journal"`, `"memory"`, `"lsm"` or `"jdbc"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StoreKind {
     /// The journal store under `<data_dir>/journal`: append-only data files, group commit.
@@ -210,14 +214,20 @@ pub enum StoreKind {
     Memory,
     /// The LSM store under `<data_dir>/lsm`, on [`StoreConfig::engine`].
     Lsm,
+    /// The SQL store: SQLite or PostgreSQL, per [`StoreConfig::url`].
+    Jdbc,
 }
 
 impl StoreKind {
     /// Stores that exist today, by their TOML name.
-    const AVAILABLE: &'static [(&'static str, StoreKind)] =
-        &[("journal", StoreKind::Journal), ("memory", StoreKind::Memory), ("lsm", StoreKind::Lsm)];
+    const AVAILABLE: &'static [(&'static str, StoreKind)] = &[
+        ("journal", StoreKind::Journal),
+        ("memory", StoreKind::Memory),
+        ("lsm", StoreKind::Lsm),
+        ("jdbc", StoreKind::Jdbc),
+    ];
     /// Stores ferromq plans (see DESIGN.md); refused with a reason that says so, not as unknown.
-    const PLANNED: &'static [&'static str] = &["jdbc"];
+    const PLANNED: &'static [&'static str] = &[];
 
     /// The name used in the configuration file.
     pub fn as_str(self) -> &'static str {
@@ -225,6 +235,7 @@ impl StoreKind {
             StoreKind::Journal => "journal",
             StoreKind::Memory => "memory",
             StoreKind::Lsm => "lsm",
+            StoreKind::Jdbc => "jdbc",
         }
     }
 

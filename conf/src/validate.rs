@@ -195,6 +195,13 @@ impl Config {
 
     fn check_store(&self) -> Result<(), Invalid> {
         let store = &self.store;
+        let schemes = ["sqlite://", "postgres://", "postgresql://"];
+        if !schemes.iter().any(|scheme| store.url.starts_with(scheme)) {
+            return Err(Invalid::new(
+                "store.url",
+                "expected sqlite://PATH or postgres://user:password@host:port/database".to_string(),
+            ));
+        }
         duration("store.sync_interval_ms", store.sync_interval, false)?;
         const MIN_SEGMENT: u64 = 1 << 20;
         const MAX_SEGMENT: u64 = 1 << 30;

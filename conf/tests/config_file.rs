@@ -206,7 +206,7 @@ fn an_unknown_key_is_refused_with_the_known_ones() {
         error_of("[store]\nsync_interval = 5\n"),
         "ferromq.toml:2: `store.sync_interval`: unknown key `sync_interval` in [store] (known keys: \
          kind, sync, sync_interval_ms, max_size, segment_size, checkpoint_bytes, \
-         checkpoint_interval_ms, compaction_threshold, refuse_on_corruption, engine)"
+         checkpoint_interval_ms, compaction_threshold, refuse_on_corruption, engine, url)"
     );
 }
 
@@ -239,7 +239,8 @@ fn an_unknown_key_is_found_in_dotted_and_inline_form() {
         error_of("\nstore = { kind = \"memory\", fsync = true }\n"),
         "ferromq.toml:2: `store.fsync`: unknown key `fsync` in [store] (known keys: kind, sync, \
          sync_interval_ms, max_size, segment_size, checkpoint_bytes, checkpoint_interval_ms, \
-         compaction_threshold, refuse_on_corruption, engine)"
+         compaction_threshold, refuse_on_corruption, engine, \
+         url)"
     );
 }
 
@@ -339,14 +340,26 @@ fn journal_settings_are_checked() {
 }
 
 #[test]
-fn a_future_store_kind_is_refused_as_not_implemented() {
+fn the_jdbc_store_takes_a_sqlite_or_postgres_url() -> Result<(), ConfigError> {
+    let config = Config::parse(
+        "[store]\nkind = \"jdbc\"\nurl = \"postgres://broker:pw@db:5432/ferromq\"\n",
+        "ferromq.toml",
+    )?;
+    assert_eq!(config.store.kind, StoreKind::Jdbc);
+    assert_eq!(config.store.url, "postgres://broker:pw@db:5432/ferromq");
+    assert_eq!(Config::default().store.url, "sqlite://ferromq.db");
     assert_eq!(
-        error_of("[store]\nkind = \"jdbc\"\n"),
-        "ferromq.toml:2: `store.kind`: store kind `jdbc` is not implemented yet (available: journal, memory, lsm)"
+        error_of("[store]\nkind = \"jdbc\"\nurl = \"mysql://db/ferromq\"\n"),
+        "ferromq.toml:3: `store.url`: expected sqlite://PATH or postgres://user:password@host:port/database"
     );
+    Ok(())
+}
+
+#[test]
+fn an_unknown_store_kind_is_refused_with_the_available_ones() {
     assert_eq!(
         error_of("[store]\nkind = \"kahadb\"\n"),
-        "ferromq.toml:2: `store.kind`: unknown store kind `kahadb` (available: journal, memory, lsm)"
+        "ferromq.toml:2: `store.kind`: unknown store kind `kahadb` (available: journal, memory, lsm, jdbc)"
     );
 }
 
