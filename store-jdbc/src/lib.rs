@@ -50,6 +50,16 @@
 //! redelivered. Failpoints ([`FAILPOINTS`]) sit before the open, before each batch, before
 //! each COMMIT and before each read.
 //!
+//! ## Crashes and power cuts
+//!
+//! A child process writing with several threads is SIGKILLed six times on one database
+//! (SQLite and PostgreSQL), and on SQLite the same rounds run as power cuts under
+//! [`store::powercut`] (the database directory replaced by its durable image: data
+//! durable once its file is fsynced, names once their directory is). The power-cut test
+//! fails if `synchronous=FULL` is weakened to `NORMAL`. PostgreSQL has no power-cut test
+//! here: it is a server whose durability (its WAL, `fsync`, `synchronous_commit = on` under
+//! `always`) is its own, out of reach of a cut of the broker's process.
+//!
 //! ```no_run
 //! use std::path::Path;
 //! use store::MessageStore;
