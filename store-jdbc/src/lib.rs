@@ -44,8 +44,11 @@
 //! ## Failures
 //!
 //! A lost PostgreSQL connection fails the batch in flight with an error naming the server;
-//! later batches reconnect with a backoff and fail at once, with the connection error,
-//! until the server is back. Nothing confirmed is lost: a unit completes only after its
+//! the writer reconnects with a backoff, and once a reconnect has failed `submit` refuses
+//! units at once with the connection error (so the broker refuses the send before it
+//! dispatches the message) until the server is back. Every method may be called from a
+//! tokio runtime's thread: the synchronous `postgres` client, whose own runtime cannot run
+//! there, is then used from a scoped thread. Nothing confirmed is lost: a unit completes only after its
 //! COMMIT. After a crash (no clean close recorded) every recovered message reads back as
 //! redelivered. Failpoints ([`FAILPOINTS`]) sit before the open, before each batch, before
 //! each COMMIT and before each read.

@@ -10,8 +10,8 @@
 //!
 //! - **data** reaches the image only when `fsync` or `fdatasync` of that file returns (the
 //!   byte ranges written since the file's last sync are copied, and the file takes the size
-//!   it had when the sync began); `sync_file_range`, `msync`, `sync` and `syncfs` make
-//!   nothing durable; a write to a file opened `O_SYNC`/`O_DSYNC` is durable at once;
+//!   it had when the sync began); `close`, `sync_file_range`, `msync`, `sync` and `syncfs`
+//!   make nothing durable; a write to a file opened `O_SYNC`/`O_DSYNC` is durable at once;
 //! - **names** (create, rename, link, unlink) reach the image only when the directory
 //!   holding the name is fsynced (POSIX's rule; ext4 is kinder in practice);
 //! - **directories** (mkdir, rmdir) reach it at once;
@@ -22,6 +22,9 @@
 //! what is there counts as durable), starts the child with [`PowerCut::apply`], SIGKILLs it
 //! at a random moment, then [`PowerCut::restore`]s: the data directory is replaced by the
 //! image, as after the power came back, and the store is reopened and checked.
+//!
+//! The library is built once per version of its source, as
+//! `<temp dir>/ferromq-powercut-<hash>.so`, and left there for the next test run.
 //!
 //! PostgreSQL is a server with its own durability (its WAL, `fsync`, `synchronous_commit`):
 //! a power cut of the client machine costs it nothing, so it has no such test.

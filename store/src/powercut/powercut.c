@@ -10,8 +10,9 @@
  *   ranges dirty per file (per inode, so that an fsync through another descriptor of the
  *   same file counts). When fsync or fdatasync of the file returns, its dirty ranges are
  *   copied from the real file into the shadow and the shadow takes the file's size as it
- *   was when the sync started. sync_file_range, msync, sync and syncfs make nothing
- *   durable (sync_file_range neither flushes the drive's cache nor the file's metadata).
+ *   was when the sync started. close, sync_file_range, msync, sync and syncfs make
+ *   nothing durable, so they are not interposed (sync_file_range neither flushes the
+ *   drive's cache nor the file's metadata).
  *   Files opened with O_SYNC or O_DSYNC are durable at every write.
  * - Names (a file created, renamed, linked or unlinked) become durable only when the
  *   directory that holds the name is fsynced (POSIX's rule, stricter than ext4 in
