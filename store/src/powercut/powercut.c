@@ -440,6 +440,12 @@ static int durable_sync(int fd, int (*sync)(int)) {
         pthread_mutex_unlock(&lock);
         return sync(fd);
     }
+    /* The size with the ranges, under the lock: a write recorded (so taken below) is in
+     * it. Taken before, a write landing in between would be taken but clipped away. */
+    if (fstat(fd, &st) != 0) {
+        pthread_mutex_unlock(&lock);
+        return sync(fd);
+    }
     uint64_t id = inode->id;
     struct range *ranges = inode->dirty;
     size_t count = inode->dirty_len;
