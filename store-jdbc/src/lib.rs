@@ -39,7 +39,9 @@
 //! one bad unit fails alone. Bytes queued and unwritten are counted in a [`store::Backlog`],
 //! which paces the broker's send path. Reads use a second connection and first wait for
 //! the writer to finish every unit submitted before them, which is how they see units whose
-//! completion has not resolved yet.
+//! completion has not resolved yet. `count` reads no table: the writer keeps each queue's
+//! committed references in memory (loaded at open and after a failed batch, published after
+//! each COMMIT).
 //!
 //! ## Failures
 //!

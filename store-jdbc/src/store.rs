@@ -94,6 +94,9 @@ pub struct Shared {
     pub progressed: Condvar,
     /// Queue ids by key: the writer's copy, shared so that reads need no lookup query.
     pub queues: RwLock<HashMap<QueueKey, i64>>,
+    /// Committed references per queue id, published by the writer after each COMMIT (before
+    /// the units complete), so that `count` is a lookup, not a `COUNT(*)` of a deep queue.
+    pub counts: RwLock<HashMap<i64, u64>>,
     pub failpoints: Failpoints,
     pub backlog: Backlog,
     pub used_bytes: AtomicU64,
@@ -184,6 +187,7 @@ impl SqlStore {
             progress: Mutex::new(Progress { done: 0 }),
             progressed: Condvar::new(),
             queues: RwLock::new(book.queues.clone()),
+            counts: RwLock::new(book.counts.clone()),
             failpoints: options.failpoints.clone(),
             backlog: Backlog::new(options.max_backlog),
             used_bytes: AtomicU64::new(used_bytes),
@@ -490,21 +494,14 @@ impl MessageStore for SqlStore {
     }
 
     fn count(&self, queue: &QueueKey) -> Result<u64, StoreError> {
-        self.read(|db| {
-            let Some(queue) = self.shared.queues.read().get(queue).copied() else {
-                return Ok(0);
-            };
-            let rows = db.query(
-                "SELECT COUNT(*) FROM ferromq_refs WHERE queue = ?1 AND txn IS NULL",
-                &[Param::Int(queue)],
-            )?;
-            match rows.first() {
-                Some(row) => {
-                    unsigned(column(row, 0, "ferromq_refs")?.int("ferromq_refs")?, "ferromq_refs")
-                }
-                None => Ok(0),
-            }
-        })
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        self.shared.failpoints.check(FAILPOINT_READ)?;
+        // The barrier, as for every read: the units submitted before are counted.
+        self.barrier();
+        let Some(queue) = self.shared.queues.read().get(queue).copied() else { return Ok(0) };
+        Ok(self.shared.counts.read().get(&queue).copied().unwrap_or(0))
     }
 
     fn usage(&self) -> StoreUsage {

@@ -227,6 +227,7 @@ impl Writer {
     /// Takes reloaded bookkeeping, sharing the queue ids with the readers.
     fn install(&mut self, book: Bookkeeping) {
         *self.shared.queues.write() = book.queues.clone();
+        *self.shared.counts.write() = book.counts.clone();
         self.stored_next_id = book.next_message_id;
         // Ids only grow: a rolled-back add's id is not handed out again by the broker anyway.
         let next = self.book.next_message_id.max(book.next_message_id);
@@ -311,6 +312,15 @@ impl Writer {
         self.stored_next_id = book.next_message_id;
         if std::mem::take(&mut book.queues_changed) {
             *shared.queues.write() = book.queues.clone();
+        }
+        if !book.counts_changed.is_empty() {
+            let mut counts = shared.counts.write();
+            for queue in book.counts_changed.drain() {
+                match book.counts.get(&queue) {
+                    Some(count) => counts.insert(queue, *count),
+                    None => counts.remove(&queue),
+                };
+            }
         }
         shared.commits.fetch_add(1, Ordering::Relaxed);
         shared.next_message_id.fetch_max(book.next_message_id, Ordering::Relaxed);
