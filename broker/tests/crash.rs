@@ -1,4 +1,5 @@
-//! Crash tests of the real `ferromq` binary on the journal store (the default store).
+//! Crash tests of the real `ferromq` binary on the journal store (the default store), and the
+//! kill -9 rounds on every other store.
 //!
 //! - [`kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]: many rounds on
 //!   one data directory of: start the broker, run producers and consumers over STOMP at once,
@@ -11,7 +12,10 @@
 //!   survive, and so may messages whose ack was not confirmed.
 //!   The same rounds run on the LSM store, on each engine
 //!   ([`lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
-//!   [`lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]).
+//!   [`lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]),
+//!   and on the SQL store over SQLite and over PostgreSQL
+//!   ([`jdbc_sqlite_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
+//!   [`jdbc_postgres_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]).
 //! - [`second_broker_on_the_same_data_dir_refuses_and_the_first_is_unharmed`].
 //! - [`journal_is_the_default_and_survives_a_clean_restart`].
 //!
@@ -319,6 +323,21 @@ fn lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one()
 #[test]
 fn lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
     kill_9_rounds("[store]\nkind = \"lsm\"\nengine = \"rocksdb\"\n");
+}
+
+/// The same rounds on the SQL store over SQLite (the database under the data directory).
+#[test]
+fn jdbc_sqlite_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds("[store]\nkind = \"jdbc\"\nurl = \"sqlite://store/ferromq.db\"\n");
+}
+
+/// The same rounds on the SQL store over PostgreSQL: a throwaway server on loopback
+/// (`store_jdbc::testing::PgCluster`) that outlives every killed broker.
+#[test]
+fn jdbc_postgres_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    let Some(cluster) = store_jdbc::testing::PgCluster::shared() else { return };
+    let url = cluster.create_database();
+    kill_9_rounds(&format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\n"));
 }
 
 /// Rounds of kill -9 under traffic on one data directory, the store configured by

@@ -1,13 +1,20 @@
 //! The SQL store under the real `ferromq` binary: `[store] kind = "jdbc"` keeps persistent
-//! messages in SQLite across restarts (the database under `data_dir`), and an unreachable
+//! messages in SQLite across restarts (the database under `data_dir`), an unreachable
 //! PostgreSQL or a data directory that cannot be created refuse to start with a message
-//! that says what to fix.
+//! that says what to fix, and a PostgreSQL server that goes away under load fails sends
+//! clearly, loses nothing confirmed, and is used again once it is back.
 
 mod common;
 
-use std::time::Duration;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use common::{free_port, loopback, path_str, refused_start, temp_dir, Process, RawStomp};
+use common::{
+    free_port, is_timeout, loopback, path_str, refused_start, temp_dir, Process, RawStomp,
+    FRAME_TIMEOUT,
+};
 
 #[test]
 fn jdbc_sqlite_keeps_persistent_messages_across_a_restart() {
@@ -110,4 +117,277 @@ fn jdbc_sqlite_under_an_unusable_data_directory_refuses_to_start() {
     ];
     let output = refused_start(dir.path(), "unusable", &args, Duration::from_secs(30));
     assert!(output.contains("cannot open the SQLite database"), "{output}");
+}
+
+// ----- PostgreSQL going away under load -----
+
+/// The outage's phases, as the producers see them.
+const UP: u8 = 0;
+/// `pg_ctl stop -m immediate` has returned: nothing can be committed.
+const DOWN: u8 = 1;
+/// `pg_ctl start` was called (it may or may not be serving yet).
+const RESTARTING: u8 = 2;
+/// `pg_ctl start` has returned.
+const BACK: u8 = 3;
+
+/// What the producers of [`jdbc_postgres_going_away_under_load_fails_sends_and_carries_on`] saw.
+#[derive(Default)]
+struct Outage {
+    confirmed: BTreeSet<u64>,
+    /// Sends the broker answered with an ERROR (the message was not stored, or may not be).
+    refused: BTreeSet<u64>,
+    /// Of those, the sends begun well after the database went down (when the store knew):
+    /// refused before dispatch, they must never be delivered.
+    refused_late: BTreeSet<u64>,
+    /// Sends begun and confirmed while the database was down: a silent success.
+    confirmed_while_down: Vec<u64>,
+    /// The ERROR frames' messages, in order.
+    errors: Vec<String>,
+    /// Sends that got no answer within the frame timeout.
+    hung: Vec<String>,
+    confirmed_after_return: usize,
+}
+
+const OUTAGE_QUEUE: &str = "/queue/jdbc.outage";
+const OUTAGE_ID: &str = "x-outage-id";
+/// How long after the database went down its store surely knows (its first reconnect
+/// failed), so that sends are refused before the message is dispatched.
+const KNOWN_DOWN_AFTER: Duration = Duration::from_millis(500);
+/// How long a producer waits for the answer to one send before calling it a hang.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One producer: persistent sends with receipts, one at a time, reconnecting after an ERROR
+/// (the broker closes the connection with it), until `stop`.
+fn outage_producer(
+    addr: std::net::SocketAddr,
+    outage: &Mutex<Outage>,
+    phase: &AtomicU8,
+    down_since: &Mutex<Option<Instant>>,
+    next_id: &AtomicU64,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::SeqCst) {
+        let Ok(mut stomp) = RawStomp::connect(addr) else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        stomp.set_read_timeout(ANSWER_TIMEOUT);
+        while !stop.load(Ordering::SeqCst) {
+            let id = next_id.fetch_add(1, Ordering::SeqCst);
+            let id_text = id.to_string();
+            let receipt = format!("send-{id}");
+            let body = format!("outage message {id}");
+            let headers = [
+                ("destination", OUTAGE_QUEUE),
+                ("persistent", "true"),
+                (OUTAGE_ID, id_text.as_str()),
+                ("receipt", receipt.as_str()),
+            ];
+            let phase_before = phase.load(Ordering::SeqCst);
+            let late = phase_before == DOWN
+                && down_since
+                    .lock()
+                    .expect("down since")
+                    .is_some_and(|since| since.elapsed() > KNOWN_DOWN_AFTER);
+            if stomp.send_frame("SEND", &headers, body.as_bytes()).is_err() {
+                break;
+            }
+            let answer = stomp.read_frame();
+            let mut outage = outage.lock().expect("ledger");
+            match answer {
+                Ok(frame) if frame.command == "RECEIPT" => {
+                    outage.confirmed.insert(id);
+                    if phase_before == DOWN && phase.load(Ordering::SeqCst) == DOWN {
+                        outage.confirmed_while_down.push(id);
+                    }
+                    if phase_before == BACK {
+                        outage.confirmed_after_return += 1;
+                    }
+                }
+                Ok(frame) if frame.command == "ERROR" => {
+                    outage.refused.insert(id);
+                    if late {
+                        outage.refused_late.insert(id);
+                    }
+                    let message = frame.header("message").unwrap_or_default().to_owned();
+                    outage.errors.push(message);
+                    break;
+                }
+                Ok(frame) => {
+                    outage.errors.push(format!("unexpected {}", frame.describe()));
+                    break;
+                }
+                Err(e) if is_timeout(&e) => {
+                    outage.hung.push(format!("send {id}: no answer in {ANSWER_TIMEOUT:?}"));
+                    break;
+                }
+                // The connection closed without an answer: the send may or may not be stored.
+                Err(_) => break,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Subscribes to the outage queue and receives until nothing comes for a while; acks each
+/// message (with a receipt) when `ack`. Returns the ids delivered.
+fn drain_outage_queue(addr: std::net::SocketAddr, ack: bool) -> BTreeSet<u64> {
+    let mut stomp = RawStomp::open(addr);
+    // A prefetch above every message sent: the drain that acks nothing must get them all.
+    let headers = [
+        ("destination", OUTAGE_QUEUE),
+        ("id", "drain"),
+        ("ack", "client-individual"),
+        ("activemq.prefetchSize", "1000000"),
+    ];
+    stomp.send("SUBSCRIBE", &headers, b"");
+    stomp.set_read_timeout(Duration::from_millis(200));
+    let mut delivered = BTreeSet::new();
+    let mut acks_waiting = 0usize;
+    let mut idle_since = Instant::now();
+    while acks_waiting > 0 || idle_since.elapsed() < Duration::from_millis(2000) {
+        assert!(idle_since.elapsed() < FRAME_TIMEOUT, "the drain stalled with acks unconfirmed");
+        let frame = match stomp.read_frame() {
+            Ok(frame) => frame,
+            Err(e) if is_timeout(&e) => continue,
+            Err(e) => panic!("draining: {e}"),
+        };
+        idle_since = Instant::now();
+        match frame.command.as_str() {
+            "MESSAGE" => {
+                let id = frame.header(OUTAGE_ID).and_then(|id| id.parse::<u64>().ok());
+                let id = id.unwrap_or_else(|| panic!("a message without an id: {frame:?}"));
+                assert!(delivered.insert(id), "message {id} delivered twice in one drain");
+                if ack {
+                    let ack_id = frame.header("ack").expect("an ack header").to_owned();
+                    stomp.send("ACK", &[("id", &ack_id), ("receipt", "acked")], b"");
+                    acks_waiting += 1;
+                }
+            }
+            "RECEIPT" => acks_waiting -= 1,
+            _ => panic!("the drain got {}", frame.describe()),
+        }
+    }
+    let _ = stomp.send_frame("DISCONNECT", &[], b"");
+    delivered
+}
+
+/// A PostgreSQL server stopped (`pg_ctl stop -m immediate`) under persistent sends: sends
+/// fail with an ERROR that names the problem (no hang, no silent success), and once the
+/// server is back the same broker, never restarted, confirms sends again; every confirmed
+/// message is delivered, by that broker and again after a restart.
+#[test]
+fn jdbc_postgres_going_away_under_load_fails_sends_and_carries_on() {
+    let Some(cluster) = store_jdbc::testing::PgCluster::start() else { return };
+    let url = cluster.create_database();
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let config = dir.path().join("jdbc.toml");
+    std::fs::write(&config, format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\n"))
+        .expect("write the configuration");
+    let port = free_port();
+    let addr = loopback(port);
+    let mut broker = Process::start_configured(dir.path(), "outage", &config, &data, port);
+    broker.wait_accepting(addr);
+
+    let outage = Mutex::new(Outage::default());
+    let phase = AtomicU8::new(UP);
+    let down_since = Mutex::new(None);
+    let next_id = AtomicU64::new(1);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // Stops the producers on every way out, a failed assertion included.
+        let _stop = SetOnDrop(&stop);
+        for _ in 0..3 {
+            scope.spawn(|| outage_producer(addr, &outage, &phase, &down_since, &next_id, &stop));
+        }
+        std::thread::sleep(Duration::from_millis(700));
+        let before = outage.lock().expect("ledger").confirmed.len();
+        assert!(before > 0, "nothing confirmed before the database went away");
+        cluster.stop_server().expect("stop PostgreSQL");
+        *down_since.lock().expect("down since") = Some(Instant::now());
+        phase.store(DOWN, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(
+            !outage.lock().expect("ledger").errors.is_empty(),
+            "no send failed while the database was down:\n{}",
+            broker.stderr()
+        );
+        phase.store(RESTARTING, Ordering::SeqCst);
+        cluster.start_server().expect("start PostgreSQL again");
+        phase.store(BACK, Ordering::SeqCst);
+        // The store's reconnect backoff tops out at 5 s; CI machines are busy.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while outage.lock().expect("ledger").confirmed_after_return < 50 {
+            assert!(
+                Instant::now() < deadline,
+                "the broker did not confirm sends again once the database was back:\n{}",
+                broker.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    let outage = outage.into_inner().expect("ledger");
+    assert!(outage.hung.is_empty(), "sends hung: {:?}", outage.hung);
+    assert!(
+        outage.confirmed_while_down.is_empty(),
+        "sends confirmed while the database was down: {:?}",
+        outage.confirmed_while_down
+    );
+    let first = &outage.errors[0];
+    assert!(
+        first.contains("not stored") && first.contains("PostgreSQL"),
+        "the ERROR says what went wrong: {first}"
+    );
+
+    // Every confirmed message, from the broker that lived through the outage...
+    let delivered = drain_outage_queue(addr, false);
+    let lost: Vec<&u64> = outage.confirmed.difference(&delivered).collect();
+    assert!(
+        lost.is_empty(),
+        "{} confirmed, {} delivered; confirmed and not delivered: {lost:?}",
+        outage.confirmed.len(),
+        delivered.len()
+    );
+    let refused_delivered = outage.refused.intersection(&delivered).count();
+    // A send whose unit was already queued when the connection died fails after the
+    // message was dispatched (concurrent store and dispatch); later ones must not be.
+    let late_delivered: Vec<&u64> = outage.refused_late.intersection(&delivered).collect();
+    assert!(
+        late_delivered.is_empty(),
+        "sends refused while the database was known down were delivered anyway: \
+         {late_delivered:?}"
+    );
+    broker.stop();
+    // ...and after a restart.
+    let port = free_port();
+    let addr = loopback(port);
+    let mut broker = Process::start_configured(dir.path(), "restarted", &config, &data, port);
+    broker.wait_accepting(addr);
+    let after_restart = drain_outage_queue(addr, true);
+    let lost: Vec<&u64> = outage.confirmed.difference(&after_restart).collect();
+    assert!(lost.is_empty(), "confirmed and lost across a restart: {lost:?}");
+    let unknown: Vec<&u64> = after_restart.difference(&delivered).collect();
+    assert!(unknown.is_empty(), "came back after the restart, never delivered before: {unknown:?}");
+    eprintln!(
+        "outage: {} sends confirmed ({} after the database came back), {} refused with an \
+         ERROR ({} while the store knew, {} delivered: in flight when the connection died), \
+         first: {first}",
+        outage.confirmed.len(),
+        outage.confirmed_after_return,
+        outage.refused.len(),
+        outage.refused_late.len(),
+        refused_delivered
+    );
+    broker.stop();
+}
+
+/// Sets its flag when dropped, also while a panic unwinds.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }

@@ -34,6 +34,11 @@ pub struct Applier<'a> {
     pub book: &'a mut Bookkeeping,
 }
 
+/// Rows changed, as a count change.
+fn count_delta(rows: u64) -> i64 {
+    i64::try_from(rows).unwrap_or(i64::MAX)
+}
+
 const DELETE_ORPHAN: &str = "DELETE FROM ferromq_msgs WHERE id = ?1 \
      AND NOT EXISTS (SELECT 1 FROM ferromq_refs WHERE msg_id = ?1)";
 
@@ -141,13 +146,17 @@ impl Applier<'_> {
             Some(txn) => Param::Int(signed(txn.0, "transaction id")?),
             None => Param::Null,
         };
+        let committed = matches!(txn, Param::Null);
         for queue in queues {
             let queue = self.queue_id(queue)?;
-            self.db.execute(
+            let inserted = self.db.execute(
                 "INSERT INTO ferromq_refs (queue, priority_rank, msg_id, txn) VALUES (?1, ?2, ?3, ?4) \
                  ON CONFLICT (queue, priority_rank, msg_id) DO NOTHING",
                 &[Param::Int(queue), Param::Int(rank(message.priority())), Param::Int(id), txn],
             )?;
+            if committed {
+                self.book.count_references(queue, count_delta(inserted));
+            }
         }
         Ok(())
     }
@@ -165,6 +174,7 @@ impl Applier<'_> {
             &[Param::Int(queue), Param::Int(rank), Param::Int(id)],
         )?;
         if removed > 0 {
+            self.book.count_references(queue, -count_delta(removed));
             self.db.execute(DELETE_ORPHAN, &[Param::Int(id)])?;
         }
         Ok(())
@@ -172,6 +182,17 @@ impl Applier<'_> {
 
     fn commit(&mut self, txn: TxnId) -> Result<(), JdbcError> {
         let id = signed(txn.0, "transaction id")?;
+        // The transaction's references join their queues' counts (the partial index on
+        // `txn` keeps this a small range).
+        let per_queue = self.db.query(
+            "SELECT queue, COUNT(*) FROM ferromq_refs WHERE txn = ?1 GROUP BY queue",
+            &[Param::Int(id)],
+        )?;
+        for row in per_queue {
+            let queue = column(&row, 0, "ferromq_refs")?.int("ferromq_refs")?;
+            let added = column(&row, 1, "ferromq_refs")?.int("ferromq_refs")?;
+            self.book.count_references(queue, added);
+        }
         self.db.execute("UPDATE ferromq_refs SET txn = NULL WHERE txn = ?1", &[Param::Int(id)])?;
         let acks = self.db.query(
             "SELECT queue, priority_rank, msg_id FROM ferromq_txn_acks WHERE txn = ?1",
@@ -208,6 +229,7 @@ impl Applier<'_> {
     fn remove_queue(&mut self, queue: &QueueKey) -> Result<(), JdbcError> {
         let Some(id) = self.book.queues.remove(queue) else { return Ok(()) };
         self.book.queues_changed = true;
+        self.book.forget_count(id);
         self.db.execute(
             "DELETE FROM ferromq_msgs WHERE id IN (SELECT msg_id FROM ferromq_refs WHERE queue = ?1) \
              AND NOT EXISTS (SELECT 1 FROM ferromq_refs r WHERE r.msg_id = ferromq_msgs.id \

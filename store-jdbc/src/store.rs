@@ -94,6 +94,9 @@ pub struct Shared {
     pub progressed: Condvar,
     /// Queue ids by key: the writer's copy, shared so that reads need no lookup query.
     pub queues: RwLock<HashMap<QueueKey, i64>>,
+    /// Committed references per queue id, published by the writer after each COMMIT (before
+    /// the units complete), so that `count` is a lookup, not a `COUNT(*)` of a deep queue.
+    pub counts: RwLock<HashMap<i64, u64>>,
     pub failpoints: Failpoints,
     pub backlog: Backlog,
     pub used_bytes: AtomicU64,
@@ -105,6 +108,11 @@ pub struct Shared {
     pub redeliver_below: u64,
     /// What the writer's final step (recording a clean close) returned.
     pub close_result: Mutex<Option<Result<(), StoreError>>>,
+    /// Set by the writer while it cannot reach the database (the last connection error),
+    /// cleared when it reconnects. `submit` fails at once meanwhile, so that the broker
+    /// refuses the send before dispatching the message, instead of delivering a message
+    /// whose producer is told it was not stored.
+    pub unreachable: Mutex<Option<StoreError>>,
 }
 
 impl Shared {
@@ -155,7 +163,13 @@ impl SqlStore {
         SqlStore::open_target(target, options)
     }
 
+    /// Opens the store at `target`; see [`SqlStore::open`]. Callable from any thread, a
+    /// tokio runtime's included (as every method of the store).
     pub fn open_target(target: Target, options: SqlOptions) -> Result<SqlStore, StoreError> {
+        off_runtime(&target.clone(), move || SqlStore::open_here(target, options))
+    }
+
+    fn open_here(target: Target, options: SqlOptions) -> Result<SqlStore, StoreError> {
         options.failpoints.check(FAILPOINT_OPEN)?;
         let durability = durability(options.sync);
         let mut db = db::connect(&target, durability)?;
@@ -173,6 +187,7 @@ impl SqlStore {
             progress: Mutex::new(Progress { done: 0 }),
             progressed: Condvar::new(),
             queues: RwLock::new(book.queues.clone()),
+            counts: RwLock::new(book.counts.clone()),
             failpoints: options.failpoints.clone(),
             backlog: Backlog::new(options.max_backlog),
             used_bytes: AtomicU64::new(used_bytes),
@@ -182,6 +197,7 @@ impl SqlStore {
             next_message_id: AtomicU64::new(book.next_message_id),
             redeliver_below: if clean { 0 } else { book.next_message_id },
             close_result: Mutex::new(None),
+            unreachable: Mutex::new(None),
         });
         let writer = Writer {
             shared: Arc::clone(&shared),
@@ -236,30 +252,36 @@ impl SqlStore {
 
     /// Runs `read` on the reader connection, after the barrier. A connection found lost is
     /// reopened and the read tried once more (a restarted PostgreSQL shows only when used).
-    fn read<T>(
+    fn read<T: Send>(
         &self,
-        read: impl Fn(&mut dyn Database) -> Result<T, JdbcError>,
+        read: impl Fn(&mut dyn Database) -> Result<T, JdbcError> + Sync,
     ) -> Result<T, StoreError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
         self.shared.failpoints.check(FAILPOINT_READ)?;
         self.barrier();
-        let mut reader = self.reader.lock();
-        for attempt in 0..2 {
-            if reader.as_ref().is_some_and(|db| db.is_broken()) {
-                *reader = None;
+        self.off_runtime(|| {
+            let mut reader = self.reader.lock();
+            for attempt in 0..2 {
+                if reader.as_ref().is_some_and(|db| db.is_broken()) {
+                    *reader = None;
+                }
+                let db = match reader.as_mut() {
+                    Some(db) => db,
+                    None => reader.insert(db::connect(&self.target, self.durability)?),
+                };
+                match read(db.as_mut()) {
+                    Err(error) if error.connection_lost() && attempt == 0 => *reader = None,
+                    outcome => return Ok(outcome?),
+                }
             }
-            let db = match reader.as_mut() {
-                Some(db) => db,
-                None => reader.insert(db::connect(&self.target, self.durability)?),
-            };
-            match read(db.as_mut()) {
-                Err(error) if error.connection_lost() && attempt == 0 => *reader = None,
-                outcome => return Ok(outcome?),
-            }
-        }
-        Err(StoreError::Closed)
+            Err(StoreError::Closed)
+        })
+    }
+
+    fn off_runtime<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        off_runtime(&self.target, work)
     }
 
     fn stop(&self, clean: bool) -> Result<(), StoreError> {
@@ -277,9 +299,27 @@ impl SqlStore {
                 reason: "the SQL store's writer thread panicked".into(),
             });
         }
-        self.reader.lock().take();
+        let reader = self.reader.lock().take();
+        self.off_runtime(move || drop(reader));
         self.shared.close_result.lock().take().unwrap_or(Ok(()))
     }
+}
+
+/// Runs `work`, which may connect to the database, use a connection or drop one, where the
+/// synchronous PostgreSQL client can block. That client drives each connection with a tokio
+/// runtime of its own, which panics when entered or dropped on a thread already running
+/// one, as the broker's threads are (the broker recovered the store there and aborted at its
+/// first start on PostgreSQL). On such a thread, a PostgreSQL store's `work` runs on a
+/// scoped thread of its own; SQLite needs no runtime, nor does a plain thread.
+fn off_runtime<T: Send>(target: &Target, work: impl FnOnce() -> T + Send) -> T {
+    let in_runtime = tokio::runtime::Handle::try_current().is_ok();
+    if !in_runtime || !matches!(target, Target::Postgres { .. }) {
+        return work();
+    }
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(outcome) => outcome,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 /// At open, in one transaction: roll back what was not prepared, read whether the last stop
@@ -390,6 +430,9 @@ impl MessageStore for SqlStore {
     }
 
     fn submit(&self, unit: UnitOfWork) -> Completion {
+        if let Some(error) = self.shared.unreachable.lock().clone() {
+            return Completion::ready(Err(error));
+        }
         let bytes = unit_bytes(&unit);
         let (completer, completion) = Completion::pending();
         {
@@ -451,21 +494,14 @@ impl MessageStore for SqlStore {
     }
 
     fn count(&self, queue: &QueueKey) -> Result<u64, StoreError> {
-        self.read(|db| {
-            let Some(queue) = self.shared.queues.read().get(queue).copied() else {
-                return Ok(0);
-            };
-            let rows = db.query(
-                "SELECT COUNT(*) FROM ferromq_refs WHERE queue = ?1 AND txn IS NULL",
-                &[Param::Int(queue)],
-            )?;
-            match rows.first() {
-                Some(row) => {
-                    unsigned(column(row, 0, "ferromq_refs")?.int("ferromq_refs")?, "ferromq_refs")
-                }
-                None => Ok(0),
-            }
-        })
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        self.shared.failpoints.check(FAILPOINT_READ)?;
+        // The barrier, as for every read: the units submitted before are counted.
+        self.barrier();
+        let Some(queue) = self.shared.queues.read().get(queue).copied() else { return Ok(0) };
+        Ok(self.shared.counts.read().get(&queue).copied().unwrap_or(0))
     }
 
     fn usage(&self) -> StoreUsage {

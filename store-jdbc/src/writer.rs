@@ -17,8 +17,11 @@
 //!
 //! After any failure the writer reloads its bookkeeping from the database. A lost PostgreSQL
 //! connection is reopened at the next batch, with a backoff (100 ms doubling to 5 s) during
-//! which batches fail at once with the last connection error: sends fail quickly and clearly
-//! while the database is away, and work again once it is back.
+//! which batches fail at once with the last connection error. Once a reconnect has failed,
+//! `submit` itself refuses units with that error (`Shared::unreachable`), so the broker
+//! refuses the send before it dispatches the message, and the writer retries the connection
+//! on its own at each backoff step: sends fail quickly and clearly while the database is
+//! away, and work again once it is back.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -114,6 +117,18 @@ impl Writer {
             if let RunState::Stopping { clean } = inbox.state {
                 return (Vec::new(), Some(clean));
             }
+            // While the database is unreachable `submit` refuses units at once, so no batch
+            // comes to reconnect: try again when the backoff allows.
+            if let (None, Some(retry_at)) = (&self.db, self.retry_at) {
+                if Instant::now() < retry_at {
+                    self.shared.work.wait_until(&mut inbox, retry_at);
+                } else {
+                    drop(inbox);
+                    let _ = self.connection();
+                    inbox = self.shared.inbox.lock();
+                }
+                continue;
+            }
             match self.sync {
                 SyncPolicy::Periodic(interval) if self.dirty => {
                     let due = self.last_sync + interval;
@@ -194,6 +209,7 @@ impl Writer {
                 self.backoff = BACKOFF_START;
                 self.retry_at = None;
                 self.last_connect_error = None;
+                *self.shared.unreachable.lock() = None;
                 Ok(())
             }
             Err(error) => {
@@ -202,6 +218,7 @@ impl Writer {
                 self.retry_at = Some(Instant::now() + self.backoff);
                 self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
                 self.last_connect_error = Some(error.clone());
+                *self.shared.unreachable.lock() = Some(error.clone());
                 Err(error)
             }
         }
@@ -210,6 +227,7 @@ impl Writer {
     /// Takes reloaded bookkeeping, sharing the queue ids with the readers.
     fn install(&mut self, book: Bookkeeping) {
         *self.shared.queues.write() = book.queues.clone();
+        *self.shared.counts.write() = book.counts.clone();
         self.stored_next_id = book.next_message_id;
         // Ids only grow: a rolled-back add's id is not handed out again by the broker anyway.
         let next = self.book.next_message_id.max(book.next_message_id);
@@ -294,6 +312,15 @@ impl Writer {
         self.stored_next_id = book.next_message_id;
         if std::mem::take(&mut book.queues_changed) {
             *shared.queues.write() = book.queues.clone();
+        }
+        if !book.counts_changed.is_empty() {
+            let mut counts = shared.counts.write();
+            for queue in book.counts_changed.drain() {
+                match book.counts.get(&queue) {
+                    Some(count) => counts.insert(queue, *count),
+                    None => counts.remove(&queue),
+                };
+            }
         }
         shared.commits.fetch_add(1, Ordering::Relaxed);
         shared.next_message_id.fetch_max(book.next_message_id, Ordering::Relaxed);

@@ -12,7 +12,9 @@
 //! - [`memory`]: [`MemoryStore`], the in-memory engine (and [`MemoryHarness`], its harness
 //!   for the kit);
 //! - [`kit`]: the conformance kit, tests generic over the contract that every store runs
-//!   through [`conformance_tests!`].
+//!   through [`conformance_tests!`];
+//! - [`powercut`]: the power-cut harness for engines that do their own file I/O (a C library
+//!   loaded with `LD_PRELOAD` that keeps the durable image of a data directory).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -35,6 +37,7 @@ pub mod failpoint;
 pub mod kit;
 pub mod memory;
 pub mod message;
+pub mod powercut;
 pub mod record;
 
 pub use backlog::Backlog;

@@ -5,6 +5,11 @@
 //! The child is this test binary again, running [`crash_child`] (ignored unless started by
 //! a crash test with `FERROMQ_JDBC_CRASH_URL` set). It prints one line per confirmed unit,
 //! written straight to its stdout (a pipe, so every line written before the kill is read).
+//!
+//! [`sqlite_power_loss_keeps_every_completed_unit`] runs the SQLite rounds under
+//! `store::powercut`: each kill is a power cut (the database directory is replaced by its
+//! durable image before the reopen). PostgreSQL has no such test: it is a server with its
+//! own durability, which a power cut of our process's machine does not reach.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -14,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
+use store::powercut::PowerCut;
 
 use super::*;
 use crate::testing::{PgCluster, SqliteHarness};
@@ -96,9 +102,13 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn run_child(url: &str, base: u64, kill_after: Duration) -> Seen {
+fn run_child(url: &str, base: u64, kill_after: Duration, power_cut: Option<&PowerCut>) -> Seen {
     let exe = std::env::current_exe().expect("the test binary");
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(cut) = power_cut {
+        cut.apply(&mut command).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut child = command
         .args([
             "--exact",
             "tests::crash::crash_child",
@@ -150,12 +160,21 @@ fn run_child(url: &str, base: u64, kill_after: Duration) -> Seen {
     reader.join().expect("reader")
 }
 
-fn crash_rounds(url: &str) {
+/// [`ROUNDS`] kills of a writing child, each followed by a reopen that checks what it
+/// confirmed; under `power_cut`, each kill is a power cut.
+fn crash_rounds(url: &str, power_cut: Option<&PowerCut>) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
     let mut confirmed_ever: BTreeSet<u64> = BTreeSet::new();
     for round in 0..ROUNDS {
         let base = (round + 1) * 10_000_000;
-        let seen = run_child(url, base, Duration::from_millis(rng.gen_range(150..700)));
+        if let Some(cut) = power_cut {
+            cut.arm().unwrap_or_else(|e| panic!("{e}"));
+        }
+        let kill_after = Duration::from_millis(rng.gen_range(150..700));
+        let seen = run_child(url, base, kill_after, power_cut);
+        if let Some(cut) = power_cut {
+            cut.restore().unwrap_or_else(|e| panic!("{e}"));
+        }
         assert!(!seen.added.is_empty(), "round {round}: the child confirmed nothing");
         let store = SqlStore::open(url, Path::new("/"), SqlOptions::default()).expect("reopen");
         let recovered = store.recover().expect("recover");
@@ -190,9 +209,10 @@ fn crash_rounds(url: &str) {
             recovered.next_message_id.0 > seen.added.iter().max().copied().unwrap_or(0) + 50_000
         );
         eprintln!(
-            "crash round {round}: {} confirmed units ({} acks) present after SIGKILL",
+            "crash round {round}: {} confirmed units ({} acks) present after {}",
             seen.added.len(),
-            seen.acked.len()
+            seen.acked.len(),
+            if power_cut.is_some() { "a power cut" } else { "SIGKILL" }
         );
         if round % 2 == 1 {
             store.close().expect("close");
@@ -203,11 +223,19 @@ fn crash_rounds(url: &str) {
 #[test]
 fn sqlite_child_killed_mid_write_loses_no_confirmed_unit() {
     let harness = SqliteHarness::new();
-    crash_rounds(&harness.url());
+    crash_rounds(&harness.url(), None);
+}
+
+#[test]
+fn sqlite_power_loss_keeps_every_completed_unit() {
+    let dir = tempfile::Builder::new().prefix("ferromq-sqlite-power-").tempdir().expect("dir");
+    let data = dir.path().join("data");
+    let cut = PowerCut::new(&data);
+    crash_rounds(&format!("sqlite://{}", data.join("ferromq.db").display()), Some(&cut));
 }
 
 #[test]
 fn postgres_child_killed_mid_write_loses_no_confirmed_unit() {
     let Some(cluster) = PgCluster::shared() else { return };
-    crash_rounds(&cluster.create_database());
+    crash_rounds(&cluster.create_database(), None);
 }

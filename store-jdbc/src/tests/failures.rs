@@ -218,3 +218,25 @@ impl Drop for StopOnDrop {
         self.0.store(true, Ordering::SeqCst);
     }
 }
+
+/// The broker calls the store from its tokio worker threads, where the synchronous
+/// PostgreSQL client's own runtime would panic (it aborted the broker's first start on
+/// PostgreSQL): open, submit, read, count, recover and close there, and drop a store.
+#[test]
+fn postgres_store_works_from_inside_a_tokio_runtime() {
+    let Some(cluster) = PgCluster::shared() else { return };
+    let url = cluster.create_database();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    runtime.block_on(async {
+        let store = SqlStore::open(&url, Path::new("/"), SqlOptions::default()).expect("open");
+        let q = queue("IN.RUNTIME");
+        store.submit(UnitOfWork::with(add(&message(1, &q, 4, 10), &[&q]))).await.expect("add");
+        assert_eq!(ids(&store, &q), vec![1]);
+        assert_eq!(store.count(&q).expect("count"), 1);
+        store.recover().expect("recover");
+        store.close().expect("close");
+        let dropped = SqlStore::open(&url, Path::new("/"), SqlOptions::default()).expect("open");
+        assert_eq!(dropped.count(&q).expect("count"), 1);
+        drop(dropped);
+    });
+}

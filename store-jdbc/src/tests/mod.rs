@@ -18,6 +18,7 @@ mod postgres_conformance {
     });
 }
 
+mod counts;
 mod crash;
 mod failures;
 

@@ -33,12 +33,12 @@ impl SledEngine {
             match config.open() {
                 Ok(db) => {
                     let path = dir.join("db");
-                    let data_file = File::open(&path).map_err(|e| {
-                        LsmError::Sled(sled::Error::Io(std::io::Error::new(
-                            e.kind(),
-                            format!("opening {} to sync it: {e}", path.display()),
-                        )))
-                    })?;
+                    let data_file = File::open(&path).map_err(|e| sync_error(&path, e))?;
+                    // sled creates its files (`db`, `conf`) without ever syncing their
+                    // directory, so after a power cut a new store's files could be gone
+                    // although their data was synced (the power-cut test showed it): sync
+                    // the directory once they exist.
+                    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| sync_error(dir, e))?;
                     return Ok(SledEngine { db, data_file });
                 }
                 Err(sled::Error::Io(e))
@@ -51,6 +51,13 @@ impl SledEngine {
             }
         }
     }
+}
+
+fn sync_error(path: &Path, e: std::io::Error) -> LsmError {
+    LsmError::Sled(sled::Error::Io(std::io::Error::new(
+        e.kind(),
+        format!("opening {} to sync it: {e}", path.display()),
+    )))
 }
 
 impl Engine for SledEngine {
