@@ -406,6 +406,7 @@ fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "destinations" => Some(keys_of::<DestinationDefaults>()),
         "dead_letter" => Some(keys_of::<crate::DeadLetterConfig>()),
         "admin" => Some(keys_of::<crate::AdminConfig>()),
+        "tls" => Some(keys_of::<crate::TlsConfig>()),
         _ => None,
     }
 }
@@ -503,6 +504,7 @@ mod tests {
                 "destinations",
                 "dead_letter",
                 "admin",
+                "tls",
                 "virtual_topics",
                 "composite_destinations",
                 "policies"
