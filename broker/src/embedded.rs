@@ -129,7 +129,10 @@ impl BrokerBuilder {
             tracing::warn!("{warning}");
         }
         for uri in &config.transport.connectors {
-            listeners.push(transport::bind(uri, config.transport.max_connections_for(uri)).await?);
+            listeners.push(
+                transport::bind(uri, config.transport.max_connections_for(uri), &config.tls)
+                    .await?,
+            );
         }
         let admin = match config.admin.enabled {
             true => Some(crate::admin::bind(&config.admin.bind).await?),
@@ -301,6 +304,14 @@ impl BrokerHandle {
     /// `None` when it is off.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin_addr
+    }
+
+    /// The first TLS connector's address for `protocol` (`ssl://`, `stomp+ssl://`,
+    /// `amqp+ssl://` and their `nio` forms).
+    pub fn tls_addr(&self, protocol: conf::WireProtocol) -> Option<std::net::SocketAddr> {
+        let scheme =
+            |c: &&BoundConnector| c.uri.scheme.uses_tls() && c.uri.scheme.protocol() == protocol;
+        self.connectors.iter().find(scheme).map(|c| c.local_addr)
     }
 
     fn addr_of(&self, schemes: &[Scheme]) -> Option<std::net::SocketAddr> {

@@ -110,7 +110,6 @@ impl Default for TlsConfig {
 }
 
 impl TlsConfig {
-
     /// Checks what a TLS connector needs of this section: called only when one exists;
     /// `connector` names it in the error.
     pub(crate) fn check_for_connector(

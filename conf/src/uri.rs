@@ -280,12 +280,8 @@ fn suggestion(did_you_mean: &Option<&'static str>) -> String {
 }
 
 /// Schemes ActiveMQ has and ferromq will have, with the protocol each stands for.
-const PLANNED_SCHEMES: &[(&str, &str)] = &[
-    ("mqtt", "MQTT"),
-    ("ws", "WebSocket"),
-    ("wss", "WebSocket over TLS"),
-    ("vm", "in-process"),
-];
+const PLANNED_SCHEMES: &[(&str, &str)] =
+    &[("mqtt", "MQTT"), ("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")];
 
 const MAXIMUM_CONNECTIONS: &str = "maximumConnections";
 const MAX_FRAME_SIZE: &str = "wireFormat.maxFrameSize";
@@ -426,10 +422,7 @@ fn parse_port(port: &str) -> Result<u16, UriError> {
     port.parse().map_err(|_| UriError::PortOutOfRange { port: port.to_owned() })
 }
 
-fn parse_options(
-    query: &str,
-    scheme: Scheme,
-) -> Result<(ConnectorOptions, Vec<String>), UriError> {
+fn parse_options(query: &str, scheme: Scheme) -> Result<(ConnectorOptions, Vec<String>), UriError> {
     let mut options = ConnectorOptions::default();
     let mut warnings = Vec::new();
     if query.is_empty() {

@@ -96,12 +96,9 @@ fn activemq_only_options_are_accepted_with_a_warning() {
 
 #[test]
 fn schemes_of_future_protocols_are_refused_as_not_implemented() {
-    for (scheme, protocol) in [
-        ("mqtt", "MQTT"),
-        ("ws", "WebSocket"),
-        ("wss", "WebSocket over TLS"),
-        ("vm", "in-process"),
-    ] {
+    for (scheme, protocol) in
+        [("mqtt", "MQTT"), ("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")]
+    {
         assert_eq!(
             refusal(&format!("{scheme}://0.0.0.0:1")),
             format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://")

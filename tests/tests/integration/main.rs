@@ -29,6 +29,7 @@ mod slow_consumers;
 mod stomp_protocol;
 mod stomp_py;
 mod temporary;
+mod tls;
 mod topics;
 mod transactions;
 mod virtual_topics;
