@@ -407,6 +407,7 @@ fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "dead_letter" => Some(keys_of::<crate::DeadLetterConfig>()),
         "admin" => Some(keys_of::<crate::AdminConfig>()),
         "tls" => Some(keys_of::<crate::TlsConfig>()),
+        "authentication" => Some(keys_of::<crate::AuthenticationConfig>()),
         _ => None,
     }
 }
@@ -443,6 +444,14 @@ fn list_keys(name: &str) -> Option<ListKeys> {
                 ("forward_to", "its targets, e.g. forward_to = [\"queue://ORDERS.EU\"]"),
             ],
             example: "e.g. { name = \"queue://ORDERS.ALL\", forward_to = [\"queue://ORDERS.EU\"] }",
+        }),
+        "users" => Some(ListKeys {
+            known: keys_of::<crate::UserEntry>(),
+            required: &[
+                ("name", "the user name, e.g. name = \"orders-service\""),
+                ("password", "its Argon2 hash, made by `ferromq passwd`"),
+            ],
+            example: "e.g. { name = \"orders-service\", password = \"$argon2id$...\", groups = [\"users\"] }",
         }),
         "policies" => Some(ListKeys {
             known: keys_of::<crate::PolicyEntry>(),
@@ -505,6 +514,8 @@ mod tests {
                 "dead_letter",
                 "admin",
                 "tls",
+                "authentication",
+                "users",
                 "virtual_topics",
                 "composite_destinations",
                 "policies"

@@ -184,6 +184,7 @@ impl Config {
         self.dead_letter.check("dead_letter")?;
         self.admin.check("admin")?;
         self.tls.check("tls")?;
+        self.authentication.check("authentication", &self.users)?;
 
         self.check_virtual_topics()?;
         crate::composite::check(&self.composite_destinations, "composite_destinations")?;

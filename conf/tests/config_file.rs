@@ -249,14 +249,14 @@ fn an_unknown_section_is_refused() {
     assert_eq!(
         error_of("[broker]\nname = \"b\"\n\n[cluster]\npeers = []\n"),
         "ferromq.toml:4: `cluster`: unknown section [cluster] (known sections: broker, transport, \
-         store, destinations, dead_letter, admin, tls, virtual_topics, composite_destinations, \
-         policies)"
+         store, destinations, dead_letter, admin, tls, authentication, users, virtual_topics, \
+         composite_destinations, policies)"
     );
     assert_eq!(
         error_of("name = \"b\"\n"),
         "ferromq.toml:1: `name`: unknown key `name` at the top level (known sections: broker, \
-         transport, store, destinations, dead_letter, admin, tls, virtual_topics, \
-         composite_destinations, policies)"
+         transport, store, destinations, dead_letter, admin, tls, authentication, users, \
+         virtual_topics, composite_destinations, policies)"
     );
     assert_eq!(
         error_of("[transport.tls]\ncert = \"x\"\n"),
@@ -725,4 +725,29 @@ fn a_tls_connector_with_its_files_loads() -> Result<(), ConfigError> {
     assert_eq!(config.tls.protocols, vec![conf::TlsVersion::Tls13]);
     assert_eq!(config.transport.connectors[0].options.want_client_auth, Some(true));
     Ok(())
+}
+
+#[test]
+fn users_need_hashed_passwords_and_someone_must_be_able_to_connect() {
+    assert_eq!(
+        error_of("[authentication]\nenabled = true\n"),
+        "ferromq.toml:2: `authentication.enabled`: authentication is on, but there are no [[users]] \
+         and anonymous_access is off: no client could connect"
+    );
+    assert_eq!(
+        error_of("[[users]]\nname = \"a\"\npassword = \"secret\"\n"),
+        "ferromq.toml:3: `users[0].password`: expected an Argon2 hash ($argon2id$...), never a \
+         password in clear: make one with `ferromq passwd`"
+    );
+    assert_eq!(
+        error_of(
+            "[[users]]\nname = \"a\"\npassword = \"$argon2id$x\"\n[[users]]\nname = \"a\"\n\
+             password = \"$argon2id$y\"\n"
+        ),
+        "ferromq.toml:5: `users[1].name`: user `a` is defined twice"
+    );
+    assert_eq!(
+        error_of("[[users]]\nname = \"a\"\n"),
+        "ferromq.toml:1: `users[0]`: missing key `password` (its Argon2 hash, made by `ferromq passwd`)"
+    );
 }
