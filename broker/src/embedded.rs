@@ -124,6 +124,10 @@ impl BrokerBuilder {
         core.start_store_watch();
         core.start_inactive_sweep();
 
+        let security = Arc::new(
+            crate::security::Authenticator::new(&config)
+                .map_err(|error| BrokerError::Security(error.to_string()))?,
+        );
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {
             tracing::warn!("{warning}");
@@ -152,6 +156,7 @@ impl BrokerBuilder {
             heart_beat_grace: config.transport.heart_beat_grace,
             shutdown: shutdown.clone(),
             connections: Arc::default(),
+            security,
         });
         let tracker = TaskTracker::new();
         let mut connectors = Vec::with_capacity(listeners.len());

@@ -18,6 +18,8 @@ pub enum BrokerError {
         #[source]
         source: crate::transport::TlsSetupError,
     },
+    #[error("invalid security configuration: {0}")]
+    Security(String),
     #[error("invalid configuration: {0}")]
     Config(#[from] conf::ConfigError),
     #[error("store failed: {0}")]

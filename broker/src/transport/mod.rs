@@ -38,4 +38,6 @@ pub struct ConnectionContext {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Open connections per protocol, shared by every connector.
     pub connections: Arc<ConnectionCounts>,
+    /// Checks the credentials each protocol's handshake carries.
+    pub security: Arc<crate::security::Authenticator>,
 }

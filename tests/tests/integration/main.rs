@@ -6,6 +6,7 @@ mod admin;
 mod advisories;
 mod amqp;
 mod amqp_client;
+mod authentication;
 mod bad_input;
 mod composites;
 mod connectors;

@@ -42,27 +42,54 @@ fn tls_addr(broker: &BrokerHandle, protocol: WireProtocol) -> anyhow::Result<Soc
         .with_context(|| format!("the broker has no {protocol:?} TLS connector"))
 }
 
-/// Runs `tls_checks.py --check check` against `port`, with the client certificate `identity`
-/// if given; `refused` says whether the broker must refuse the client.
-async fn python_check(
+/// How a `security_checks.py` client connects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PyClient<'a> {
+    /// Over TLS, trusting the test CA; else plaintext.
+    pub tls: bool,
+    /// The client certificate to present (`"client"`, `"rogue"`).
+    pub identity: Option<&'a str>,
+    /// A user name and password to log in with; else anonymous.
+    pub login: Option<(&'a str, &'a str)>,
+}
+
+/// A TLS client presenting `identity`, without a login.
+fn tls(identity: Option<&str>) -> PyClient<'_> {
+    PyClient { tls: true, identity, login: None }
+}
+
+/// Runs `security_checks.py --check check` against `port` as `client`; `refused` says
+/// whether the broker must refuse the client.
+pub(crate) async fn python_check(
     check: &str,
     port: u16,
-    identity: Option<&str>,
+    client: PyClient<'_>,
     refused: bool,
 ) -> anyhow::Result<()> {
-    let pki = TestPki::get()?;
     let python = python()?;
-    let script = repository_root().join("tests/python/tls_checks.py");
+    let script = repository_root().join("tests/python/security_checks.py");
     let mut args = vec![
         script.display().to_string(),
         "--check".to_owned(),
         check.to_owned(),
         "--port".to_owned(),
         port.to_string(),
-        "--ca".to_owned(),
-        pki.path("ca.pem").display().to_string(),
     ];
-    if let Some(name) = identity {
+    if client.tls {
+        args.extend(["--ca".to_owned(), TestPki::get()?.path("ca.pem").display().to_string()]);
+    } else {
+        args.push("--plain".to_owned());
+    }
+    if let Some((user, password)) = client.login {
+        args.extend([
+            "--user".to_owned(),
+            user.to_owned(),
+            "--password".to_owned(),
+            password.to_owned(),
+        ]);
+    }
+    let pki = TestPki::get()?;
+    if let Some(name) = client.identity {
         args.extend([
             "--cert".to_owned(),
             pki.path(&format!("{name}.pem")).display().to_string(),
@@ -80,7 +107,7 @@ async fn python_check(
     let expected = if refused { format!("refused {check}") } else { format!("ok {check}") };
     if !output.status.success() || !output.stdout.contains(&expected) {
         bail!(
-            "tls_checks.py {check} (client certificate {identity:?}, refusal expected: {refused}) \
+            "security_checks.py {check} ({client:?}, refusal expected: {refused}) \
              failed ({})\n--- stdout\n{}\n--- stderr\n{}",
             output.status,
             output.stdout,
@@ -129,7 +156,7 @@ async fn stomp_py_over_stomp_ssl_verifies_the_broker_and_exchanges_messages() ->
 {
     let broker = start(&["stomp+ssl://127.0.0.1:0"], |_| {}).await?;
     let addr = tls_addr(&broker, WireProtocol::Stomp)?;
-    python_check("stomp", addr.port(), None, false).await?;
+    python_check("stomp", addr.port(), tls(None), false).await?;
     broker.shutdown().await;
     Ok(())
 }
@@ -138,7 +165,7 @@ async fn stomp_py_over_stomp_ssl_verifies_the_broker_and_exchanges_messages() ->
 async fn qpid_proton_over_amqps_exchanges_messages() -> anyhow::Result<()> {
     let broker = start(&["amqp+ssl://127.0.0.1:0"], |_| {}).await?;
     let addr = tls_addr(&broker, WireProtocol::Amqp)?;
-    python_check("amqp", addr.port(), None, false).await?;
+    python_check("amqp", addr.port(), tls(None), false).await?;
     broker.shutdown().await;
     Ok(())
 }
@@ -176,11 +203,11 @@ async fn need_client_auth_admits_only_clients_with_a_trusted_certificate() -> an
     .await?;
     let stomp = tls_addr(&broker, WireProtocol::Stomp)?;
     let amqp = tls_addr(&broker, WireProtocol::Amqp)?;
-    python_check("stomp", stomp.port(), None, true).await?;
-    python_check("stomp", stomp.port(), Some("rogue"), true).await?;
-    python_check("stomp", stomp.port(), Some("client"), false).await?;
-    python_check("amqp", amqp.port(), None, true).await?;
-    python_check("amqp", amqp.port(), Some("client"), false).await?;
+    python_check("stomp", stomp.port(), tls(None), true).await?;
+    python_check("stomp", stomp.port(), tls(Some("rogue")), true).await?;
+    python_check("stomp", stomp.port(), tls(Some("client")), false).await?;
+    python_check("amqp", amqp.port(), tls(None), true).await?;
+    python_check("amqp", amqp.port(), tls(Some("client")), false).await?;
     // ferromq's own client, through rustls.
     ensure!(stomp_over_tls(stomp, None).await.is_err(), "a client without a certificate got in");
     let client = stomp_over_tls(stomp, Some("client")).await?;
@@ -194,9 +221,9 @@ async fn want_client_auth_admits_clients_without_a_certificate_but_not_with_an_u
 ) -> anyhow::Result<()> {
     let broker = start(&["stomp+ssl://127.0.0.1:0?wantClientAuth=true"], |_| {}).await?;
     let stomp = tls_addr(&broker, WireProtocol::Stomp)?;
-    python_check("stomp", stomp.port(), None, false).await?;
-    python_check("stomp", stomp.port(), Some("client"), false).await?;
-    python_check("stomp", stomp.port(), Some("rogue"), true).await?;
+    python_check("stomp", stomp.port(), tls(None), false).await?;
+    python_check("stomp", stomp.port(), tls(Some("client")), false).await?;
+    python_check("stomp", stomp.port(), tls(Some("rogue")), true).await?;
     broker.shutdown().await;
     Ok(())
 }
