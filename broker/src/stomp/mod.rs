@@ -226,11 +226,8 @@ impl Connection {
                     if !self.settle(handled).await {
                         break;
                     }
-                    if self.connected && self.read_timeout.is_none() {
-                        // No heart-beats from the client: it may stay silent for ever.
-                        deadline.as_mut().reset(Instant::now() + Duration::from_secs(60 * 60 * 24 * 365));
-                    } else if let Some(timeout) = self.read_timeout {
-                        deadline.as_mut().reset(Instant::now() + timeout);
+                    if let Some(limit) = self.silence_limit() {
+                        deadline.as_mut().reset(Instant::now() + limit);
                     }
                 }
                 (frame, outcome) = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
@@ -245,6 +242,9 @@ impl Connection {
                     buffer.decoded();
                     if !self.settle(handled).await {
                         break;
+                    }
+                    if let Some(limit) = self.silence_limit() {
+                        deadline.as_mut().reset(Instant::now() + limit);
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
@@ -286,6 +286,17 @@ impl Connection {
                     break;
                 }
             }
+        }
+    }
+
+    /// How long the client may stay silent from now, once input was handled: its heart-beat
+    /// interval with the grace, for ever once connected without heart-beats, and unchanged
+    /// (`None`: the connect timeout runs on) before CONNECT.
+    fn silence_limit(&self) -> Option<Duration> {
+        match (self.connected, self.read_timeout) {
+            (_, Some(timeout)) => Some(timeout),
+            (true, None) => Some(Duration::from_secs(60 * 60 * 24 * 365)),
+            (false, None) => None,
         }
     }
 
