@@ -124,12 +124,19 @@ impl BrokerBuilder {
         core.start_store_watch();
         core.start_inactive_sweep();
 
+        let security = Arc::new(
+            crate::security::Authenticator::new(&config)
+                .map_err(|error| BrokerError::Security(error.to_string()))?,
+        );
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {
             tracing::warn!("{warning}");
         }
         for uri in &config.transport.connectors {
-            listeners.push(transport::bind(uri, config.transport.max_connections_for(uri)).await?);
+            listeners.push(
+                transport::bind(uri, config.transport.max_connections_for(uri), &config.tls)
+                    .await?,
+            );
         }
         let admin = match config.admin.enabled {
             true => Some(crate::admin::bind(&config.admin.bind).await?),
@@ -149,6 +156,7 @@ impl BrokerBuilder {
             heart_beat_grace: config.transport.heart_beat_grace,
             shutdown: shutdown.clone(),
             connections: Arc::default(),
+            security,
         });
         let tracker = TaskTracker::new();
         let mut connectors = Vec::with_capacity(listeners.len());
@@ -301,6 +309,14 @@ impl BrokerHandle {
     /// `None` when it is off.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin_addr
+    }
+
+    /// The first TLS connector's address for `protocol` (`ssl://`, `stomp+ssl://`,
+    /// `amqp+ssl://` and their `nio` forms).
+    pub fn tls_addr(&self, protocol: conf::WireProtocol) -> Option<std::net::SocketAddr> {
+        let scheme =
+            |c: &&BoundConnector| c.uri.scheme.uses_tls() && c.uri.scheme.protocol() == protocol;
+        self.connectors.iter().find(scheme).map(|c| c.local_addr)
     }
 
     fn addr_of(&self, schemes: &[Scheme]) -> Option<std::net::SocketAddr> {

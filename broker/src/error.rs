@@ -12,6 +12,14 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot set up TLS for {uri}: {source}")]
+    Tls {
+        uri: String,
+        #[source]
+        source: crate::transport::TlsSetupError,
+    },
+    #[error("invalid security configuration: {0}")]
+    Security(String),
     #[error("invalid configuration: {0}")]
     Config(#[from] conf::ConfigError),
     #[error("store failed: {0}")]

@@ -30,6 +30,7 @@ pub mod core;
 mod embedded;
 mod error;
 mod openwire;
+pub mod security;
 mod stomp;
 mod transcode;
 mod transport;

@@ -60,6 +60,10 @@ enum Command {
     /// Prints every destination's statistics from a running broker's admin endpoint
     /// (ActiveMQ's `dstat`).
     Dstat(cli::dstat::DstatArgs),
+    /// Prints the Argon2 hash of a password for a [[users]] entry's `password`; reads the
+    /// password from the first line of standard input, so that it stays out of the shell's
+    /// history and the process list.
+    Passwd,
 }
 
 fn main() -> ExitCode {
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::Consumer(args) => cli::consumer::run(args),
         Command::Dstat(args) => cli::dstat::run(args),
         Command::Perf(args) => cli::perf::run(args),
+        Command::Passwd => passwd(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -88,6 +93,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn passwd() -> anyhow::Result<()> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let password = line.strip_suffix('\n').unwrap_or(&line);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    anyhow::ensure!(!password.is_empty(), "no password on standard input");
+    let hash = broker::security::hash_password(password).map_err(anyhow::Error::msg)?;
+    println!("{hash}");
+    Ok(())
 }
 
 fn start(

@@ -406,6 +406,8 @@ fn section_keys(section: &str) -> Option<&'static [&'static str]> {
         "destinations" => Some(keys_of::<DestinationDefaults>()),
         "dead_letter" => Some(keys_of::<crate::DeadLetterConfig>()),
         "admin" => Some(keys_of::<crate::AdminConfig>()),
+        "tls" => Some(keys_of::<crate::TlsConfig>()),
+        "authentication" => Some(keys_of::<crate::AuthenticationConfig>()),
         _ => None,
     }
 }
@@ -442,6 +444,14 @@ fn list_keys(name: &str) -> Option<ListKeys> {
                 ("forward_to", "its targets, e.g. forward_to = [\"queue://ORDERS.EU\"]"),
             ],
             example: "e.g. { name = \"queue://ORDERS.ALL\", forward_to = [\"queue://ORDERS.EU\"] }",
+        }),
+        "users" => Some(ListKeys {
+            known: keys_of::<crate::UserEntry>(),
+            required: &[
+                ("name", "the user name, e.g. name = \"orders-service\""),
+                ("password", "its Argon2 hash, made by `ferromq passwd`"),
+            ],
+            example: "e.g. { name = \"orders-service\", password = \"$argon2id$...\", groups = [\"users\"] }",
         }),
         "policies" => Some(ListKeys {
             known: keys_of::<crate::PolicyEntry>(),
@@ -503,6 +513,9 @@ mod tests {
                 "destinations",
                 "dead_letter",
                 "admin",
+                "tls",
+                "authentication",
+                "users",
                 "virtual_topics",
                 "composite_destinations",
                 "policies"

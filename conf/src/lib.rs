@@ -17,6 +17,9 @@
 //! - `dead_letter.rs`: `[dead_letter]`, [`DeadLetterConfig`]: the dead-letter strategy and
 //!   the STOMP redelivery limit.
 //! - `admin.rs`: `[admin]`, [`AdminConfig`]: the admin endpoint's address.
+//! - `security.rs`: `[authentication]` and `[[users]]`, [`AuthenticationConfig`] and
+//!   [`UserEntry`]: who may connect.
+//! - `tls.rs`: `[tls]`, [`TlsConfig`]: certificate, key and trust of the TLS connectors.
 //! - `uri.rs`: [`ConnectorUri`], ActiveMQ's `scheme://host:port?options` connector syntax.
 //! - `validate.rs`: rules beyond types (limits above zero, distinct connector addresses, well-formed
 //!   virtual topic patterns...).
@@ -72,6 +75,8 @@ mod error;
 mod number;
 mod policy;
 mod sections;
+mod security;
+mod tls;
 mod uri;
 mod validate;
 
@@ -94,7 +99,9 @@ pub use crate::sections::{
     BrokerConfig, DestinationDefaults, LsmEngine, StoreConfig, StoreKind, SyncMode,
     TransportConfig, VirtualTopicConfig,
 };
-pub use crate::uri::{ConnectorOptions, ConnectorUri, Scheme, UriError};
+pub use crate::security::{AuthenticationConfig, UserEntry};
+pub use crate::tls::{TlsConfig, TlsVersion};
+pub use crate::uri::{ConnectorOptions, ConnectorUri, Scheme, UriError, WireProtocol};
 pub use crate::validate::{HEART_BEAT_GRACE_RANGE, MAX_DURATION};
 
 /// The whole configuration; `Config::default()` is what an empty file gives.
@@ -115,6 +122,13 @@ pub struct Config {
     pub dead_letter: DeadLetterConfig,
     /// `[admin]`
     pub admin: AdminConfig,
+    /// `[tls]`
+    pub tls: TlsConfig,
+    /// `[authentication]`
+    pub authentication: AuthenticationConfig,
+    /// `[[users]]`: who may log in when `[authentication] enabled` (see [`UserEntry`]).
+    /// Default none.
+    pub users: Vec<UserEntry>,
     /// `[[virtual_topics]]`: which topics are virtual and how their consumer queues are named.
     /// Default: ActiveMQ's one entry, [`VirtualTopicConfig::default()`]
     /// (`name = "VirtualTopic.>"`, `prefix = "Consumer.*."`). Entries in the file replace it;
@@ -136,6 +150,9 @@ impl Default for Config {
             destinations: DestinationDefaults::default(),
             dead_letter: DeadLetterConfig::default(),
             admin: AdminConfig::default(),
+            tls: TlsConfig::default(),
+            authentication: AuthenticationConfig::default(),
+            users: Vec::new(),
             virtual_topics: vec![VirtualTopicConfig::default()],
             composite_destinations: Vec::new(),
             policies: Vec::new(),

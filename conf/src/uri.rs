@@ -11,6 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::tls::TlsVersion;
+
 /// Where and how a connector listens, e.g. `stomp://127.0.0.1:61613?maximumConnections=100`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectorUri {
@@ -43,6 +45,28 @@ pub enum Scheme {
     Amqp,
     /// `amqp+nio://`: accepted for ActiveMQ compatibility and identical to `amqp://`.
     AmqpNio,
+    /// `ssl://`: OpenWire over TLS (the JMS client's `ssl://host:61617`).
+    OpenWireSsl,
+    /// `nio+ssl://`: accepted for ActiveMQ compatibility and identical to `ssl://`.
+    OpenWireNioSsl,
+    /// `stomp+ssl://`: STOMP over TLS.
+    StompSsl,
+    /// `stomp+nio+ssl://`: accepted for ActiveMQ compatibility and identical to
+    /// `stomp+ssl://`.
+    StompNioSsl,
+    /// `amqp+ssl://`: AMQP 1.0 over TLS (what AMQP clients call `amqps://`).
+    AmqpSsl,
+}
+
+/// The protocol spoken on a connector, whatever its transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WireProtocol {
+    /// STOMP 1.0-1.2.
+    Stomp,
+    /// OpenWire, the ActiveMQ JMS client's protocol.
+    OpenWire,
+    /// AMQP 1.0.
+    Amqp,
 }
 
 impl Scheme {
@@ -55,16 +79,50 @@ impl Scheme {
             Scheme::OpenWireNio => "nio",
             Scheme::Amqp => "amqp",
             Scheme::AmqpNio => "amqp+nio",
+            Scheme::OpenWireSsl => "ssl",
+            Scheme::OpenWireNioSsl => "nio+ssl",
+            Scheme::StompSsl => "stomp+ssl",
+            Scheme::StompNioSsl => "stomp+nio+ssl",
+            Scheme::AmqpSsl => "amqp+ssl",
         }
     }
 
-    /// The protocol's registered port, what ActiveMQ's sample configuration uses: 61613 for
-    /// STOMP, 61616 for OpenWire, 5672 for AMQP.
-    pub fn default_port(self) -> u16 {
+    /// The protocol this connector speaks.
+    pub fn protocol(self) -> WireProtocol {
         match self {
-            Scheme::Stomp | Scheme::StompNio => 61613,
-            Scheme::OpenWire | Scheme::OpenWireNio => 61616,
-            Scheme::Amqp | Scheme::AmqpNio => 5672,
+            Scheme::Stomp | Scheme::StompNio | Scheme::StompSsl | Scheme::StompNioSsl => {
+                WireProtocol::Stomp
+            }
+            Scheme::OpenWire
+            | Scheme::OpenWireNio
+            | Scheme::OpenWireSsl
+            | Scheme::OpenWireNioSsl => WireProtocol::OpenWire,
+            Scheme::Amqp | Scheme::AmqpNio | Scheme::AmqpSsl => WireProtocol::Amqp,
+        }
+    }
+
+    /// Whether connections are TLS from their first byte.
+    pub fn uses_tls(self) -> bool {
+        matches!(
+            self,
+            Scheme::OpenWireSsl
+                | Scheme::OpenWireNioSsl
+                | Scheme::StompSsl
+                | Scheme::StompNioSsl
+                | Scheme::AmqpSsl
+        )
+    }
+
+    /// The protocol's registered port, what ActiveMQ's sample configuration uses: 61613 for
+    /// STOMP, 61616 for OpenWire, 5672 for AMQP; over TLS 61612, 61617 and 5671.
+    pub fn default_port(self) -> u16 {
+        match (self.protocol(), self.uses_tls()) {
+            (WireProtocol::Stomp, false) => 61613,
+            (WireProtocol::OpenWire, false) => 61616,
+            (WireProtocol::Amqp, false) => 5672,
+            (WireProtocol::Stomp, true) => 61612,
+            (WireProtocol::OpenWire, true) => 61617,
+            (WireProtocol::Amqp, true) => 5671,
         }
     }
 }
@@ -83,6 +141,18 @@ pub struct ConnectorOptions {
     pub maximum_connections: Option<usize>,
     /// `wireFormat.maxFrameSize`: largest frame accepted on this connector, in bytes.
     pub max_frame_size: Option<usize>,
+    /// `needClientAuth`: TLS connectors only; a client without a certificate from
+    /// `[tls] client_ca` is refused during the handshake.
+    pub need_client_auth: Option<bool>,
+    /// `wantClientAuth`: TLS connectors only; a client certificate is asked for and checked
+    /// when given, but a client without one is let in.
+    pub want_client_auth: Option<bool>,
+    /// `transport.enabledProtocols`: TLS connectors only; the versions offered, instead of
+    /// `[tls] protocols`.
+    pub enabled_protocols: Option<Vec<TlsVersion>>,
+    /// `transport.enabledCipherSuites`: TLS connectors only; the suites offered, instead of
+    /// `[tls] cipher_suites` (checked when the broker starts).
+    pub enabled_cipher_suites: Option<Vec<String>>,
     /// Options accepted for ActiveMQ compatibility that change nothing, as `(name, value)` in
     /// the order given; kept so that [`Display`](fmt::Display) writes the URI back whole.
     pub ignored: Vec<(String, String)>,
@@ -97,7 +167,7 @@ pub enum UriError {
     MissingScheme,
     /// A scheme of a protocol ferromq will support but does not yet.
     #[error(
-        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://"
+        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://"
     )]
     SchemeNotImplemented {
         /// The scheme as written.
@@ -106,7 +176,7 @@ pub enum UriError {
         protocol: &'static str,
     },
     /// A scheme nobody knows.
-    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://")]
+    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://")]
     UnknownScheme {
         /// The scheme as written.
         scheme: String,
@@ -170,12 +240,28 @@ pub enum UriError {
         name: String,
     },
     /// An option ferromq does not know or does not implement.
-    #[error("unknown option {name}{}; available: maximumConnections, wireFormat.maxFrameSize", suggestion(.did_you_mean))]
+    #[error("unknown option {name}{}; available: maximumConnections, wireFormat.maxFrameSize, and on TLS connectors needClientAuth, wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites", suggestion(.did_you_mean))]
     UnknownOption {
         /// The option's name.
         name: String,
         /// The known option it differs from only by case, if any.
         did_you_mean: Option<&'static str>,
+    },
+    /// A TLS option on a connector without TLS.
+    #[error("option {name} is for TLS connectors; `{scheme}://` is plaintext (use ssl://, stomp+ssl:// or amqp+ssl://)")]
+    TlsOptionWithoutTls {
+        /// The option's name.
+        name: String,
+        /// The connector's scheme.
+        scheme: Scheme,
+    },
+    /// A TLS version ferromq does not offer.
+    #[error("invalid value `{value}` for option transport.enabledProtocols: {reason}")]
+    InvalidTlsProtocol {
+        /// The version as written.
+        value: String,
+        /// Why it is refused.
+        reason: String,
     },
     /// A known option with a value it cannot take.
     #[error("invalid value `{value}` for option {name}: expected {expected}")]
@@ -194,20 +280,18 @@ fn suggestion(did_you_mean: &Option<&'static str>) -> String {
 }
 
 /// Schemes ActiveMQ has and ferromq will have, with the protocol each stands for.
-const PLANNED_SCHEMES: &[(&str, &str)] = &[
-    ("ssl", "OpenWire over TLS"),
-    ("nio+ssl", "OpenWire over TLS"),
-    ("stomp+ssl", "STOMP over TLS"),
-    ("stomp+nio+ssl", "STOMP over TLS"),
-    ("amqp+ssl", "AMQP over TLS"),
-    ("mqtt", "MQTT"),
-    ("ws", "WebSocket"),
-    ("wss", "WebSocket over TLS"),
-    ("vm", "in-process"),
-];
+const PLANNED_SCHEMES: &[(&str, &str)] =
+    &[("mqtt", "MQTT"), ("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")];
 
 const MAXIMUM_CONNECTIONS: &str = "maximumConnections";
 const MAX_FRAME_SIZE: &str = "wireFormat.maxFrameSize";
+const NEED_CLIENT_AUTH: &str = "needClientAuth";
+const WANT_CLIENT_AUTH: &str = "wantClientAuth";
+const ENABLED_PROTOCOLS: &str = "transport.enabledProtocols";
+const ENABLED_CIPHER_SUITES: &str = "transport.enabledCipherSuites";
+/// The options only a TLS connector takes.
+const TLS_OPTIONS: [&str; 4] =
+    [NEED_CLIENT_AUTH, WANT_CLIENT_AUTH, ENABLED_PROTOCOLS, ENABLED_CIPHER_SUITES];
 
 /// ActiveMQ options accepted without effect, and why they have none.
 const IGNORED_OPTIONS: &[(&str, &str)] = &[
@@ -238,7 +322,7 @@ impl FromStr for ConnectorUri {
             None => (rest, None),
         };
         let (host, port) = parse_authority(authority)?;
-        let (options, warnings) = parse_options(query.unwrap_or(""))?;
+        let (options, warnings) = parse_options(query.unwrap_or(""), scheme)?;
         Ok(ConnectorUri { scheme, host, port, options, warnings })
     }
 }
@@ -253,6 +337,11 @@ fn parse_scheme(scheme: &str) -> Result<Scheme, UriError> {
         "nio" => Ok(Scheme::OpenWireNio),
         "amqp" => Ok(Scheme::Amqp),
         "amqp+nio" => Ok(Scheme::AmqpNio),
+        "ssl" => Ok(Scheme::OpenWireSsl),
+        "nio+ssl" => Ok(Scheme::OpenWireNioSsl),
+        "stomp+ssl" => Ok(Scheme::StompSsl),
+        "stomp+nio+ssl" => Ok(Scheme::StompNioSsl),
+        "amqp+ssl" => Ok(Scheme::AmqpSsl),
         _ => match PLANNED_SCHEMES.iter().find(|(name, _)| *name == lower) {
             Some((_, protocol)) => Err(UriError::SchemeNotImplemented { scheme: lower, protocol }),
             None => Err(UriError::UnknownScheme { scheme: scheme.to_owned() }),
@@ -333,7 +422,7 @@ fn parse_port(port: &str) -> Result<u16, UriError> {
     port.parse().map_err(|_| UriError::PortOutOfRange { port: port.to_owned() })
 }
 
-fn parse_options(query: &str) -> Result<(ConnectorOptions, Vec<String>), UriError> {
+fn parse_options(query: &str, scheme: Scheme) -> Result<(ConnectorOptions, Vec<String>), UriError> {
     let mut options = ConnectorOptions::default();
     let mut warnings = Vec::new();
     if query.is_empty() {
@@ -355,11 +444,32 @@ fn parse_options(query: &str) -> Result<(ConnectorOptions, Vec<String>), UriErro
             return Err(UriError::DuplicateOption { name: name.to_owned() });
         }
         seen.push(name);
+        if TLS_OPTIONS.contains(&name) && !scheme.uses_tls() {
+            return Err(UriError::TlsOptionWithoutTls { name: name.to_owned(), scheme });
+        }
         match name {
             MAXIMUM_CONNECTIONS => {
                 options.maximum_connections = Some(positive(MAXIMUM_CONNECTIONS, value)?)
             }
             MAX_FRAME_SIZE => options.max_frame_size = Some(positive(MAX_FRAME_SIZE, value)?),
+            NEED_CLIENT_AUTH => options.need_client_auth = Some(boolean(NEED_CLIENT_AUTH, value)?),
+            WANT_CLIENT_AUTH => options.want_client_auth = Some(boolean(WANT_CLIENT_AUTH, value)?),
+            ENABLED_PROTOCOLS => {
+                let versions = list(ENABLED_PROTOCOLS, value)?
+                    .into_iter()
+                    .map(|version| {
+                        version.parse::<TlsVersion>().map_err(|reason| {
+                            UriError::InvalidTlsProtocol { value: version.to_owned(), reason }
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                options.enabled_protocols = Some(versions);
+            }
+            ENABLED_CIPHER_SUITES => {
+                let suites = list(ENABLED_CIPHER_SUITES, value)?;
+                options.enabled_cipher_suites =
+                    Some(suites.into_iter().map(str::to_owned).collect());
+            }
             _ => {
                 let Some((_, why)) = IGNORED_OPTIONS.iter().find(|(ignored, _)| *ignored == name)
                 else {
@@ -374,6 +484,31 @@ fn parse_options(query: &str) -> Result<(ConnectorOptions, Vec<String>), UriErro
         }
     }
     Ok((options, warnings))
+}
+
+fn boolean(name: &'static str, value: &str) -> Result<bool, UriError> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(UriError::InvalidOptionValue {
+            name,
+            value: value.to_owned(),
+            expected: "true or false",
+        }),
+    }
+}
+
+/// A comma-separated list of at least one non-empty item.
+fn list<'v>(name: &'static str, value: &'v str) -> Result<Vec<&'v str>, UriError> {
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    if items.iter().any(|item| item.is_empty()) {
+        return Err(UriError::InvalidOptionValue {
+            name,
+            value: value.to_owned(),
+            expected: "a comma-separated list without empty items",
+        });
+    }
+    Ok(items)
 }
 
 fn no_effect_warning(name: &str, why: &str) -> String {
@@ -396,6 +531,7 @@ fn positive(name: &'static str, value: &str) -> Result<usize, UriError> {
 fn similar_option(name: &str) -> Option<&'static str> {
     [MAXIMUM_CONNECTIONS, MAX_FRAME_SIZE]
         .into_iter()
+        .chain(TLS_OPTIONS)
         .chain(IGNORED_OPTIONS.iter().map(|(known, _)| *known))
         .find(|known| known.eq_ignore_ascii_case(name))
 }
@@ -426,6 +562,19 @@ impl fmt::Display for ConnectorUri {
         }
         if let Some(size) = self.options.max_frame_size {
             option(f, MAX_FRAME_SIZE, &size)?;
+        }
+        if let Some(need) = self.options.need_client_auth {
+            option(f, NEED_CLIENT_AUTH, &need)?;
+        }
+        if let Some(want) = self.options.want_client_auth {
+            option(f, WANT_CLIENT_AUTH, &want)?;
+        }
+        if let Some(versions) = &self.options.enabled_protocols {
+            let names: Vec<&str> = versions.iter().map(|version| version.as_str()).collect();
+            option(f, ENABLED_PROTOCOLS, &names.join(","))?;
+        }
+        if let Some(suites) = &self.options.enabled_cipher_suites {
+            option(f, ENABLED_CIPHER_SUITES, &suites.join(","))?;
         }
         for (name, value) in &self.options.ignored {
             option(f, name, value)?;

@@ -183,6 +183,8 @@ impl Config {
         memory_limit("destinations.memory_limit", self.destinations.memory_limit)?;
         self.dead_letter.check("dead_letter")?;
         self.admin.check("admin")?;
+        self.tls.check("tls")?;
+        self.authentication.check("authentication", &self.users)?;
 
         self.check_virtual_topics()?;
         crate::composite::check(&self.composite_destinations, "composite_destinations")?;
@@ -297,6 +299,13 @@ impl Config {
                         ),
                     ));
                 }
+            }
+            if connector.scheme.uses_tls() {
+                let options = &connector.options;
+                let client_certificates = options.need_client_auth == Some(true)
+                    || options.want_client_auth == Some(true);
+                self.tls
+                    .check_for_connector(&format!("{key} ({connector})"), client_certificates)?;
             }
             // Port 0 binds a fresh ephemeral port each time, so any number of those may coexist.
             let clash = transport.connectors[..index].iter().position(|earlier| {

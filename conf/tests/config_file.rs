@@ -249,12 +249,14 @@ fn an_unknown_section_is_refused() {
     assert_eq!(
         error_of("[broker]\nname = \"b\"\n\n[cluster]\npeers = []\n"),
         "ferromq.toml:4: `cluster`: unknown section [cluster] (known sections: broker, transport, \
-         store, destinations, dead_letter, admin, virtual_topics, composite_destinations, policies)"
+         store, destinations, dead_letter, admin, tls, authentication, users, virtual_topics, \
+         composite_destinations, policies)"
     );
     assert_eq!(
         error_of("name = \"b\"\n"),
         "ferromq.toml:1: `name`: unknown key `name` at the top level (known sections: broker, \
-         transport, store, destinations, dead_letter, admin, virtual_topics, composite_destinations, policies)"
+         transport, store, destinations, dead_letter, admin, tls, authentication, users, \
+         virtual_topics, composite_destinations, policies)"
     );
     assert_eq!(
         error_of("[transport.tls]\ncert = \"x\"\n"),
@@ -424,14 +426,16 @@ fn a_bad_connector_is_refused_on_its_own_line() {
         "ferromq.toml:4: `transport.connectors[1]`: port 99999 is out of range (0-65535)"
     );
     assert_eq!(
-        error_of("[transport]\nconnectors = [\"ssl://0.0.0.0:61617\"]\n"),
-        "ferromq.toml:2: `transport.connectors[0]`: `ssl://` (OpenWire over TLS) connectors are not \
-         implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://"
+        error_of("[transport]\nconnectors = [\"mqtt://0.0.0.0:1883\"]\n"),
+        "ferromq.toml:2: `transport.connectors[0]`: `mqtt://` (MQTT) connectors are not \
+         implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, \
+         ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://"
     );
     assert_eq!(
         error_of("[transport]\nconnectors = [\"stomp://h:1?soTimeout=5\"]\n"),
         "ferromq.toml:2: `transport.connectors[0]`: unknown option soTimeout; available: \
-         maximumConnections, wireFormat.maxFrameSize"
+         maximumConnections, wireFormat.maxFrameSize, and on TLS connectors needClientAuth, \
+         wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites"
     );
     assert_eq!(
         error_of("[transport]\nconnectors = [61613]\n"),
@@ -674,5 +678,76 @@ fn validate_checks_virtual_topics_set_in_code() {
              from the topic name, e.g. \"Consumer.*.\""
                 .to_owned()
         )
+    );
+}
+
+#[test]
+fn a_tls_connector_needs_a_certificate_and_a_key() {
+    assert_eq!(
+        error_of("[transport]\nconnectors = [\"ssl://0.0.0.0:61617\"]\n"),
+        "ferromq.toml: `tls.certificate`: transport.connectors[0] (ssl://0.0.0.0:61617) uses TLS \
+         and needs the broker's certificate chain: set [tls] certificate and private_key to PEM \
+         files"
+    );
+    assert_eq!(
+        error_of(
+            "[transport]\nconnectors = [\"stomp+ssl://0.0.0.0:61612\"]\n[tls]\ncertificate = \"b.pem\"\n"
+        ),
+        "ferromq.toml: `tls.private_key`: transport.connectors[0] (stomp+ssl://0.0.0.0:61612) uses \
+         TLS and needs the certificate's private key: set [tls] certificate and private_key to PEM \
+         files"
+    );
+    assert_eq!(
+        error_of(
+            "[transport]\nconnectors = [\"amqp+ssl://0.0.0.0:5671?needClientAuth=true\"]\n[tls]\n\
+             certificate = \"b.pem\"\nprivate_key = \"k.pem\"\n"
+        ),
+        "ferromq.toml: `tls.client_ca`: transport.connectors[0] \
+         (amqp+ssl://0.0.0.0:5671?needClientAuth=true) asks for client certificates \
+         (needClientAuth or wantClientAuth) and needs the authorities they chain to: set [tls] \
+         client_ca to a PEM file"
+    );
+    assert_eq!(
+        error_of("[tls]\nprotocols = [\"TLSv1\"]\n"),
+        "ferromq.toml:2: `tls.protocols`: `TLSv1` is not offered: it is broken or deprecated (RFC \
+         8996); use TLSv1.2 or TLSv1.3"
+    );
+}
+
+#[test]
+fn a_tls_connector_with_its_files_loads() -> Result<(), ConfigError> {
+    let config = Config::parse(
+        "[transport]\nconnectors = [\"ssl://0.0.0.0:61617?wantClientAuth=true\"]\n[tls]\n\
+         certificate = \"b.pem\"\nprivate_key = \"k.pem\"\nclient_ca = \"ca.pem\"\n\
+         protocols = [\"TLSv1.3\"]\n",
+        "ferromq.toml",
+    )?;
+    assert_eq!(config.tls.protocols, vec![conf::TlsVersion::Tls13]);
+    assert_eq!(config.transport.connectors[0].options.want_client_auth, Some(true));
+    Ok(())
+}
+
+#[test]
+fn users_need_hashed_passwords_and_someone_must_be_able_to_connect() {
+    assert_eq!(
+        error_of("[authentication]\nenabled = true\n"),
+        "ferromq.toml:2: `authentication.enabled`: authentication is on, but there are no [[users]] \
+         and anonymous_access is off: no client could connect"
+    );
+    assert_eq!(
+        error_of("[[users]]\nname = \"a\"\npassword = \"secret\"\n"),
+        "ferromq.toml:3: `users[0].password`: expected an Argon2 hash ($argon2id$...), never a \
+         password in clear: make one with `ferromq passwd`"
+    );
+    assert_eq!(
+        error_of(
+            "[[users]]\nname = \"a\"\npassword = \"$argon2id$x\"\n[[users]]\nname = \"a\"\n\
+             password = \"$argon2id$y\"\n"
+        ),
+        "ferromq.toml:5: `users[1].name`: user `a` is defined twice"
+    );
+    assert_eq!(
+        error_of("[[users]]\nname = \"a\"\n"),
+        "ferromq.toml:1: `users[0]`: missing key `password` (its Argon2 hash, made by `ferromq passwd`)"
     );
 }

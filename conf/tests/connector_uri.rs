@@ -1,6 +1,6 @@
 //! Connector URIs: what parses, what it parses to, and why the rest is refused.
 
-use conf::{ConnectorOptions, ConnectorUri, Scheme, UriError};
+use conf::{ConnectorOptions, ConnectorUri, Scheme, TlsVersion, UriError, WireProtocol};
 
 fn parse(text: &str) -> ConnectorUri {
     text.parse().unwrap_or_else(|error| panic!("{text} should parse: {error}"))
@@ -96,30 +96,80 @@ fn activemq_only_options_are_accepted_with_a_warning() {
 
 #[test]
 fn schemes_of_future_protocols_are_refused_as_not_implemented() {
-    for (scheme, protocol) in [
-        ("ssl", "OpenWire over TLS"),
-        ("nio+ssl", "OpenWire over TLS"),
-        ("stomp+ssl", "STOMP over TLS"),
-        ("stomp+nio+ssl", "STOMP over TLS"),
-        ("amqp+ssl", "AMQP over TLS"),
-        ("mqtt", "MQTT"),
-        ("ws", "WebSocket"),
-        ("wss", "WebSocket over TLS"),
-        ("vm", "in-process"),
-    ] {
+    for (scheme, protocol) in
+        [("mqtt", "MQTT"), ("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")]
+    {
         assert_eq!(
             refusal(&format!("{scheme}://0.0.0.0:1")),
-            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://")
+            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://")
         );
     }
-    let error = "ssl://0.0.0.0:61617".parse::<ConnectorUri>().err();
+    let error = "mqtt://0.0.0.0:1883".parse::<ConnectorUri>().err();
     assert_eq!(
         error,
-        Some(UriError::SchemeNotImplemented {
-            scheme: "ssl".into(),
-            protocol: "OpenWire over TLS"
-        })
+        Some(UriError::SchemeNotImplemented { scheme: "mqtt".into(), protocol: "MQTT" })
     );
+}
+
+#[test]
+fn tls_schemes_parse_with_their_protocol_and_default_ports() {
+    for (text, scheme, protocol, default_port) in [
+        ("ssl://0.0.0.0:61617", Scheme::OpenWireSsl, WireProtocol::OpenWire, 61617),
+        ("nio+ssl://0.0.0.0:61617", Scheme::OpenWireNioSsl, WireProtocol::OpenWire, 61617),
+        ("stomp+ssl://[::1]:61612", Scheme::StompSsl, WireProtocol::Stomp, 61612),
+        ("stomp+nio+ssl://h:61612", Scheme::StompNioSsl, WireProtocol::Stomp, 61612),
+        ("AMQP+SSL://h:5671", Scheme::AmqpSsl, WireProtocol::Amqp, 5671),
+    ] {
+        let uri: ConnectorUri = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(uri.scheme, scheme, "{text}");
+        assert_eq!(scheme.protocol(), protocol, "{text}");
+        assert!(scheme.uses_tls(), "{text}");
+        assert_eq!(scheme.default_port(), default_port, "{text}");
+    }
+    for plain in [Scheme::Stomp, Scheme::OpenWire, Scheme::Amqp, Scheme::AmqpNio] {
+        assert!(!plain.uses_tls(), "{plain}");
+    }
+}
+
+#[test]
+fn tls_options_parse_and_write_back() {
+    let text = "ssl://0.0.0.0:61617?needClientAuth=true&transport.enabledProtocols=TLSv1.3&\
+                transport.enabledCipherSuites=TLS_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256";
+    let uri: ConnectorUri = text.parse().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(uri.options.need_client_auth, Some(true));
+    assert_eq!(uri.options.want_client_auth, None);
+    assert_eq!(uri.options.enabled_protocols, Some(vec![TlsVersion::Tls13]));
+    assert_eq!(
+        uri.options.enabled_cipher_suites,
+        Some(vec!["TLS_AES_256_GCM_SHA384".to_owned(), "TLS_AES_128_GCM_SHA256".to_owned()])
+    );
+    assert!(uri.warnings.is_empty());
+    let again: ConnectorUri = uri.to_string().parse().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again, uri);
+}
+
+#[test]
+fn tls_options_are_refused_on_plaintext_connectors_and_with_bad_values() {
+    for (text, reason) in [
+        (
+            "tcp://h:1?needClientAuth=true",
+            "option needClientAuth is for TLS connectors; `tcp://` is plaintext (use ssl://, stomp+ssl:// or amqp+ssl://)",
+        ),
+        (
+            "ssl://h:1?wantClientAuth=yes",
+            "invalid value `yes` for option wantClientAuth: expected true or false",
+        ),
+        (
+            "ssl://h:1?transport.enabledProtocols=TLSv1.1",
+            "invalid value `TLSv1.1` for option transport.enabledProtocols: `TLSv1.1` is not offered: it is broken or deprecated (RFC 8996); use TLSv1.2 or TLSv1.3",
+        ),
+        (
+            "ssl://h:1?transport.enabledCipherSuites=A,,B",
+            "invalid value `A,,B` for option transport.enabledCipherSuites: expected a comma-separated list without empty items",
+        ),
+    ] {
+        assert_eq!(refusal(text), reason, "{text}");
+    }
 }
 
 #[test]
@@ -127,7 +177,7 @@ fn unknown_schemes_and_malformed_uris_are_refused() {
     for (text, reason) in [
         (
             "gopher://h:1",
-            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://",
+            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://",
         ),
         ("127.0.0.1:61613", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
         ("://h:1", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
@@ -183,12 +233,14 @@ fn options_must_be_known_single_and_valid() {
         (
             "stomp://h:1?maximumconnections=5",
             "unknown option maximumconnections (did you mean maximumConnections?); available: \
-             maximumConnections, wireFormat.maxFrameSize",
+             maximumConnections, wireFormat.maxFrameSize, and on TLS connectors needClientAuth, \
+             wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites",
         ),
         (
             "stomp://h:1?wireFormat.maxInactivityDuration=0",
             "unknown option wireFormat.maxInactivityDuration; available: maximumConnections, \
-             wireFormat.maxFrameSize",
+             wireFormat.maxFrameSize, and on TLS connectors needClientAuth, wantClientAuth, \
+             transport.enabledProtocols, transport.enabledCipherSuites",
         ),
         ("stomp://h:1?maximumConnections=1&maximumConnections=2", "option maximumConnections is given more than once"),
         ("stomp://h:1?useQueueForAccept=a&useQueueForAccept=b", "option useQueueForAccept is given more than once"),

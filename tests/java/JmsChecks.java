@@ -26,6 +26,7 @@ import javax.jms.DeliveryMode;
 import javax.jms.Destination;
 import javax.jms.InvalidClientIDException;
 import javax.jms.JMSException;
+import javax.jms.JMSSecurityException;
 import javax.jms.MapMessage;
 import javax.jms.Message;
 import javax.jms.MessageConsumer;
@@ -111,7 +112,7 @@ public final class JmsChecks {
      */
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
             "flow_control_fail", "configured_policies", "gc_inactive_destinations",
-            "slow_consumer_abort");
+            "slow_consumer_abort", "login_refused");
 
     /**
      * configured_policies: queues under policy.strict. dispatch in strict order
@@ -243,6 +244,7 @@ public final class JmsChecks {
     void run() throws Exception {
         switch (check) {
             case "queue_send_receive" -> queueSendReceive();
+            case "login_refused" -> loginRefused();
             case "competing_consumers" -> competingConsumers();
             case "topic_fanout" -> topicFanout();
             case "durable_offline" -> durableOffline();
@@ -283,6 +285,22 @@ public final class JmsChecks {
     // Checks
 
     /** Persistent messages on a queue come back in order, with every typed property intact. */
+    /**
+     * login_refused: the broker checks logins and the URL carries wrong ones (or none, where
+     * anonymous access is off): starting the connection fails with JMSSecurityException.
+     */
+    void loginRefused() throws Exception {
+        Connection connection = new ActiveMQConnectionFactory(url).createConnection();
+        connections.add(connection);
+        try {
+            connection.start();
+            connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            throw new CheckFailed("the broker let the connection in");
+        } catch (JMSSecurityException expected) {
+            System.out.println("refused: " + expected.getMessage());
+        }
+    }
+
     void queueSendReceive() throws Exception {
         Connection connection = connect();
         Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);

@@ -11,6 +11,8 @@
 //!   ([`recv`], [`assert_nothing_arrives`]) and reading the store ([`stored_count`]);
 //! - `src/activemq.rs`: [`ActiveMq`], Apache ActiveMQ (Debian's package) started on a free
 //!   port with `tests/activemq/activemq.xml`, for interoperability tests;
+//! - `src/pki.rs`: [`TestPki`], a throwaway certificate authority, broker and client
+//!   certificates (made by `scripts/test-pki`) and TLS clients that trust it;
 //! - `src/raw.rs`: [`RawConnection`], a TCP connection that writes exact bytes and decodes
 //!   what comes back, for protocol and bad-input tests;
 //! - `src/controlled_store.rs`: [`ControlledStore`], a [`store::MemoryStore`] wrapper that
@@ -45,6 +47,7 @@
 
 mod activemq;
 mod controlled_store;
+mod pki;
 mod raw;
 mod recording_store;
 
@@ -59,6 +62,7 @@ use store::{Destination, MessageStore, QueueKey, SubscriptionKey};
 
 pub use activemq::{ActiveMq, ACTIVEMQ_HOME, REQUIRE_ACTIVEMQ};
 pub use controlled_store::{ControlledStore, Policy};
+pub use pki::TestPki;
 pub use raw::{RawConnection, RawEvent};
 pub use recording_store::{RecordedAdd, RecordingStore};
 

@@ -39,7 +39,14 @@ impl Connection {
                 self.write(&Frame::Sasl(SaslFrame::Mechanisms(mechanisms)));
                 self.state = State::Sasl;
             }
-            // A client may skip SASL, as ActiveMQ allows (no authentication is configured).
+            // Without a login, when logins are required: say that SASL is (the spec's answer
+            // with the header we want), then close.
+            (State::Start, ProtocolId::Amqp) if !self.context.security.admits_anonymous() => {
+                Codec::encode_header(ProtocolHeader::SASL, &mut bytes);
+                self.write_raw(bytes.freeze());
+                return Err(Fatal::Cut("a login is required: connect with SASL".to_owned()));
+            }
+            // A client may skip SASL, as ActiveMQ allows when no authentication is configured.
             (State::Start | State::SaslDone, ProtocolId::Amqp) => {
                 Codec::encode_header(ProtocolHeader::AMQP, &mut bytes);
                 self.write_raw(bytes.freeze());
@@ -62,37 +69,58 @@ impl Connection {
         if self.state != State::Sasl {
             return Err(Fatal::Cut("sasl-init after the SASL outcome".to_owned()));
         }
-        // Every identity is accepted until authentication exists (issue 11); the credentials
-        // are still parsed, so that a malformed PLAIN response is refused.
-        let code = match init.mechanism.as_str() {
+        // The outcome goes out once the login is checked (`authenticated`); reading stops
+        // until then.
+        let security = self.context.security.clone();
+        let login = match init.mechanism.as_str() {
             mechanism::PLAIN => {
                 match sasl::parse_plain(init.initial_response.as_deref().unwrap_or(&[])) {
-                    Ok(credentials) => {
-                        tracing::debug!(peer = %self.peer, user = %credentials.authcid, "SASL PLAIN");
-                        SaslCode::Ok
-                    }
+                    Ok(credentials) => security.authenticate(
+                        &self.peer,
+                        Some(&credentials.authcid),
+                        Some(&credentials.password),
+                    ),
                     Err(error) => {
                         tracing::info!(peer = %self.peer, %error, "SASL PLAIN response refused");
-                        SaslCode::Auth
+                        return self.sasl_refused();
                     }
                 }
             }
             mechanism::ANONYMOUS => {
                 let trace = sasl::parse_anonymous(init.initial_response.as_deref());
                 tracing::debug!(peer = %self.peer, trace = trace.as_deref().unwrap_or(""), "SASL ANONYMOUS");
-                SaslCode::Ok
+                security.authenticate(&self.peer, None, None)
             }
             other => {
                 tracing::info!(peer = %self.peer, mechanism = other, "SASL mechanism not offered");
-                SaslCode::Auth
+                return self.sasl_refused();
             }
         };
-        self.write(&Frame::Sasl(SaslFrame::Outcome(SaslOutcome { code, additional_data: None })));
-        if code != SaslCode::Ok {
-            return Err(Fatal::Cut("SASL authentication failed".to_owned()));
-        }
-        self.state = State::SaslDone;
+        self.authenticating = Some(login);
         Ok(true)
+    }
+
+    /// Answers the sasl-init once its login is checked.
+    pub(super) fn authenticated(
+        &mut self,
+        outcome: Result<crate::security::Subject, crate::security::AuthError>,
+    ) -> Result<bool, Fatal> {
+        match outcome {
+            Ok(subject) => {
+                self.subject = Some(subject);
+                let outcome = SaslOutcome { code: SaslCode::Ok, additional_data: None };
+                self.write(&Frame::Sasl(SaslFrame::Outcome(outcome)));
+                self.state = State::SaslDone;
+                Ok(true)
+            }
+            Err(_) => self.sasl_refused(),
+        }
+    }
+
+    fn sasl_refused(&mut self) -> Result<bool, Fatal> {
+        let outcome = SaslOutcome { code: SaslCode::Auth, additional_data: None };
+        self.write(&Frame::Sasl(SaslFrame::Outcome(outcome)));
+        Err(Fatal::Cut("SASL authentication failed".to_owned()))
     }
 
     fn frame(&mut self, frame: AmqpFrame) -> Result<bool, Fatal> {

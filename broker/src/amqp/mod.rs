@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::core::{ConsumerId, Delivery, HeldSends, Transaction};
+use crate::security::{AuthError, Authentication, Subject};
 use crate::transport::{ConnectionContext, ReadBuffer};
 
 /// The largest frame we accept unless the connector's `wireFormat.maxFrameSize` is lower:
@@ -218,6 +219,8 @@ where
         next_transaction: 1,
         next_message_seq: 1,
         next_temporary: 1,
+        authenticating: None,
+        subject: None,
     };
     connection.run(reader).await;
     connection.release();
@@ -256,6 +259,18 @@ struct Connection {
     next_transaction: u64,
     next_message_seq: u64,
     next_temporary: u64,
+    /// The SASL login being checked; reading stops meanwhile.
+    authenticating: Option<Authentication>,
+    /// Who the client logged in as.
+    subject: Option<Subject>,
+}
+
+/// The outcome of the SASL login being checked; never ready without one.
+async fn authentication(pending: &mut Option<Authentication>) -> Result<Subject, AuthError> {
+    let Some(check) = pending.as_mut() else { return std::future::pending().await };
+    let outcome = check.await;
+    *pending = None;
+    outcome
 }
 
 impl Connection {
@@ -269,7 +284,18 @@ impl Connection {
                 _ = shutdown.cancelled() => {
                     Err(Fatal::close(condition::CONNECTION_FORCED, "the broker is shutting down"))
                 }
-                read = buffer.read_from(&mut reader) => {
+                outcome = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
+                    match self.authenticated(outcome) {
+                        // Then the frames the client sent behind its sasl-init.
+                        Ok(true) => {
+                            let handled = self.handle_input(buffer.bytes());
+                            buffer.decoded();
+                            handled
+                        }
+                        other => other,
+                    }
+                }
+                read = buffer.read_from(&mut reader), if self.authenticating.is_none() => {
                     match read {
                         Ok(0) | Err(_) => {
                             tracing::debug!(peer = %self.peer, "AMQP client went away");
@@ -368,7 +394,8 @@ impl Connection {
 
     /// Decodes and handles every complete frame in `buffer`; `Ok(false)` after a close.
     fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<bool, Fatal> {
-        loop {
+        // While a login is checked, what follows the sasl-init waits in the buffer.
+        while self.authenticating.is_none() {
             let decoded = match self.codec.decode(buffer) {
                 Ok(Some(decoded)) => decoded,
                 Ok(None) => return Ok(true),
@@ -378,6 +405,7 @@ impl Connection {
                 return Ok(false);
             }
         }
+        Ok(true)
     }
 
     /// What a decoding error ends the connection with.

@@ -33,6 +33,7 @@ use crate::core::{
     flow, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery, HeldSends,
     ProducerRegistration, QueueHandle, SubscribeRequest, Transaction,
 };
+use crate::security::{AuthError, Authentication, Subject};
 use crate::transport::{ConnectionContext, ReadBuffer};
 
 /// How long a closing connection's last frames may take to be written.
@@ -45,6 +46,8 @@ const INVALID_DESTINATION: &str = "javax.jms.InvalidDestinationException";
 const RESOURCE_ALLOCATION: &str = "javax.jms.ResourceAllocationException";
 const INVALID_SELECTOR: &str = "javax.jms.InvalidSelectorException";
 const INVALID_CLIENT_ID: &str = "javax.jms.InvalidClientIDException";
+/// What ActiveMQ answers a refused login with; the client throws `JMSSecurityException`.
+const SECURITY_EXCEPTION: &str = "java.lang.SecurityException";
 
 type TransactionAcks = Vec<(ow::ConsumerId, QueueHandle, Arc<Message>)>;
 
@@ -102,6 +105,8 @@ pub(crate) async fn serve<S>(
         pulls: FuturesUnordered::new(),
         browses: FuturesUnordered::new(),
         format: None,
+        authenticating: None,
+        subject: None,
     };
     connection.run(reader).await;
     connection.release();
@@ -246,6 +251,23 @@ struct Connection {
     pulls: FuturesUnordered<PullEvent>,
     browses: FuturesUnordered<BrowseEvent>,
     format: Option<WireFormat>,
+    /// The ConnectionInfo whose login is being checked (with its command id and whether it
+    /// wants a response), and the check.
+    authenticating: Option<(Box<ow::ConnectionInfo>, i32, bool, Authentication)>,
+    /// Who the client logged in as.
+    subject: Option<Subject>,
+}
+
+/// The outcome of the login being checked, with its ConnectionInfo; never ready without one.
+async fn authentication(
+    pending: &mut Option<(Box<ow::ConnectionInfo>, i32, bool, Authentication)>,
+) -> (Box<ow::ConnectionInfo>, i32, bool, Result<Subject, AuthError>) {
+    let Some((_, _, _, check)) = pending.as_mut() else { return std::future::pending().await };
+    let outcome = check.await;
+    match pending.take() {
+        Some((info, id, required, _)) => (info, id, required, outcome),
+        None => std::future::pending().await,
+    }
 }
 
 /// A send held by producer flow control, with what its answer needs.
@@ -301,7 +323,7 @@ impl Connection {
                     self.finish_pending().await;
                     break;
                 }
-                read = buffer.read_from(&mut reader) => {
+                read = buffer.read_from(&mut reader), if self.authenticating.is_none() => {
                     match read {
                         Ok(0) | Err(_) => {
                             if !buffer.is_empty() {
@@ -314,27 +336,8 @@ impl Connection {
                     let was_negotiated = self.format.is_some();
                     let handled = self.handle_input(buffer.bytes(), &local);
                     buffer.decoded();
-                    match handled {
-                        Ok(Flow::Continue) => {}
-                        Ok(Flow::Close) => {
-                            self.finish_pending().await;
-                            break;
-                        }
-                        Err(error) => {
-                            tracing::error!(peer = %self.peer, %error, "closing OpenWire connection after a protocol error");
-                            if self.format.is_some() {
-                                // The client hands this to the connection's exception
-                                // listener: the application learns why, not just that the
-                                // socket closed.
-                                self.finish_pending().await;
-                                let reason = format!("ferromq closed the connection: {error}");
-                                self.write(&Command::ConnectionError(Box::new(ow::ConnectionError {
-                                    exception: Some(Throwable::new("java.io.IOException", reason)),
-                                    ..Default::default()
-                                })));
-                            }
-                            break;
-                        }
+                    if !self.settle(handled).await {
+                        break;
                     }
                     if let (false, Some(format)) = (was_negotiated, self.format) {
                         if format.max_inactivity_duration > 0 {
@@ -352,6 +355,26 @@ impl Connection {
                     } else if let Some(timeout) = read_timeout {
                         let at = (Instant::now() + timeout).max(read_deadline.deadline());
                         read_deadline.as_mut().reset(at);
+                    }
+                }
+                (info, id, required, outcome) = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
+                    match outcome {
+                        Ok(subject) => {
+                            self.subject = Some(subject);
+                            self.connection_info(id, required, &info);
+                            // Then the commands the client sent behind its ConnectionInfo.
+                            let handled = self.handle_input(buffer.bytes(), &local);
+                            buffer.decoded();
+                            if !self.settle(handled).await {
+                                break;
+                            }
+                        }
+                        Err(error) => {
+                            let refusal = Refusal::new(SECURITY_EXCEPTION, error.to_string());
+                            self.answer(id, required, Err(refusal));
+                            self.finish_pending().await;
+                            break;
+                        }
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
@@ -389,6 +412,32 @@ impl Connection {
                     tracing::info!(peer = %self.peer, reason, "closing idle OpenWire connection");
                     break;
                 }
+            }
+        }
+    }
+
+    /// What follows the commands handled: `false` when the connection is to close (asked
+    /// for, or after a protocol error, which the client hears of first).
+    async fn settle(&mut self, handled: Result<Flow, WireError>) -> bool {
+        match handled {
+            Ok(Flow::Continue) => true,
+            Ok(Flow::Close) => {
+                self.finish_pending().await;
+                false
+            }
+            Err(error) => {
+                tracing::error!(peer = %self.peer, %error, "closing OpenWire connection after a protocol error");
+                if self.format.is_some() {
+                    // The client hands this to the connection's exception listener: the
+                    // application learns why, not just that the socket closed.
+                    self.finish_pending().await;
+                    let reason = format!("ferromq closed the connection: {error}");
+                    self.write(&Command::ConnectionError(Box::new(ow::ConnectionError {
+                        exception: Some(Throwable::new("java.io.IOException", reason)),
+                        ..Default::default()
+                    })));
+                }
+                false
             }
         }
     }
@@ -443,7 +492,9 @@ impl Connection {
         buffer: &mut BytesMut,
         local: &WireFormatInfo,
     ) -> Result<Flow, WireError> {
-        while let Some(command) = self.codec.decode(buffer)? {
+        // While a login is checked, what follows the ConnectionInfo waits in the buffer.
+        while self.authenticating.is_none() {
+            let Some(command) = self.codec.decode(buffer)? else { break };
             if self.format.is_none() {
                 let Command::WireFormatInfo(remote) = command else {
                     return Err(WireError::NotNegotiated { data_type: command.data_type() });
@@ -475,32 +526,59 @@ impl Connection {
         Ok(Flow::Continue)
     }
 
+    /// Completes a ConnectionInfo whose login checked out: claims its client id.
+    fn connection_info(&mut self, id: i32, required: bool, info: &ow::ConnectionInfo) {
+        let client_id: Option<Arc<str>> =
+            info.client_id.as_deref().filter(|c| !c.is_empty()).map(Arc::from);
+        let result = match &client_id {
+            Some(c) if !self.context.core.claim_client_id(c, self.connection_id) => {
+                Err(Refusal::new(
+                    INVALID_CLIENT_ID,
+                    format!("client id {c} is already in use by another connection"),
+                ))
+            }
+            _ => {
+                let connection = info.connection_id.as_ref().map(|id| id.value.as_str());
+                self.context.core.connection_opened(
+                    self.connection_id,
+                    client_id.as_deref(),
+                    connection,
+                );
+                self.client_id = client_id;
+                Ok(())
+            }
+        };
+        self.answer(id, required, result);
+    }
+
     fn handle(&mut self, command: Command) -> Flow {
         let id = command.command_id();
         let required = command.response_required();
+        let logged_in = self.subject.is_some() || !self.context.security.enabled();
+        let before_login = matches!(
+            command,
+            Command::ConnectionInfo(_)
+                | Command::KeepAliveInfo(_)
+                | Command::ShutdownInfo(_)
+                | Command::WireFormatInfo(_)
+        );
+        if !logged_in && !before_login {
+            let refusal = Refusal::new(
+                SECURITY_EXCEPTION,
+                "not logged in: send a ConnectionInfo with a user name and password first",
+            );
+            self.answer(id, required, Err(refusal));
+            return Flow::Close;
+        }
         match command {
             Command::ConnectionInfo(info) => {
-                let client_id: Option<Arc<str>> =
-                    info.client_id.as_deref().filter(|c| !c.is_empty()).map(Arc::from);
-                let result = match &client_id {
-                    Some(c) if !self.context.core.claim_client_id(c, self.connection_id) => {
-                        Err(Refusal::new(
-                            INVALID_CLIENT_ID,
-                            format!("client id {c} is already in use by another connection"),
-                        ))
-                    }
-                    _ => {
-                        let id = info.connection_id.as_ref().map(|id| id.value.as_str());
-                        self.context.core.connection_opened(
-                            self.connection_id,
-                            client_id.as_deref(),
-                            id,
-                        );
-                        self.client_id = client_id;
-                        Ok(())
-                    }
-                };
-                self.answer(id, required, result);
+                let security = &self.context.security;
+                let login = security.authenticate(
+                    &self.peer,
+                    info.user_name.as_deref(),
+                    info.password.as_deref(),
+                );
+                self.authenticating = Some((info, id, required, login));
             }
             Command::SessionInfo(_) => self.answer(id, required, Ok(())),
             Command::ProducerInfo(info) => {

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::core::{
     AckMode, ConsumerId, ConsumerNotice, Delivery, HeldSends, QueueHandle, Transaction,
 };
+use crate::security::{AuthError, Authentication, Subject};
 use crate::transport::{ConnectionContext, ReadBuffer};
 use writer::WriteItem;
 
@@ -103,6 +104,8 @@ where
         next_message_seq: 1,
         disconnect_receipt: None,
         temp_names,
+        authenticating: None,
+        subject: None,
     };
     connection.run(reader).await;
     let writer_abort = writer.abort_handle();
@@ -173,6 +176,22 @@ struct Connection {
     disconnect_receipt: Option<Frame>,
     /// The connection's `/temp-queue/` and `/temp-topic/` names.
     temp_names: mapping::TempNames,
+    /// The CONNECT frame whose login is being checked, and the check.
+    authenticating: Option<(Frame, Authentication)>,
+    /// Who the client logged in as.
+    subject: Option<Subject>,
+}
+
+/// The outcome of the login being checked, with its CONNECT frame; never ready without one.
+async fn authentication(
+    pending: &mut Option<(Frame, Authentication)>,
+) -> (Frame, Result<Subject, AuthError>) {
+    let Some((_, check)) = pending.as_mut() else { return std::future::pending().await };
+    let outcome = check.await;
+    match pending.take() {
+        Some((frame, _)) => (frame, outcome),
+        None => std::future::pending().await,
+    }
 }
 
 impl Connection {
@@ -204,24 +223,28 @@ impl Connection {
                     }
                     let handled = self.handle_input(buffer.bytes());
                     buffer.decoded();
-                    match handled {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            // DISCONNECT: answer what is pending (its receipt last), then close.
-                            self.finish_pending().await;
-                            break;
-                        }
-                        Err(Fatal(frame)) => {
-                            tracing::info!(peer = %self.peer, error = frame.get("message").unwrap_or(""), "closing connection after protocol error");
-                            self.write_frame(&frame);
-                            break;
-                        }
+                    if !self.settle(handled).await {
+                        break;
                     }
-                    if self.connected && self.read_timeout.is_none() {
-                        // No heart-beats from the client: it may stay silent for ever.
-                        deadline.as_mut().reset(Instant::now() + Duration::from_secs(60 * 60 * 24 * 365));
-                    } else if let Some(timeout) = self.read_timeout {
-                        deadline.as_mut().reset(Instant::now() + timeout);
+                    if let Some(limit) = self.silence_limit() {
+                        deadline.as_mut().reset(Instant::now() + limit);
+                    }
+                }
+                (frame, outcome) = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
+                    let handled = match outcome {
+                        Ok(subject) => {
+                            self.subject = Some(subject);
+                            // Then the frames the client sent behind its CONNECT.
+                            self.connect(&frame).and_then(|()| self.handle_input(buffer.bytes()))
+                        }
+                        Err(error) => Err(Fatal::new(Some(&frame), &error.to_string(), "")),
+                    };
+                    buffer.decoded();
+                    if !self.settle(handled).await {
+                        break;
+                    }
+                    if let Some(limit) = self.silence_limit() {
+                        deadline.as_mut().reset(Instant::now() + limit);
                     }
                 }
                 Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
@@ -266,14 +289,46 @@ impl Connection {
         }
     }
 
-    /// True while the connection stops reading: it holds as many sends as it may (producer
+    /// How long the client may stay silent from now, once input was handled: its heart-beat
+    /// interval with the grace, for ever once connected without heart-beats, and unchanged
+    /// (`None`: the connect timeout runs on) before CONNECT.
+    fn silence_limit(&self) -> Option<Duration> {
+        match (self.connected, self.read_timeout) {
+            (_, Some(timeout)) => Some(timeout),
+            (true, None) => Some(Duration::from_secs(60 * 60 * 24 * 365)),
+            (false, None) => None,
+        }
+    }
+
+    /// What follows the frames handled: `false` when the connection is to close, after a
+    /// DISCONNECT (what is pending answered first, its receipt last) or a fatal error (its
+    /// ERROR frame written).
+    async fn settle(&mut self, handled: Result<bool, Fatal>) -> bool {
+        match handled {
+            Ok(true) => true,
+            Ok(false) => {
+                self.finish_pending().await;
+                false
+            }
+            Err(Fatal(frame)) => {
+                tracing::info!(peer = %self.peer, error = frame.get("message").unwrap_or(""), "closing connection after protocol error");
+                self.write_frame(&frame);
+                false
+            }
+        }
+    }
+
+    /// True while the connection stops reading: its login is being checked (nothing the
+    /// client sent behind CONNECT may act before), or it holds as many sends as it may (producer
     /// flow control) and no subscription of it waits for an ACK it would have to read. A
     /// producer that sends without receipts is paced by TCP then, as ActiveMQ paces it, and
     /// its sends neither pile up here nor go through over the limit. A connection with a
     /// client-acknowledge subscription keeps reading, so that its ACKs (which may be what
     /// frees the room) always get through.
     fn reading_paused(&self) -> bool {
-        self.held.is_full() && self.subscriptions.values().all(|s| s.ack_mode == AckMode::Auto)
+        self.authenticating.is_some()
+            || self.held.is_full()
+                && self.subscriptions.values().all(|s| s.ack_mode == AckMode::Auto)
     }
 
     /// The ERROR frame telling the client that the broker aborted one of its subscriptions as
@@ -307,7 +362,9 @@ impl Connection {
 
     /// Decodes and handles every complete frame in `buffer`. `Ok(false)` after DISCONNECT.
     fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<bool, Fatal> {
-        while let Some(decoded) = self.codec.decode(buffer)? {
+        // While a login is checked, what follows CONNECT waits in the buffer.
+        while self.authenticating.is_none() {
+            let Some(decoded) = self.codec.decode(buffer)? else { break };
             let Decoded::Frame(frame) = decoded else { continue };
             if !self.handle_frame(frame)? {
                 return Ok(false);
@@ -319,7 +376,16 @@ impl Connection {
     fn handle_frame(&mut self, frame: Frame) -> Result<bool, Fatal> {
         if !self.connected {
             return match frame.command {
-                Command::Connect | Command::Stomp => self.connect(&frame).map(|_| true),
+                Command::Connect | Command::Stomp => {
+                    let security = &self.context.security;
+                    let login = security.authenticate(
+                        &self.peer,
+                        frame.get("login"),
+                        frame.get("passcode"),
+                    );
+                    self.authenticating = Some((frame, login));
+                    Ok(true)
+                }
                 other => Err(Fatal::new(
                     Some(&frame),
                     "expected CONNECT",

@@ -4,9 +4,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conf::{ConnectorUri, Scheme};
+use conf::{ConnectorUri, TlsConfig, WireProtocol};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
 use super::{ConnectionContext, Protocol};
@@ -25,10 +27,24 @@ pub struct Listener {
     pub bound: BoundConnector,
     listener: TcpListener,
     max_connections: usize,
+    /// For TLS connectors: the handshake every connection starts with.
+    tls: Option<TlsAcceptor>,
 }
 
-/// Binds `uri`, failing with an error that names the connector (a port already taken, say).
-pub async fn bind(uri: &ConnectorUri, max_connections: usize) -> Result<Listener, BrokerError> {
+/// Binds `uri`, failing with an error that names the connector (a port already taken, a
+/// certificate that cannot be read, say). `tls` is read only for TLS connectors.
+pub async fn bind(
+    uri: &ConnectorUri,
+    max_connections: usize,
+    tls: &TlsConfig,
+) -> Result<Listener, BrokerError> {
+    let tls = match uri.scheme.uses_tls() {
+        true => Some(TlsAcceptor::from(
+            super::tls::server_config(tls, uri)
+                .map_err(|source| BrokerError::Tls { uri: uri.to_string(), source })?,
+        )),
+        false => None,
+    };
     let listener = TcpListener::bind(uri.address())
         .await
         .map_err(|source| BrokerError::Bind { uri: uri.to_string(), source })?;
@@ -39,6 +55,7 @@ pub async fn bind(uri: &ConnectorUri, max_connections: usize) -> Result<Listener
         bound: BoundConnector { uri: uri.clone(), local_addr },
         listener,
         max_connections,
+        tls,
     })
 }
 
@@ -72,25 +89,27 @@ impl Listener {
             };
             let _ = socket.set_nodelay(true);
             let context = context.clone();
-            let scheme = self.bound.uri.scheme;
-            let local = self.bound.local_addr;
+            let url = format!("{}://{}", self.bound.uri.scheme, self.bound.local_addr);
+            let protocol = self.bound.uri.scheme.protocol();
             match limit.clone().try_acquire_owned() {
                 Ok(permit) => {
+                    let tls = self.tls.clone();
+                    let connector = uri.clone();
                     tracker.spawn(async move {
-                        let connections = context.connections.clone();
-                        match scheme {
-                            Scheme::Stomp | Scheme::StompNio => {
-                                let _counted = connections.opened(Protocol::Stomp);
-                                stomp::serve(socket, context, peer.to_string()).await
-                            }
-                            Scheme::OpenWire | Scheme::OpenWireNio => {
-                                let _counted = connections.opened(Protocol::OpenWire);
-                                let url = format!("{scheme}://{local}");
-                                openwire::serve(socket, context, peer.to_string(), url).await
-                            }
-                            Scheme::Amqp | Scheme::AmqpNio => {
-                                let _counted = connections.opened(Protocol::Amqp);
-                                amqp::serve(socket, context, peer.to_string()).await
+                        match tls {
+                            None => serve(protocol, socket, context, peer, url).await,
+                            Some(acceptor) => {
+                                let handshake = acceptor.accept(socket);
+                                // A client that never finishes the handshake holds a permit:
+                                // it gets as long as any client gets to log in.
+                                match tokio::time::timeout(context.connect_timeout, handshake).await
+                                {
+                                    Ok(Ok(stream)) => {
+                                        serve(protocol, stream, context, peer, url).await
+                                    }
+                                    Ok(Err(error)) => tracing::info!(connector = %connector, %peer, %error, "TLS handshake failed"),
+                                    Err(_) => tracing::info!(connector = %connector, %peer, timeout = ?context.connect_timeout, "TLS handshake timed out"),
+                                }
                             }
                         }
                         drop(permit);
@@ -98,7 +117,8 @@ impl Listener {
                 }
                 Err(_) => {
                     tracing::warn!(connector = %uri, %peer, limit = self.max_connections, "connection refused: limit reached");
-                    if matches!(self.bound.uri.scheme, Scheme::Stomp | Scheme::StompNio) {
+                    // Only a plaintext STOMP client can read why; a TLS one expects a handshake.
+                    if protocol == WireProtocol::Stomp && self.tls.is_none() {
                         tracker.spawn(refuse(socket, self.max_connections));
                     } else {
                         // OpenWire has no way to say why before the handshake: just close. (AMQP
@@ -109,6 +129,33 @@ impl Listener {
             }
         }
         tracing::info!(connector = %uri, "stopped accepting");
+    }
+}
+
+/// Serves one connection, plaintext or TLS, counted for as long as it lasts.
+async fn serve<S>(
+    protocol: WireProtocol,
+    stream: S,
+    context: Arc<ConnectionContext>,
+    peer: SocketAddr,
+    url: String,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let connections = context.connections.clone();
+    match protocol {
+        WireProtocol::Stomp => {
+            let _counted = connections.opened(Protocol::Stomp);
+            stomp::serve(stream, context, peer.to_string()).await
+        }
+        WireProtocol::OpenWire => {
+            let _counted = connections.opened(Protocol::OpenWire);
+            openwire::serve(stream, context, peer.to_string(), url).await
+        }
+        WireProtocol::Amqp => {
+            let _counted = connections.opened(Protocol::Amqp);
+            amqp::serve(stream, context, peer.to_string()).await
+        }
     }
 }
 

@@ -1,9 +1,12 @@
 //! Transport connectors: one listener per configured URI, an accept loop with back-off and a
 //! connection limit, and one handler task per connection, all stopped by one shutdown token.
+//! TLS connectors (`tls.rs`) run the handshake in the connection's task, within the connect
+//! timeout, before the protocol handler sees the stream.
 
 mod connections;
 mod listener;
 mod read_buffer;
+mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +15,7 @@ pub use connections::{ConnectionCounts, ConnectionStats, Protocol};
 pub use listener::{bind, BoundConnector};
 use protocol::stomp::Limits;
 pub(crate) use read_buffer::ReadBuffer;
+pub use tls::TlsSetupError;
 
 use crate::core::Core;
 
@@ -34,4 +38,6 @@ pub struct ConnectionContext {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Open connections per protocol, shared by every connector.
     pub connections: Arc<ConnectionCounts>,
+    /// Checks the credentials each protocol's handshake carries.
+    pub security: Arc<crate::security::Authenticator>,
 }

@@ -62,7 +62,7 @@ const CHECKS: &[&str] = &[
 ];
 
 /// The class path with the compiled checks and the ActiveMQ client's jars.
-fn classpath() -> anyhow::Result<String> {
+pub(crate) fn classpath() -> anyhow::Result<String> {
     match std::env::var("FERROMQ_JMS_CLASSPATH") {
         Ok(classpath) if !classpath.is_empty() => Ok(classpath),
         _ => bail!(
@@ -88,7 +88,18 @@ fn run_java_check(
     check: &str,
     restart: &mut dyn FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let output = run_java(classpath, url, check, restart)?;
+    run_java_check_with(classpath, &[], url, check, restart)
+}
+
+/// [`run_java_check`] with options for the JVM (`-Dname=value`), e.g. a TLS trust store.
+pub(crate) fn run_java_check_with(
+    classpath: &str,
+    jvm_options: &[String],
+    url: &str,
+    check: &str,
+    restart: &mut dyn FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let output = run_java(classpath, jvm_options, url, check, restart)?;
     let transcript = format!("--- stdout\n{}--- stderr\n{}", output.stdout, output.stderr);
     if !output.status.success() {
         bail!("JMS check `{check}` against {url} failed ({})\n{transcript}", output.status);
@@ -104,11 +115,13 @@ fn run_java_check(
 
 fn run_java(
     classpath: &str,
+    jvm_options: &[String],
     url: &str,
     check: &str,
     restart: &mut dyn FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<CheckOutput> {
     let mut child = Command::new("java")
+        .args(jvm_options)
         .args(["-cp", classpath, "JmsChecks", "--url", url, "--check", check])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -14,12 +14,12 @@ use anyhow::{bail, Context};
 /// The longest one check may run; the script itself gives up on any frame after 20 s.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(180);
 
-fn repository_root() -> PathBuf {
+pub(crate) fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// The Python interpreter that has stomp.py installed.
-fn python() -> anyhow::Result<PathBuf> {
+pub(crate) fn python() -> anyhow::Result<PathBuf> {
     if let Some(configured) = std::env::var_os("FERROMQ_PYTHON").filter(|value| !value.is_empty()) {
         let path = PathBuf::from(configured);
         if !path.exists() {
@@ -37,14 +37,14 @@ fn python() -> anyhow::Result<PathBuf> {
     bail!("stomp.py is not installed: run scripts/test, which creates .venv")
 }
 
-struct CheckOutput {
-    status: std::process::ExitStatus,
-    stdout: String,
-    stderr: String,
+pub(crate) struct CheckOutput {
+    pub(crate) status: std::process::ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Runs `python script args...`, killing it after `timeout`.
-fn run_with_timeout(
+pub(crate) fn run_with_timeout(
     python: &Path,
     args: &[String],
     timeout: Duration,
