@@ -600,9 +600,13 @@ impl Queue {
         let mut exhausted: Vec<bool> = Vec::new();
         while (!self.ready.is_empty() || self.paging.has_more()) && !self.consumers.is_empty() {
             let Some(index) = self.next_consumer_with_credit(&exhausted) else { return };
-            // Nothing for it in the window: the first stored message beyond it that is.
             let found = match self.next_message_for(index) {
                 Some(key) => self.ready.remove(&key),
+                // The window ran dry while consumers still have credit: page the next page in
+                // (as `fill` does for a starving queue) instead of searching the store once per
+                // message, which read a page for each one delivered.
+                None if self.window_ran_dry() && self.page_in_now() => continue,
+                // Nothing for it in the window: the first stored message beyond it that is.
                 None => self.next_stored_for(index),
             };
             let Some(mut queued) = found else {

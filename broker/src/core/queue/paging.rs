@@ -656,6 +656,25 @@ impl Queue {
         }
     }
 
+    /// True if the store (or the temporary store) holds more while no ready message is left
+    /// inside the window.
+    pub(super) fn window_ran_dry(&self) -> bool {
+        self.paging.has_more()
+            && self.ready.keys().next().is_none_or(|key| self.paging.window.beyond(*key))
+    }
+
+    /// Reads the next page into the window now; false if the store cannot be read.
+    pub(super) fn page_in_now(&mut self) -> bool {
+        match self.read_next_page(None) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(queue = ?self.handle.key, %error,
+                    "cannot page messages in from the store; retrying at the next command");
+                false
+            }
+        }
+    }
+
     /// The first stored message after the window for consumer `index` (its selector and
     /// message groups allowing), read from the store and counted as held; `None` when the
     /// window is complete, nothing matches, or the scan stopped at its per-turn limit (a
@@ -891,14 +910,13 @@ mod tests {
     /// A queue like [`start`]'s that spills non-persistent messages to `temp`.
     fn start_spilling(
         store: &Arc<MemoryStore>,
-        temp: &Arc<MemoryStore>,
+        temp: Arc<dyn MessageStore>,
         limit: u64,
     ) -> QueueHandle {
         let (dead_letters, _letters) = DeadLetters::new(DeadLetterSettings::default());
         let store: Arc<dyn MessageStore> = store.clone();
         let limits = MemoryLimits::new(limit, 1 << 30);
         let audit = &mut ProducerAudit::default();
-        let temp: Arc<dyn MessageStore> = temp.clone();
         let temp = Arc::new(TempStore::new(0, Box::new(move || Ok(temp.clone()))));
         let advisor = Default::default();
         spawn(key(), true, store, dead_letters, limits, Arc::default(), advisor, audit, Some(temp))
@@ -911,9 +929,30 @@ mod tests {
         Arc::new(message)
     }
 
-    /// References the temporary store holds for every queue.
+    /// Bytes of the bodies the temporary store holds.
     fn spooled(temp: &MemoryStore) -> u64 {
         temp.usage().used_bytes
+    }
+
+    #[tokio::test]
+    async fn spilling_to_a_journal_drains_in_order() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = store_journal::JournalOptions {
+            sync: store::SyncPolicy::Never,
+            ..store_journal::JournalOptions::default()
+        };
+        let temp = store_journal::JournalStore::open(dir.path(), options).expect("opens");
+        temp.recover().expect("recovers");
+        let store = Arc::new(MemoryStore::new());
+        let queue = start_spilling(&store, Arc::new(temp), SMALL);
+        let messages: Vec<_> = (1..=3000).map(|id| non_persistent(id, (id % 3) as u8)).collect();
+        for message in &messages {
+            send(&queue, &store, message.clone());
+        }
+        assert_eq!(queue.stats().await.expect("stats").ready, 3000);
+        let mut deliveries = consumer(&queue, 1, None);
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), in_page_order(&messages));
     }
 
     /// Sends `message` as `Core::send` does: a persistent one is stored first.
@@ -928,7 +967,7 @@ mod tests {
     #[tokio::test]
     async fn non_persistent_messages_beyond_the_limit_spill_and_come_back_in_order() {
         let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
-        let queue = start_spilling(&store, &temp, SMALL);
+        let queue = start_spilling(&store, temp.clone(), SMALL);
         let mut messages = Vec::new();
         for id in 1..=2000 {
             // Persistent and not, priorities mixed: one order over both stores.
@@ -952,7 +991,7 @@ mod tests {
     #[tokio::test]
     async fn a_selector_finds_spilled_messages_and_a_stopped_queue_drops_its_spill() {
         let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
-        let queue = start_spilling(&store, &temp, SMALL);
+        let queue = start_spilling(&store, temp.clone(), SMALL);
         for id in 1..=1000 {
             let mut message = (*non_persistent(id, 4)).clone();
             if id == 990 {
