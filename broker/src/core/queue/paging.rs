@@ -31,11 +31,22 @@
 //!   broker's ([`MemoryLimits`]), counted as [`Message::memory_size`] plus [`ENTRY_OVERHEAD`]
 //!   per message held. Eviction never goes below `MIN_WINDOW` ready messages, so that a
 //!   queue keeps making progress under the broker limit.
-//! - **Not paged:** non-persistent messages and queues that are not stored (non-durable topic
-//!   subscribers, temporary queues) stay in memory: there is no temporary store yet. Their
-//!   bytes are counted apart (`Paging::pinned`) and producer flow control holds them to the
-//!   limits (`flow.rs`). Nor is the expiry sweep: it looks at the window only (a message paged in
-//!   expired is dead-lettered when it would be dispatched).
+//! - **Non-persistent messages** of a stored queue leave memory the same way when the broker
+//!   has a temporary store (`temp_store.rs`): evicted or arriving after the boundary, they are
+//!   added to the queue's own queue in the temporary store (its [`Spool`]), and the boundary
+//!   rule holds for both stores at once: a page-in ([`Queue::read_beyond`]) reads a page
+//!   after the boundary from each and keeps what is up to the smaller of their ends, merged
+//!   in page order, so one order (priority, then arrival) covers persistent and non-persistent
+//!   messages. A message read back is acked in the temporary store at once: it is always in
+//!   exactly one place, so acks, expiry, dead letters and redelivery need nothing more. One the
+//!   temporary store refuses (full, failed) stays in memory after the boundary and waits until
+//!   the window reaches it, as every non-persistent message did before.
+//! - **Not paged:** queues that are not stored (non-durable topic subscribers, temporary
+//!   queues), and non-persistent messages without a temporary store, stay in memory. Their
+//!   bytes are counted apart (`Paging::pinned`, with the spilled ones beside it) and producer
+//!   flow control holds them to the limits (`flow.rs`). Nor is the expiry sweep: it looks at
+//!   the window only (a message paged in expired is dead-lettered when it would be
+//!   dispatched).
 //!
 //! # Messages still being written: the rule
 //!
