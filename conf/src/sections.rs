@@ -320,7 +320,8 @@ pub struct DestinationDefaults {
     /// Bytes of messages one destination (a queue, a durable subscription, a topic
     /// subscriber's queue) keeps in memory, ready or in flight, as ActiveMQ's policy
     /// `memoryLimit`. Past it a queue keeps only its first messages (in delivery order) in
-    /// memory and pages the rest in from the store as consumers drain. Default 64 MiB.
+    /// memory and pages the rest in from the store (non-persistent messages: from the
+    /// temporary store, see [`BrokerConfig::temp_limit`]) as consumers drain. Default 64 MiB.
     pub memory_limit: u64,
 }
 

@@ -3,10 +3,13 @@
 //!
 //! # What has no room
 //!
-//! - **A destination** whose messages that cannot leave memory (non-persistent ones, and
-//!   every message of a queue that is not stored: non-durable topic subscribers, temporary
-//!   queues) exceed its memory limit. Persistent messages of a stored queue never fill it:
-//!   they page out (`queue/paging.rs`). The queue task owns the count and sets its
+//! - **A destination** whose messages that cannot page out to the store (non-persistent ones,
+//!   and every message of a queue that is not stored: non-durable topic subscribers,
+//!   temporary queues), in memory or spilled to the temporary store, exceed its memory limit.
+//!   Persistent messages of a stored queue never fill it: they page out (`queue/paging.rs`).
+//!   Spilled messages still count, so that a destination with producer flow control holds
+//!   its producers as before and only sends that cannot be paced spill; without it they
+//!   spill freely. The queue task owns the count and sets its
 //!   [`FlowGate`] after every command; it opens again at [`RESUME_PERCENT`] of the limit (like
 //!   ActiveMQ's `cursorMemoryHighWaterMark`), so that a blocked producer resumes with room for
 //!   more than one message.

@@ -385,8 +385,10 @@ struct Queue {
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
 ///
 /// Messages loaded from the store are recorded in `audit`, so that a client's resend of one of
-/// them after a restart is recognised as a duplicate. A stored queue given `temp_store` spills
-/// its non-persistent messages there beyond its memory limits (see `paging.rs`).
+/// them after a restart is recognised as a duplicate. Given `temp_store`, a queue spills there
+/// what it cannot keep in memory and that is not in the store (non-persistent messages; every
+/// message of a queue that is not stored), unless it discards by a pending message limit
+/// (see `paging.rs`).
 // Each argument is a separate part of the queue's surroundings, given by its one caller
 // (`Registry::spawn_queue`); a struct for them would only be unpacked here.
 #[allow(clippy::too_many_arguments)]
@@ -401,6 +403,10 @@ pub(crate) fn spawn(
     audit: &mut ProducerAudit,
     temp_store: Option<Arc<TempStore>>,
 ) -> Result<QueueHandle, StoreError> {
+    // A non-durable subscriber with a pending message limit discards what waits beyond it
+    // instead (ActiveMQ's pendingMessageLimitStrategy); every other queue spills.
+    let discards = !stored && key.subscription.is_some() && policy.pending_message_limit.is_some();
+    let spills = !discards;
     let (tx, rx) = mpsc::unbounded_channel();
     let handle = QueueHandle {
         key: Arc::new(key),
@@ -424,7 +430,7 @@ pub(crate) fn spawn(
         memory_bytes: 0,
         groups: GroupMap::new(policy.message_group_map),
         dead_letters,
-        paging: Paging::new(limits, temp_store.filter(|_| stored), &handle.key),
+        paging: Paging::new(limits, temp_store.filter(|_| spills), &handle.key),
         policy,
         idle_since: None,
         advisor,

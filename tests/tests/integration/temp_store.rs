@@ -144,6 +144,45 @@ async fn persistent_and_spilled_messages_drain_in_priority_then_arrival_order() 
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_topic_subscriber_spills_and_catches_up_in_order() -> anyhow::Result<()> {
+    const COUNT: usize = 5000;
+    let data = tempfile::tempdir()?;
+    let broker = start_broker(|config| {
+        spilling_config(config, data.path(), 64 << 10);
+        config.policies.extend(
+            conf::Config::parse(
+                "[[policies]]\ntopic = \"unpaced.>\"\nproducer_flow_control = false\n",
+                "topics.toml",
+            )
+            .expect("the policy parses")
+            .policies,
+        );
+    })
+    .await?;
+    let admin = admin(&broker)?;
+    let subscriber = connect(&broker).await?;
+    let prefetch = [("activemq.prefetchSize", "10")];
+    let mut slow =
+        subscriber.subscribe("/topic/unpaced.prices", AckMode::ClientIndividual, &prefetch).await?;
+    let producer = connect(&broker).await?;
+    for index in 0..COUNT - 1 {
+        producer.send("/topic/unpaced.prices", body(index), &[]).await?;
+    }
+    producer.send_with_receipt("/topic/unpaced.prices", body(COUNT - 1), &[]).await?;
+    let topic: DestinationStats = admin.get_json("/api/destinations/topic/unpaced.prices").await?;
+    ensure!(topic.pending + topic.in_flight == COUNT as u64, "{topic:?}");
+    ensure!(topic.memory_bytes < 256 << 10, "the subscriber holds {} bytes", topic.memory_bytes);
+    ensure!(temp_used(&admin).await? > 4 << 20, "the slow subscriber's messages did not spill");
+    for index in 0..COUNT {
+        let message = tests::recv(&mut slow).await?;
+        ensure!(bodies(std::slice::from_ref(&message))[0] == body(index), "message {index}");
+        subscriber.ack(&message).await?;
+    }
+    broker.shutdown().await;
+    Ok(())
+}
+
 /// A temporary store of 16 MiB (the least the configuration allows) behind a 64 KiB queue.
 fn small_temp(config: &mut conf::Config, data: &Path) {
     spilling_config(config, data, 64 << 10);

@@ -41,8 +41,12 @@
 //!   exactly one place, so acks, expiry, dead letters and redelivery need nothing more. One the
 //!   temporary store refuses (full, failed) stays in memory after the boundary and waits until
 //!   the window reaches it, as every non-persistent message did before.
-//! - **Not paged:** queues that are not stored (non-durable topic subscribers, temporary
-//!   queues), and non-persistent messages without a temporary store, stay in memory. Their
+//!   Queues that are not stored (non-durable topic subscribers, temporary queues) spill all
+//!   their messages the same way (their store part is simply empty), except a subscriber with
+//!   a pending message limit, which discards instead (ActiveMQ's fileCursor and
+//!   pendingMessageLimitStrategy).
+//! - **Not paged:** without a temporary store, non-persistent messages and queues that are
+//!   not stored stay in memory, and so do a discarding subscriber's messages. Their
 //!   bytes are counted apart (`Paging::pinned`, with the spilled ones beside it) and producer
 //!   flow control holds them to the limits (`flow.rs`). Nor is the expiry sweep: it looks at
 //!   the window only (a message paged in expired is dead-lettered when it would be
@@ -257,13 +261,15 @@ pub(super) struct Paging {
     returned: HashMap<MessageId, u32>,
     /// A [`QueueCommand::Resume`] is on its way to this queue.
     pub(super) resume_sent: bool,
-    /// Where this queue's non-persistent messages go beyond the window; `None`: they stay in
-    /// memory (a queue that is not stored, or a broker without a temporary store).
+    /// Where this queue's messages that are not in the store go beyond the window; `None`:
+    /// they stay in memory (a broker without a temporary store, or a subscriber that discards
+    /// by its pending message limit).
     spool: Option<Spool>,
 }
 
-/// A stored queue's non-persistent messages in the temporary store: its own queue of
-/// references there (see `temp_store.rs`).
+/// A queue's spilled messages (not in the store: non-persistent ones, or all of a queue that
+/// is not stored) in the temporary store: its own queue of references there (see
+/// `temp_store.rs`).
 #[derive(Debug)]
 struct Spool {
     temp: Arc<TempStore>,
@@ -359,7 +365,8 @@ impl Queue {
     }
 
     /// True if `message` may leave memory: it is in the store, or it can spill to the
-    /// temporary store (a non-persistent message of a stored queue, when there is one).
+    /// temporary store (a non-persistent message, or any message of a queue that is not
+    /// stored, when the queue has a spool).
     fn pageable(&self, message: &Message) -> bool {
         self.in_store(message) || self.paging.spool.is_some()
     }
@@ -430,7 +437,10 @@ impl Queue {
     /// are full, the messages after the smaller last key are left for the next read, so that
     /// everything up to `end` is read from both and the window's rule holds for both.
     fn read_beyond(&self, after: Option<PageKey>) -> Result<Beyond, StoreError> {
-        let stored = self.store.read_page(&self.handle.key, after, PAGE)?;
+        let stored = match self.handle.stored {
+            true => self.store.read_page(&self.handle.key, after, PAGE)?,
+            false => Vec::new(),
+        };
         let spooled = match &self.paging.spool {
             Some(spool) if spool.count > 0 => match spool.temp.opened() {
                 Some(temp) => temp.read_page(&spool.key, after, PAGE)?,
@@ -798,7 +808,10 @@ impl Queue {
         if !self.paging.has_more() {
             return 0;
         }
-        let stored = self.store.count(&self.handle.key).unwrap_or(0);
+        let stored = match self.handle.stored {
+            true => self.store.count(&self.handle.key).unwrap_or(0),
+            false => 0,
+        };
         let in_memory = self
             .ready
             .values()
