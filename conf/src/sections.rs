@@ -45,7 +45,9 @@ pub struct BrokerConfig {
     /// (wiped at every start; nothing in it survives a restart). Past it, non-persistent sends
     /// wait (or are refused, per `send_fail_if_no_space`) as persistent ones do for
     /// `[store] max_size`. 0 means no limit; otherwise at least 16 MiB (four of its 4 MiB data
-    /// files). Default 50 GiB, as ActiveMQ's `BrokerService`.
+    /// files). Default 50 GiB, as ActiveMQ's `BrokerService`. Only a broker that holds its data
+    /// directory has a temporary store (the `ferromq` binary always does; an embedded broker
+    /// on the memory store does not, and keeps non-persistent messages in memory).
     pub temp_limit: u64,
     /// What a send does when it finds no room (a destination or the broker over its memory
     /// limit with messages that cannot page out, or the store's write backlog full): `false`
