@@ -1013,6 +1013,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn spilled_messages_that_expire_leave_the_temporary_store_undelivered() {
+        let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+        let queue = start_spilling(&store, temp.clone(), SMALL);
+        let expiration = crate::core::queue::now_millis() + 200;
+        for id in 1..=500 {
+            let mut message = (*non_persistent(id, 4)).clone();
+            message.headers.expiration = expiration;
+            send(&queue, &store, Arc::new(message));
+        }
+        let kept = non_persistent(501, 4);
+        send(&queue, &store, kept.clone());
+        assert_eq!(queue.stats().await.expect("stats").ready, 501);
+        assert!(spooled(&temp) > 0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut deliveries = consumer(&queue, 1, None);
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), vec![PageKey::of(&kept)], "expired ones are never delivered");
+        let stats = queue.stats().await.expect("stats");
+        assert_eq!((stats.ready, stats.expired), (0, 500));
+        assert_eq!(spooled(&temp), 0, "nothing is left in the temporary store");
+    }
+
+    #[tokio::test]
     async fn a_selector_finds_spilled_messages_and_a_stopped_queue_drops_its_spill() {
         let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
         let queue = start_spilling(&store, temp.clone(), SMALL);
