@@ -287,9 +287,10 @@ struct Spool {
 /// Where a message after the window is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
-    /// The broker's store (a persistent message).
+    /// The broker's store (a persistent message of a stored queue).
     Store,
-    /// The temporary store (a non-persistent message spilled there).
+    /// The temporary store (a message spilled there: non-persistent, or of a queue that is
+    /// not stored).
     Spool,
 }
 
