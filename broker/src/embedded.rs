@@ -21,7 +21,8 @@ use crate::core::selector::Selector;
 use crate::core::wildcard::DestinationFilter;
 use crate::core::DestinationStats;
 use crate::core::{
-    CompositeRule, CompositeTarget, Composites, Core, CoreSettings, QueueStats, VirtualTopicRule,
+    CompositeRule, CompositeTarget, Composites, Core, CoreSettings, QueueStats, TempStore,
+    TempStoreOpener, VirtualTopicRule,
 };
 use crate::error::BrokerError;
 use crate::transport::{self, BoundConnector, ConnectionContext, Protocol};
@@ -92,6 +93,13 @@ impl BrokerBuilder {
             Some(store) => store,
             None => open_store(&config).await?,
         };
+        // Only a broker that holds its data directory has a temporary store: two brokers must
+        // not share one, and an embedded broker without a data directory keeps non-persistent
+        // messages in memory (held by producer flow control) as before.
+        let temp_store = match lock.is_some() {
+            true => Some(temp_store(&config)?),
+            false => None,
+        };
         let settings = CoreSettings {
             default_prefetch: config.destinations.queue_prefetch,
             virtual_topics: config
@@ -118,6 +126,7 @@ impl BrokerBuilder {
                 fail_after: Some(config.broker.send_fail_if_no_space_after_timeout)
                     .filter(|timeout| !timeout.is_zero()),
             },
+            temp_store: temp_store.clone(),
         };
         let core = Arc::new(Core::recover(store, settings)?);
         core.start_scheduler();
@@ -190,9 +199,57 @@ impl BrokerBuilder {
             tracker,
             shutdown,
             shutdown_timeout: config.broker.shutdown_timeout,
+            temp_store,
+            data_dir: config.broker.data_dir.clone(),
             _lock: lock,
         })
     }
+}
+
+/// Where the temporary store lives, as ActiveMQ's `tmp_storage`.
+fn temp_store_dir(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("tmp_storage")
+}
+
+/// The temporary store's data files: ActiveMQ's default journal file size is 32 MiB; smaller
+/// files here let the space of a drained spill go back sooner.
+const TEMP_SEGMENT_SIZE: u64 = 4 << 20;
+
+/// Removes a directory and everything in it; one that is not there is fine.
+fn wipe(dir: &Path) -> Result<(), StoreError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(StoreError::io(format!("removing {}", dir.display()), error)),
+    }
+}
+
+/// The temporary store under `<data_dir>/tmp_storage`: what an earlier run left is wiped now
+/// (nothing in it may be delivered after a restart), and the journal is opened only when a
+/// queue first spills, so an idle broker creates nothing. A journal without syncs: its
+/// contents never need to survive a crash, so it costs the disk writes only, and the page-in,
+/// acks, reclaiming and size accounting are the journal's own. A journal rather than the
+/// memory store, which would hold the spilled messages in memory again.
+fn temp_store(config: &Config) -> Result<Arc<TempStore>, BrokerError> {
+    let dir = temp_store_dir(&config.broker.data_dir);
+    wipe(&dir)?;
+    let limit = config.broker.temp_limit;
+    let opener: TempStoreOpener = Box::new(move || {
+        wipe(&dir)?;
+        let options = JournalOptions {
+            segment_size: TEMP_SEGMENT_SIZE,
+            sync: SyncPolicy::Never,
+            // Drained messages free their files soon even when nothing more is spilled, so
+            // that producers waiting for room resume.
+            checkpoint_interval: Duration::from_secs(1),
+            max_size: limit,
+            ..JournalOptions::default()
+        };
+        let store = JournalStore::open(&dir, options)?;
+        store.recover()?;
+        Ok(Arc::new(store) as Arc<dyn MessageStore>)
+    });
+    Ok(Arc::new(TempStore::new(limit, opener)))
 }
 
 /// Opens the store the configuration names.
@@ -281,6 +338,9 @@ pub struct BrokerHandle {
     tracker: TaskTracker,
     shutdown: CancellationToken,
     shutdown_timeout: Duration,
+    /// Closed and wiped at shutdown.
+    temp_store: Option<Arc<TempStore>>,
+    data_dir: PathBuf,
     _lock: Option<DataDirLock>,
 }
 
@@ -373,6 +433,14 @@ impl BrokerHandle {
         self.core.stop_queues();
         if let Err(error) = self.core.store().close() {
             tracing::error!(%error, "closing the store failed");
+        }
+        if let Some(temp) = &self.temp_store {
+            if let Err(error) = temp.close() {
+                tracing::warn!(%error, "closing the temporary store failed");
+            }
+            if let Err(error) = wipe(&temp_store_dir(&self.data_dir)) {
+                tracing::warn!(%error, "cannot remove the temporary store");
+            }
         }
         tracing::info!("broker stopped");
     }

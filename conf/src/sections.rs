@@ -40,6 +40,15 @@ pub struct BrokerConfig {
     /// store only and page them in as consumers drain. Default 1 GiB, as ActiveMQ's
     /// `BrokerService`.
     pub memory_limit: u64,
+    /// Bytes the temporary store may use (ActiveMQ's systemUsage `tempUsage`): where queues
+    /// spill non-persistent messages beyond their memory limit, under `<data_dir>/tmp_storage`
+    /// (wiped at every start; nothing in it survives a restart). Past it, non-persistent sends
+    /// wait (or are refused, per `send_fail_if_no_space`) as persistent ones do for
+    /// `[store] max_size`. 0 means no limit; otherwise at least 16 MiB (four of its 4 MiB data
+    /// files). Default 50 GiB, as ActiveMQ's `BrokerService`. Only a broker that holds its data
+    /// directory has a temporary store (the `ferromq` binary always does; an embedded broker
+    /// on the memory store does not, and keeps non-persistent messages in memory).
+    pub temp_limit: u64,
     /// What a send does when it finds no room (a destination or the broker over its memory
     /// limit with messages that cannot page out, or the store's write backlog full): `false`
     /// (the default, as ActiveMQ's systemUsage `sendFailIfNoSpace`) makes it wait until
@@ -61,6 +70,7 @@ impl Default for BrokerConfig {
             shutdown_timeout: Duration::from_millis(10_000),
             scheduler: true,
             memory_limit: 1 << 30,
+            temp_limit: 50 << 30,
             send_fail_if_no_space: false,
             send_fail_if_no_space_after_timeout: Duration::ZERO,
         }
@@ -312,7 +322,8 @@ pub struct DestinationDefaults {
     /// Bytes of messages one destination (a queue, a durable subscription, a topic
     /// subscriber's queue) keeps in memory, ready or in flight, as ActiveMQ's policy
     /// `memoryLimit`. Past it a queue keeps only its first messages (in delivery order) in
-    /// memory and pages the rest in from the store as consumers drain. Default 64 MiB.
+    /// memory and pages the rest in from the store (non-persistent messages: from the
+    /// temporary store, see [`BrokerConfig::temp_limit`]) as consumers drain. Default 64 MiB.
     pub memory_limit: u64,
 }
 

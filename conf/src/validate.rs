@@ -169,6 +169,17 @@ impl Config {
         }
         duration("broker.shutdown_timeout_ms", broker.shutdown_timeout, true)?;
         memory_limit("broker.memory_limit", broker.memory_limit)?;
+        const MIN_TEMP: u64 = 16 << 20;
+        if broker.temp_limit != 0 && broker.temp_limit < MIN_TEMP {
+            return Err(Invalid::new(
+                "broker.temp_limit",
+                format!(
+                    "{} bytes is less than {MIN_TEMP} (16 MiB, four temporary store data files); \
+                     use 0 for no limit",
+                    broker.temp_limit
+                ),
+            ));
+        }
 
         self.check_transport()?;
 

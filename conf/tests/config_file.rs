@@ -215,6 +215,12 @@ fn memory_limits_have_defaults_and_a_floor() {
     let config = Config::default();
     assert_eq!(config.broker.memory_limit, 1 << 30);
     assert_eq!(config.destinations.memory_limit, 64 << 20);
+    assert_eq!(config.broker.temp_limit, 50 << 30);
+    assert_eq!(
+        error_of("[broker]\ntemp_limit = 1000\n"),
+        "ferromq.toml:2: `broker.temp_limit`: 1000 bytes is less than 16777216 (16 MiB, four \
+         temporary store data files); use 0 for no limit"
+    );
     assert_eq!(
         error_of("[destinations]\nmemory_limit = 1000\n"),
         "ferromq.toml:2: `destinations.memory_limit`: 1000 bytes is less than 65536 (64 KiB)"
@@ -226,13 +232,13 @@ fn an_unknown_key_is_found_in_dotted_and_inline_form() {
     assert_eq!(
         error_of("\n\nbroker.nmae = \"x\"\n"),
         "ferromq.toml:3: `broker.nmae`: unknown key `nmae` in [broker] (known keys: name, data_dir, \
-         shutdown_timeout_ms, scheduler, memory_limit, send_fail_if_no_space, \
+         shutdown_timeout_ms, scheduler, memory_limit, temp_limit, send_fail_if_no_space, \
          send_fail_if_no_space_after_timeout_ms)"
     );
     assert_eq!(
         error_of("[broker]\nstore = 1\n"),
         "ferromq.toml:2: `broker.store`: unknown key `store` in [broker] (known keys: name, data_dir, \
-         shutdown_timeout_ms, scheduler, memory_limit, send_fail_if_no_space, \
+         shutdown_timeout_ms, scheduler, memory_limit, temp_limit, send_fail_if_no_space, \
          send_fail_if_no_space_after_timeout_ms)"
     );
     assert_eq!(

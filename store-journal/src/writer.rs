@@ -223,9 +223,14 @@ impl Writer {
     /// Blocks for the next message; `None` after a periodic sync or an idle checkpoint timed
     /// out the wait.
     fn next_message(&mut self) -> Option<Msg> {
-        // Idle with something to checkpoint: wait at most the checkpoint interval.
+        // Idle with something to checkpoint: wait at most the checkpoint interval. Files
+        // written since the last sync wait for the periodic sync first; without syncs they
+        // stay unsynced until the checkpoint syncs them, so they must not hold it back (they
+        // did: a journal that never syncs never checkpointed while idle, so acks freed
+        // nothing until more was written).
         let idle_checkpoint = self.since_checkpoint > 0 || self.reclaimable();
-        if idle_checkpoint && self.dirty.is_empty() {
+        let unsynced_waits = self.shared.options.sync != SyncPolicy::Never;
+        if idle_checkpoint && (self.dirty.is_empty() || !unsynced_waits) {
             return match self.rx.recv_timeout(self.shared.options.checkpoint_interval) {
                 Ok(msg) => Some(msg),
                 Err(RecvTimeoutError::Timeout) => {

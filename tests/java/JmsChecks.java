@@ -112,7 +112,7 @@ public final class JmsChecks {
      */
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
             "flow_control_fail", "configured_policies", "gc_inactive_destinations",
-            "slow_consumer_abort", "login_refused");
+            "slow_consumer_abort", "temp_store", "login_refused");
 
     /**
      * configured_policies: queues under policy.strict. dispatch in strict order
@@ -264,6 +264,7 @@ public final class JmsChecks {
             case "configured_policies" -> configuredPolicies();
             case "flow_control" -> flowControl();
             case "flow_control_fail" -> flowControlFail();
+            case "temp_store" -> tempStore();
             case "gc_inactive_destinations" -> gcInactiveDestinations();
             case "slow_consumer_abort" -> slowConsumerAbort();
             case "message_priority" -> messagePriority();
@@ -1858,6 +1859,45 @@ public final class JmsChecks {
         }
         producer.send(session.createTextMessage("after draining"));
         expectEquals("after draining", text(receive(consumer, "the send after draining")), "sends work again");
+    }
+
+    /**
+     * temp_store (ferromq started with a journal, so a temporary store, of 16 MiB, a 64 KiB
+     * queue memory limit without producer flow control and send_fail_if_no_space):
+     * non-persistent messages beyond the queue's memory spill to the temporary store; once it
+     * is full a synchronous send fails with ResourceAllocationException naming it; a consumer
+     * then gets every accepted message, in order.
+     */
+    void tempStore() throws Exception {
+        String queueName = name("queue");
+        Connection connection = connect(withOptions(url, "jms.alwaysSyncSend=true"));
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = session.createProducer(session.createQueue(queueName));
+        producer.setDeliveryMode(DeliveryMode.NON_PERSISTENT);
+        byte[] payload = new byte[8 * 1024];
+        int accepted = 0;
+        javax.jms.ResourceAllocationException refused = null;
+        while (refused == null && accepted < 10_000) {
+            BytesMessage message = session.createBytesMessage();
+            message.writeBytes(payload);
+            message.setIntProperty("index", accepted);
+            try {
+                producer.send(message);
+                accepted++;
+            } catch (javax.jms.ResourceAllocationException e) {
+                refused = e;
+            }
+        }
+        expect(refused != null, "no ResourceAllocationException after " + accepted + " sends of 8 KiB");
+        expect(accepted > 1000, "only " + accepted + " sends of 8 KiB beyond a 64 KiB memory limit");
+        expect(String.valueOf(refused.getMessage()).contains("Temp Store"),
+                "the refusal names the temporary store: " + refused.getMessage());
+        MessageConsumer consumer = session.createConsumer(session.createQueue(queueName));
+        for (int i = 0; i < accepted; i++) {
+            expectEquals(i, receive(consumer, "spilled message " + i + " of " + accepted).getIntProperty("index"),
+                    "every accepted message, in order");
+        }
+        connection.close();
     }
 
     /**

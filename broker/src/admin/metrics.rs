@@ -4,7 +4,8 @@
 //!
 //! Families: `ferromq_info`, `ferromq_uptime_seconds`, `ferromq_connections{protocol}`,
 //! `ferromq_connections_accepted_total`, `ferromq_destinations{kind}`, `ferromq_memory_bytes`,
-//! `ferromq_store_used_bytes`, `ferromq_store_limit_bytes`, and per destination (labels
+//! `ferromq_store_used_bytes`, `ferromq_store_limit_bytes`, `ferromq_temp_used_bytes` and
+//! `ferromq_temp_limit_bytes` (a broker with a temporary store), and per destination (labels
 //! `destination` and `kind`) the gauges `ferromq_destination_{pending,in_flight,producers,
 //! consumers,memory_bytes,slow_consumers}` and the counters `ferromq_destination_{enqueued,
 //! dequeued,expired,dead_lettered,discarded}_total`.
@@ -46,6 +47,15 @@ pub(super) fn render(broker: &BrokerStats, destinations: &[DestinationStats]) ->
     let limit = "The most bytes the message store may use (0: no limit).";
     family(&mut out, "ferromq_store_limit_bytes", "gauge", limit);
     sample(&mut out, "ferromq_store_limit_bytes", &store, broker.store.limit_bytes);
+    if let Some(temp) = &broker.temp {
+        let used = "Bytes the temporary store uses (non-persistent messages spilled from memory).";
+        family(&mut out, "ferromq_temp_used_bytes", "gauge", used);
+        sample(&mut out, "ferromq_temp_used_bytes", &[], temp.used_bytes);
+        let limit =
+            "The most bytes the temporary store may use ([broker] temp_limit; 0: no limit).";
+        family(&mut out, "ferromq_temp_limit_bytes", "gauge", limit);
+        sample(&mut out, "ferromq_temp_limit_bytes", &[], temp.limit_bytes);
+    }
 
     type Field = fn(&DestinationStats) -> u64;
     let per_destination: [(&str, &str, &str, Field); 12] = [
@@ -128,7 +138,7 @@ fn escape(out: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::{DestinationCounts, StatsKind, StoreStats};
+    use crate::admin::{DestinationCounts, StatsKind, StoreStats, TempStats};
 
     #[test]
     fn destination_samples_carry_escaped_labels_after_help_and_type() {
@@ -141,6 +151,7 @@ mod tests {
             memory_bytes: 10,
             memory_limit_bytes: None,
             store: StoreStats { kind: "memory".into(), used_bytes: 0, limit_bytes: 0 },
+            temp: Some(TempStats { used_bytes: 4096, limit_bytes: 1 << 30, full: false }),
         };
         let queue = DestinationStats {
             name: "odd \"name\"\\".into(),
@@ -170,6 +181,10 @@ mod tests {
             "ferromq_destination_memory_limit_bytes{destination=\"odd \\\"name\\\"\\\\\",kind=\"queue\"} 1048576\n"
         ));
         assert!(text.contains("ferromq_info{broker=\"b\",version=\"0.1.0\"} 1\n"));
+        assert!(
+            text.contains("# TYPE ferromq_temp_used_bytes gauge\nferromq_temp_used_bytes 4096\n")
+        );
+        assert!(text.contains("ferromq_temp_limit_bytes 1073741824\n"));
         assert!(text.ends_with('\n'));
     }
 }

@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use client::{AdminClient, AdminClientError, HttpAnswer};
-pub use model::{BrokerStats, DestinationCounts, ErrorBody, StoreStats};
+pub use model::{BrokerStats, DestinationCounts, ErrorBody, StoreStats, TempStats};
 
 use crate::core::Core;
 pub use crate::core::{DestinationStats, StatsKind, SubscriptionStats};
@@ -81,6 +81,14 @@ impl AdminState {
                 used_bytes: usage.used_bytes,
                 limit_bytes: usage.limit_bytes,
             },
+            temp: self.core.settings().temp_store.as_ref().map(|temp| {
+                let usage = temp.usage();
+                TempStats {
+                    used_bytes: usage.used_bytes,
+                    limit_bytes: usage.limit_bytes,
+                    full: self.core.temp_store_full(),
+                }
+            }),
         }
     }
 }

@@ -25,6 +25,21 @@ pub struct BrokerStats {
     pub memory_limit_bytes: Option<u64>,
     /// What the store says of its size.
     pub store: StoreStats,
+    /// The temporary store's usage (ActiveMQ's systemUsage tempUsage), where queues spill
+    /// non-persistent messages; `None` for a broker without one (no data directory held).
+    #[serde(default)]
+    pub temp: Option<TempStats>,
+}
+
+/// The temporary store's usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TempStats {
+    /// Bytes of its data files (0 until a queue first spills: it is opened then).
+    pub used_bytes: u64,
+    /// `[broker] temp_limit`; 0 when there is no limit.
+    pub limit_bytes: u64,
+    /// Non-persistent sends wait (or are refused) because it is near its limit.
+    pub full: bool,
 }
 
 /// How many destinations of each kind exist.

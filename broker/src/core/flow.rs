@@ -3,10 +3,13 @@
 //!
 //! # What has no room
 //!
-//! - **A destination** whose messages that cannot leave memory (non-persistent ones, and
-//!   every message of a queue that is not stored: non-durable topic subscribers, temporary
-//!   queues) exceed its memory limit. Persistent messages of a stored queue never fill it:
-//!   they page out (`queue/paging.rs`). The queue task owns the count and sets its
+//! - **A destination** whose messages that cannot page out to the store (non-persistent ones,
+//!   and every message of a queue that is not stored: non-durable topic subscribers,
+//!   temporary queues), in memory or spilled to the temporary store, exceed its memory limit.
+//!   Persistent messages of a stored queue never fill it: they page out (`queue/paging.rs`).
+//!   Spilled messages still count, so that a destination with producer flow control holds
+//!   its producers as before and only sends that cannot be paced spill; without it they
+//!   spill freely. The queue task owns the count and sets its
 //!   [`FlowGate`] after every command; it opens again at [`RESUME_PERCENT`] of the limit (like
 //!   ActiveMQ's `cursorMemoryHighWaterMark`), so that a blocked producer resumes with room for
 //!   more than one message.
@@ -18,6 +21,11 @@
 //!   [`STORE_HEADROOM`] of its limit, and opens it once acks and compaction have freed twice
 //!   that, so that a full store holds producers (or refuses them, per `send_fail_if_no_space`)
 //!   instead of failing each send.
+//! - **The temporary store** (`[broker] temp_limit`, ActiveMQ's `tempUsage`), for
+//!   non-persistent messages, which stored queues spill there beyond their memory limits
+//!   (`core/temp_store.rs`): the same watch and headroom against its size, and its backlog of
+//!   unwritten units, exactly as the store's for persistent messages (ActiveMQ's `checkUsage`
+//!   waits on `tempUsage` for every non-persistent send).
 //!
 //! # Who waits
 //!
@@ -37,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use store::{Destination, DestinationKind, Message};
+use store::{Destination, DestinationKind, Message, StoreUsage};
 use tokio::sync::Notify;
 
 use super::wildcard::DestinationFilter;
@@ -144,6 +152,10 @@ pub enum Blocker {
     Store,
     /// The store is at its size limit.
     StoreFull,
+    /// The temporary store's backlog of unwritten units is full.
+    Temp,
+    /// The temporary store is at its size limit.
+    TempFull,
     /// The broker's memory limit is reached.
     Broker,
     /// This destination's memory limit is reached.
@@ -161,6 +173,13 @@ impl Core {
             }
             if self.store().backlog().is_some_and(|b| b.is_full()) {
                 return Some(Blocker::Store);
+            }
+        } else if let Some(temp) = &self.settings().temp_store {
+            if self.temp_space.is_blocked() {
+                return Some(Blocker::TempFull);
+            }
+            if temp.opened().and_then(|t| t.backlog()).is_some_and(|b| b.is_full()) {
+                return Some(Blocker::Temp);
             }
         }
         let memory = &self.settings().memory;
@@ -223,7 +242,11 @@ impl Core {
                 // whose memory holds it (or the one sent to, when the broker or store does).
                 let destination = match &blocker {
                     Blocker::Destination(destination, _) => destination,
-                    Blocker::Store | Blocker::StoreFull | Blocker::Broker => &message.destination,
+                    Blocker::Store
+                    | Blocker::StoreFull
+                    | Blocker::Temp
+                    | Blocker::TempFull
+                    | Blocker::Broker => &message.destination,
                 };
                 self.advise_fast_producer(destination, &message);
             }
@@ -238,6 +261,15 @@ impl Core {
                         }
                     }
                     Blocker::StoreFull => self.store_space.wait_open().await,
+                    Blocker::Temp => {
+                        let temp = self.settings().temp_store.as_ref();
+                        if let Some(backlog) =
+                            temp.and_then(|t| t.opened()).and_then(|t| t.backlog())
+                        {
+                            backlog.room().await;
+                        }
+                    }
+                    Blocker::TempFull => self.temp_space.wait_open().await,
                     Blocker::Broker => self.settings().memory.broker_gate().wait_open().await,
                     Blocker::Destination(_, gate) => gate.wait_open().await,
                 }
@@ -271,6 +303,25 @@ impl Core {
                     usage.used_bytes, usage.limit_bytes
                 )
             }
+            Blocker::Temp => format!(
+                "Usage Manager Temp Store Limit reached: the temporary store's backlog of \
+                 unwritten messages is at its limit of {} bytes",
+                self.settings()
+                    .temp_store
+                    .as_ref()
+                    .and_then(|t| t.opened())
+                    .and_then(|t| t.backlog())
+                    .map_or(0, |b| b.limit())
+            ),
+            Blocker::TempFull => {
+                let usage = self.settings().temp_store.as_ref().map(|t| t.usage());
+                let usage = usage.unwrap_or_default();
+                format!(
+                    "Usage Manager Temp Store Limit reached: the temporary store uses {} bytes of \
+                     its temp_limit of {} bytes ([broker] temp_limit)",
+                    usage.used_bytes, usage.limit_bytes
+                )
+            }
             Blocker::Broker => format!(
                 "Usage Manager Memory Limit reached: the broker's memory_limit of {} bytes \
                  ([broker] memory_limit) is full",
@@ -291,40 +342,64 @@ impl Core {
 }
 
 impl Core {
-    /// Starts watching the store's size against its limit (once; a store without a limit
-    /// needs no watch). The watch ends with the core.
+    /// Starts watching the store's size against its limit, and the temporary store's against
+    /// `[broker] temp_limit` (once; stores without a limit need no watch). The watch ends with
+    /// the core.
     pub fn start_store_watch(self: &Arc<Self>) {
-        if self.store().usage().limit_bytes == 0 {
+        let store_limited = self.store().usage().limit_bytes != 0;
+        let temp_limited =
+            self.settings().temp_store.as_ref().is_some_and(|t| t.usage().limit_bytes != 0);
+        if !store_limited && !temp_limited {
             return;
         }
         let core = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(STORE_WATCH_PERIOD);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let unused = AtomicUsize::new(0);
             loop {
                 tick.tick().await;
                 let Some(core) = core.upgrade() else { return };
-                let usage = core.store().usage();
-                let headroom = store_headroom(usage.limit_bytes);
-                let full = usage.used_bytes + headroom >= usage.limit_bytes;
-                let roomy = usage.used_bytes + 2 * headroom < usage.limit_bytes;
-                let changed = match (core.store_space.is_blocked(), full, roomy) {
-                    (false, true, _) => core.store_space.set(true, &unused),
-                    (true, _, true) => core.store_space.set(false, &unused),
-                    _ => false,
-                };
-                if changed {
-                    tracing::warn!(
-                        used = usage.used_bytes,
-                        limit = usage.limit_bytes,
-                        full = core.store_space.is_blocked(),
-                        "store limit: persistent sends {}",
-                        if core.store_space.is_blocked() { "wait" } else { "resume" }
+                if store_limited {
+                    watch_space(&core.store_space, core.store().usage(), "store", "persistent");
+                }
+                if let Some(temp) = core.settings().temp_store.as_ref().filter(|_| temp_limited) {
+                    watch_space(
+                        &core.temp_space,
+                        temp.usage(),
+                        "temporary store",
+                        "non-persistent",
                     );
                 }
             }
         });
+    }
+
+    /// True while the temporary store is at its limit (non-persistent sends wait).
+    pub fn temp_store_full(&self) -> bool {
+        self.temp_space.is_blocked()
+    }
+}
+
+/// Closes `gate` when `usage` comes within the headroom of its limit, opens it once twice the
+/// headroom is free again.
+fn watch_space(gate: &FlowGate, usage: StoreUsage, store: &str, sends: &str) {
+    let unused = AtomicUsize::new(0);
+    let headroom = store_headroom(usage.limit_bytes);
+    let full = usage.used_bytes + headroom >= usage.limit_bytes;
+    let roomy = usage.used_bytes + 2 * headroom < usage.limit_bytes;
+    let changed = match (gate.is_blocked(), full, roomy) {
+        (false, true, _) => gate.set(true, &unused),
+        (true, _, true) => gate.set(false, &unused),
+        _ => false,
+    };
+    if changed {
+        tracing::warn!(
+            used = usage.used_bytes,
+            limit = usage.limit_bytes,
+            full = gate.is_blocked(),
+            "{store} limit: {sends} sends {}",
+            if gate.is_blocked() { "wait" } else { "resume" }
+        );
     }
 }
 

@@ -25,6 +25,7 @@ pub mod scheduler;
 pub mod selector;
 pub mod slow;
 pub mod statistics;
+pub mod temp_store;
 mod transaction;
 pub mod wildcard;
 
@@ -52,6 +53,7 @@ use registry::{Attachment, Registry, Temporary, TopicSubscription};
 use selector::Selector;
 pub use slow::ConsumerNotice;
 pub use statistics::{DestinationStats, ProducerRegistration, StatsKind, SubscriptionStats};
+pub use temp_store::{TempStore, TempStoreOpener};
 pub use transaction::Transaction;
 use wildcard::DestinationFilter;
 
@@ -186,6 +188,9 @@ pub struct CoreSettings {
     pub flow: FlowSettings,
     /// Each destination's policy (see [`policy`]).
     pub policies: Arc<policy::Policies>,
+    /// The temporary store stored queues spill non-persistent messages to (see
+    /// [`temp_store`]); `None`: they stay in memory, held by producer flow control.
+    pub temp_store: Option<Arc<TempStore>>,
 }
 
 impl Default for CoreSettings {
@@ -202,6 +207,7 @@ impl Default for CoreSettings {
             memory: MemoryLimits::default(),
             flow: FlowSettings::default(),
             policies: Arc::default(),
+            temp_store: None,
         }
     }
 }
@@ -238,6 +244,8 @@ pub struct Core {
     scheduler: Option<scheduler::Scheduler>,
     /// Closed while the store is at its size limit (see [`flow`]).
     store_space: flow::FlowGate,
+    /// Closed while the temporary store is at its size limit (see [`flow`]).
+    temp_space: flow::FlowGate,
     /// Producers per destination, for the statistics.
     producers: Arc<statistics::ProducerCounts>,
 }
@@ -256,6 +264,7 @@ impl Core {
         let memory = settings.memory.clone();
         let policies = settings.policies.clone();
         let collects_garbage = gc::sweep_period(&policies).is_some();
+        let temp_store = settings.temp_store.clone();
         let core = Core {
             store,
             settings,
@@ -264,6 +273,7 @@ impl Core {
                 memory,
                 policies,
                 collects_garbage,
+                temp_store,
                 ..Registry::default()
             })),
             client_ids: Mutex::new(std::collections::HashMap::new()),
@@ -273,6 +283,7 @@ impl Core {
             next_transaction_id: AtomicU64::new(first_transaction),
             scheduler: settings_scheduler.then(scheduler::Scheduler::new),
             store_space: flow::FlowGate::default(),
+            temp_space: flow::FlowGate::default(),
             producers: Arc::default(),
         };
         core.registry.lock().advisories.advisor =

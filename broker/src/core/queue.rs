@@ -37,6 +37,7 @@ use super::flow::FlowGate;
 use super::policy::Policy;
 use super::selector::Selector;
 use super::slow::{self, SlowState};
+use super::temp_store::TempStore;
 use super::{AckMode, ConsumerId, Delivery};
 
 mod groups;
@@ -384,7 +385,10 @@ struct Queue {
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
 ///
 /// Messages loaded from the store are recorded in `audit`, so that a client's resend of one of
-/// them after a restart is recognised as a duplicate.
+/// them after a restart is recognised as a duplicate. Given `temp_store`, a queue spills there
+/// what it cannot keep in memory and that is not in the store (non-persistent messages; every
+/// message of a queue that is not stored), unless it discards by a pending message limit
+/// (see `paging.rs`).
 // Each argument is a separate part of the queue's surroundings, given by its one caller
 // (`Registry::spawn_queue`); a struct for them would only be unpacked here.
 #[allow(clippy::too_many_arguments)]
@@ -397,7 +401,12 @@ pub(crate) fn spawn(
     policy: Arc<Policy>,
     advisor: Advisor,
     audit: &mut ProducerAudit,
+    temp_store: Option<Arc<TempStore>>,
 ) -> Result<QueueHandle, StoreError> {
+    // A non-durable subscriber with a pending message limit discards what waits beyond it
+    // instead (ActiveMQ's pendingMessageLimitStrategy); every other queue spills.
+    let discards = !stored && key.subscription.is_some() && policy.pending_message_limit.is_some();
+    let spills = !discards;
     let (tx, rx) = mpsc::unbounded_channel();
     let handle = QueueHandle {
         key: Arc::new(key),
@@ -421,7 +430,7 @@ pub(crate) fn spawn(
         memory_bytes: 0,
         groups: GroupMap::new(policy.message_group_map),
         dead_letters,
-        paging: Paging::new(limits),
+        paging: Paging::new(limits, temp_store.filter(|_| spills), &handle.key),
         policy,
         idle_since: None,
         advisor,
@@ -554,6 +563,7 @@ impl Queue {
             self.watch_slow();
         }
         self.release_memory();
+        self.drop_spool();
     }
 
     /// Starts or ends the idle period: no message held (in memory or beyond the window) and
@@ -596,9 +606,13 @@ impl Queue {
         let mut exhausted: Vec<bool> = Vec::new();
         while (!self.ready.is_empty() || self.paging.has_more()) && !self.consumers.is_empty() {
             let Some(index) = self.next_consumer_with_credit(&exhausted) else { return };
-            // Nothing for it in the window: the first stored message beyond it that is.
             let found = match self.next_message_for(index) {
                 Some(key) => self.ready.remove(&key),
+                // The window ran dry while consumers still have credit: page the next page in
+                // (as `fill` does for a starving queue) instead of searching the store once per
+                // message, which read a page for each one delivered.
+                None if self.window_ran_dry() && self.page_in_now() => continue,
+                // Nothing for it in the window: the first stored message beyond it that is.
                 None => self.next_stored_for(index),
             };
             let Some(mut queued) = found else {
@@ -726,10 +740,18 @@ impl Queue {
     fn make_ready(&mut self, mut queued: QueuedMessage) {
         queued.consumed = false;
         let key = PageKey::of(&queued.message);
-        if self.pageable(&queued.message) && self.paging.window.beyond(key) {
-            // Stored, and after the window: paged in again when its turn comes.
-            self.leave_in_store(queued);
-            return;
+        if self.paging.window.beyond(key) {
+            // After the window: paged in again when its turn comes, from the store, or from
+            // the temporary store a non-persistent message spills to. One that cannot spill
+            // waits here, after the window, until the window reaches it.
+            if self.in_store(&queued.message) {
+                self.leave_in_store(queued);
+                return;
+            }
+            match self.spool(queued) {
+                Ok(()) => return,
+                Err(kept) => queued = kept,
+            }
         }
         for consumer in &mut self.consumers {
             if let (Some(selector), Some(scanned)) = (&consumer.spec.selector, consumer.scanned) {

@@ -18,6 +18,7 @@ use super::queue::{self, ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle};
 use super::recovery::RecoveryBuffer;
 use super::selector::Selector;
 use super::statistics::TopicCounters;
+use super::temp_store::TempStore;
 use super::wildcard::DestinationFilter;
 use super::{ConsumerId, VirtualTopicRule};
 
@@ -81,6 +82,9 @@ pub(crate) struct Registry {
     pub topic_counters: TopicCounters,
     /// Every destination's policy.
     pub policies: Arc<Policies>,
+    /// Where stored queues spill non-persistent messages beyond their memory limits (none
+    /// for a broker without a data directory).
+    pub temp_store: Option<Arc<TempStore>>,
     /// Some policy removes inactive destinations (see [`gc`](super::gc)).
     pub collects_garbage: bool,
     /// Topic subscriptions that ended since the last inactive-destination sweep, by the
@@ -126,7 +130,18 @@ impl Registry {
         let dead_letters = self.dead_letters.with_settings(policy.dead_letters.clone());
         let limits = self.memory.with_destination_limit(policy.memory_limit);
         let (advisor, audit) = (self.advisories.advisor.clone(), &mut self.audit);
-        queue::spawn(key, stored, store.clone(), dead_letters, limits, policy, advisor, audit)
+        let temp_store = self.temp_store.clone();
+        queue::spawn(
+            key,
+            stored,
+            store.clone(),
+            dead_letters,
+            limits,
+            policy,
+            advisor,
+            audit,
+            temp_store,
+        )
     }
 
     /// Keeps `message` (just published to `topic`) for retroactive subscribers, as the topic's

@@ -162,3 +162,37 @@ fn one_old_message_does_not_pin_files_after_a_gibibyte() {
     assert_eq!(read.len(), 1);
     assert_eq!(*read[0].message, *old, "the old message survived its moves");
 }
+
+/// Idle checkpoints free the files of acknowledged messages whatever the sync policy: with
+/// `never` the files written since the last sync were never synced, which once kept the
+/// writer from ever checkpointing while idle (the broker's temporary store, which never
+/// syncs, then kept every file of a drained spill).
+#[test]
+fn acked_files_are_reclaimed_while_idle_without_syncs() {
+    let dir = temp_dir();
+    let options = JournalOptions {
+        sync: SyncPolicy::Never,
+        checkpoint_interval: std::time::Duration::from_millis(50),
+        ..small_options(32 * 1024, 1 << 30)
+    };
+    let store = open(dir.path(), &options);
+    let q = queue("Q");
+    let sent: Vec<_> = (1..=200).map(|id| message(id, &q, 4, 2000)).collect();
+    for m in &sent {
+        submit_ok(&store, vec![add(m, &[&q])]);
+    }
+    for m in &sent {
+        submit_ok(&store, vec![ack(&q, m)]);
+    }
+    let full = store.usage().used_bytes;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.usage().used_bytes > 64 * 1024 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {full} bytes still used: files {:?}",
+            store.usage().used_bytes,
+            store.data_files()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -522,6 +522,34 @@ async fn jms_flow_control() -> anyhow::Result<()> {
     run_configured("flow_control", |config| config.destinations.memory_limit = 64 * 1024).await
 }
 
+/// The temporary store through the JMS client: on a broker with a journal (so with a
+/// temporary store of 16 MiB), non-persistent messages beyond a 64 KiB queue without producer
+/// flow control spill; a synchronous send to a full temporary store fails with
+/// ResourceAllocationException naming it, and every accepted message drains in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_temp_store() -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let data = tempfile::tempdir()?;
+    let mut config = openwire_config(Some(data.path()), 0)?;
+    config.destinations.memory_limit = 64 << 10;
+    config.broker.temp_limit = 16 << 20;
+    config.broker.send_fail_if_no_space = true;
+    config.policies = conf::Config::parse(
+        "[[policies]]\nqueue = \">\"\nproducer_flow_control = false\n",
+        "policies.toml",
+    )?
+    .policies;
+    let broker = broker::Broker::start(config).await.context("starting the broker")?;
+    let url = format!("tcp://{}", openwire_addr(&broker)?);
+    let result = tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, "temp_store", &mut || {
+            bail!("the temp_store check asked for a restart")
+        })
+    });
+    broker.shutdown().await;
+    result
+}
+
 /// With `send_fail_if_no_space`, a send over the limit fails with ResourceAllocationException.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_flow_control_fail() -> anyhow::Result<()> {

@@ -29,6 +29,7 @@ mod selectors;
 mod slow_consumers;
 mod stomp_protocol;
 mod stomp_py;
+mod temp_store;
 mod temporary;
 mod tls;
 mod topics;

@@ -31,11 +31,26 @@
 //!   broker's ([`MemoryLimits`]), counted as [`Message::memory_size`] plus [`ENTRY_OVERHEAD`]
 //!   per message held. Eviction never goes below `MIN_WINDOW` ready messages, so that a
 //!   queue keeps making progress under the broker limit.
-//! - **Not paged:** non-persistent messages and queues that are not stored (non-durable topic
-//!   subscribers, temporary queues) stay in memory: there is no temporary store yet. Their
-//!   bytes are counted apart (`Paging::pinned`) and producer flow control holds them to the
-//!   limits (`flow.rs`). Nor is the expiry sweep: it looks at the window only (a message paged in
-//!   expired is dead-lettered when it would be dispatched).
+//! - **Non-persistent messages** of a stored queue leave memory the same way when the broker
+//!   has a temporary store (`temp_store.rs`): evicted or arriving after the boundary, they are
+//!   added to the queue's own queue in the temporary store (its [`Spool`]), and the boundary
+//!   rule holds for both stores at once: a page-in ([`Queue::read_beyond`]) reads a page
+//!   after the boundary from each and keeps what is up to the smaller of their ends, merged
+//!   in page order, so one order (priority, then arrival) covers persistent and non-persistent
+//!   messages. A message read back is acked in the temporary store at once: it is always in
+//!   exactly one place, so acks, expiry, dead letters and redelivery need nothing more. One the
+//!   temporary store refuses (full, failed) stays in memory after the boundary and waits until
+//!   the window reaches it, as every non-persistent message did before.
+//!   Queues that are not stored (non-durable topic subscribers, temporary queues) spill all
+//!   their messages the same way (their store part is simply empty), except a subscriber with
+//!   a pending message limit, which discards instead (ActiveMQ's fileCursor and
+//!   pendingMessageLimitStrategy).
+//! - **Not paged:** without a temporary store, non-persistent messages and queues that are
+//!   not stored stay in memory, and so do a discarding subscriber's messages. Their
+//!   bytes are counted apart (`Paging::pinned`, with the spilled ones beside it) and producer
+//!   flow control holds them to the limits (`flow.rs`). Nor is the expiry sweep: it looks at
+//!   the window only (a message paged in expired is dead-lettered when it would be
+//!   dispatched).
 //!
 //! # Messages still being written: the rule
 //!
@@ -60,10 +75,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use parking_lot::Mutex;
-use store::{Message, MessageId, PageKey, StoreError};
+use store::{
+    Message, MessageId, Operation, PageKey, QueueKey, StoreError, StoredMessage, UnitOfWork,
+};
 
-use super::{FlowGate, ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector};
+use super::{FlowGate, ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector, TempStore};
 
 /// Messages read from the store per page.
 const PAGE: usize = 512;
@@ -243,10 +261,49 @@ pub(super) struct Paging {
     returned: HashMap<MessageId, u32>,
     /// A [`QueueCommand::Resume`] is on its way to this queue.
     pub(super) resume_sent: bool,
+    /// Where this queue's messages that are not in the store go beyond the window; `None`:
+    /// they stay in memory (a broker without a temporary store, or a subscriber that discards
+    /// by its pending message limit).
+    spool: Option<Spool>,
+}
+
+/// A queue's spilled messages (not in the store: non-persistent ones, or all of a queue that
+/// is not stored) in the temporary store: its own queue of references there (see
+/// `temp_store.rs`).
+#[derive(Debug)]
+struct Spool {
+    temp: Arc<TempStore>,
+    key: QueueKey,
+    /// Messages of this queue in the temporary store.
+    count: usize,
+    /// Their bytes as flow control counts them (`memory_size` plus [`ENTRY_OVERHEAD`] each):
+    /// they still count against the destination's limit when producer flow control is on, as
+    /// when they were in memory, so that spilling changes where they wait, not who waits.
+    bytes: usize,
+    /// The last spill was refused (the temporary store is full or failed): logged once.
+    refusing: bool,
+}
+
+/// Where a message after the window is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The broker's store (a persistent message of a stored queue).
+    Store,
+    /// The temporary store (a message spilled there: non-persistent, or of a queue that is
+    /// not stored).
+    Spool,
+}
+
+/// What [`Queue::read_beyond`] read after a key, from both sources merged in page order.
+struct Beyond {
+    messages: Vec<(StoredMessage, Source)>,
+    /// Every message of either source up to this key is in `messages`, later ones may exist;
+    /// `None`: nothing is kept after the last of `messages`.
+    end: Option<PageKey>,
 }
 
 impl Paging {
-    pub(super) fn new(limits: MemoryLimits) -> Self {
+    pub(super) fn new(limits: MemoryLimits, temp: Option<Arc<TempStore>>, key: &QueueKey) -> Self {
         Paging {
             window: Window::Complete,
             limits,
@@ -255,7 +312,19 @@ impl Paging {
             pinned_accounted: 0,
             returned: HashMap::new(),
             resume_sent: false,
+            spool: temp.map(|temp| Spool {
+                key: temp.spool_key(key),
+                temp,
+                count: 0,
+                bytes: 0,
+                refusing: false,
+            }),
         }
+    }
+
+    /// Messages of this queue spilled to the temporary store.
+    pub(super) fn spooled(&self) -> usize {
+        self.spool.as_ref().map_or(0, |spool| spool.count)
     }
 
     /// True if the store may hold messages of this queue that are not in memory.
@@ -285,10 +354,22 @@ fn before(key: PageKey) -> Option<PageKey> {
     }
 }
 
+/// Bytes a message counts for in flow control and the spool.
+fn pinned_size(message: &Message) -> usize {
+    message.memory_size() + ENTRY_OVERHEAD
+}
+
 impl Queue {
-    /// True if `message` is kept in this queue's store (so it may leave memory).
-    pub(super) fn pageable(&self, message: &Message) -> bool {
+    /// True if `message` is kept in this queue's store (so it may leave memory at any time).
+    pub(super) fn in_store(&self, message: &Message) -> bool {
         self.handle.stored && message.is_persistent()
+    }
+
+    /// True if `message` may leave memory: it is in the store, or it can spill to the
+    /// temporary store (a non-persistent message, or any message of a queue that is not
+    /// stored, when the queue has a spool).
+    fn pageable(&self, message: &Message) -> bool {
+        self.in_store(message) || self.paging.spool.is_some()
     }
 
     /// Messages held in memory: ready, in flight, awaiting a transaction's end.
@@ -352,17 +433,65 @@ impl Queue {
         Ok(())
     }
 
+    /// Reads what follows `after` in the store and, when this queue spilled messages, in the
+    /// temporary store, merged in page order. Both are read a page at a time; where both pages
+    /// are full, the messages after the smaller last key are left for the next read, so that
+    /// everything up to `end` is read from both and the window's rule holds for both.
+    fn read_beyond(&self, after: Option<PageKey>) -> Result<Beyond, StoreError> {
+        let stored = match self.handle.stored {
+            true => self.store.read_page(&self.handle.key, after, PAGE)?,
+            false => Vec::new(),
+        };
+        let spooled = match &self.paging.spool {
+            Some(spool) if spool.count > 0 => match spool.temp.opened() {
+                Some(temp) => temp.read_page(&spool.key, after, PAGE)?,
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        let full_page_end = |page: &[StoredMessage]| match page.last() {
+            Some(last) if page.len() == PAGE => Some(PageKey::of(&last.message)),
+            _ => None,
+        };
+        let end = match (full_page_end(&stored), full_page_end(&spooled)) {
+            (Some(stored), Some(spooled)) => Some(stored.min(spooled)),
+            (stored, spooled) => stored.or(spooled),
+        };
+        let mut messages: Vec<(StoredMessage, Source)> = stored
+            .into_iter()
+            .map(|stored| (stored, Source::Store))
+            .chain(spooled.into_iter().map(|spooled| (spooled, Source::Spool)))
+            .filter(|(stored, _)| end.is_none_or(|end| PageKey::of(&stored.message) <= end))
+            .collect();
+        messages.sort_by_key(|(stored, _)| PageKey::of(&stored.message));
+        Ok(Beyond { messages, end })
+    }
+
     /// Reads the page after the window into it and moves the boundary to its end.
     fn read_next_page(&mut self, mut audit: Option<&mut ProducerAudit>) -> Result<(), StoreError> {
         let Window::Partial(after) = self.paging.window else { return Ok(()) };
-        let page = self.store.read_page(&self.handle.key, after, PAGE)?;
-        self.paging.window = match page.last() {
-            Some(last) if page.len() == PAGE => Window::Partial(Some(PageKey::of(&last.message))),
-            _ => Window::Complete,
+        let beyond = self.read_beyond(after)?;
+        self.paging.window = match beyond.end {
+            Some(end) => Window::Partial(Some(end)),
+            None => Window::Complete,
         };
+        // Everything read from the temporary store leaves it: back in memory, it is held like
+        // any non-persistent message (and spilled again if evicted).
+        let unspooled: Vec<Arc<Message>> = beyond
+            .messages
+            .iter()
+            .filter(|(_, source)| *source == Source::Spool)
+            .map(|(stored, _)| stored.message.clone())
+            .collect();
+        self.unspool(&unspooled);
         let fresh: Vec<_> = {
             let arriving = self.handle.arriving.0.lock();
-            page.into_iter().filter(|stored| !self.is_held(&stored.message, &arriving)).collect()
+            beyond
+                .messages
+                .into_iter()
+                .filter(|(stored, _)| !self.is_held(&stored.message, &arriving))
+                .map(|(stored, _)| stored)
+                .collect()
         };
         for stored in fresh {
             if let Some(audit) = audit.as_deref_mut() {
@@ -376,12 +505,84 @@ impl Queue {
                 .remove(&queued.message.id)
                 .unwrap_or(u32::from(stored.redelivered));
             self.memory_bytes += queued.message.memory_size();
+            self.paging.pin(self.handle.stored, &queued.message, true);
             self.make_ready(queued);
         }
         Ok(())
     }
 
-    /// A persistent message after the window leaves memory: it is in the store.
+    /// Spills a non-persistent message after the window to the temporary store; gives it
+    /// back when there is none or it refuses (full, failed): it then waits in memory.
+    pub(super) fn spool(&mut self, queued: QueuedMessage) -> Result<(), QueuedMessage> {
+        let Some(spool) = &mut self.paging.spool else { return Err(queued) };
+        let Some(temp) = spool.temp.store() else { return Err(queued) };
+        let unit = UnitOfWork::with(Operation::AddMessage {
+            message: queued.message.clone(),
+            queues: vec![spool.key.clone()],
+            txn: None,
+        });
+        // Not waited for: nothing in the temporary store needs to be durable, and a unit is
+        // readable as soon as it is submitted. A refusal (full, closed, poisoned) is at once.
+        if let Some(Err(error)) = temp.submit(unit).now_or_never() {
+            if !std::mem::replace(&mut spool.refusing, true) {
+                tracing::warn!(queue = ?self.handle.key, %error,
+                    "the temporary store refuses messages: non-persistent messages stay in memory");
+            }
+            return Err(queued);
+        }
+        spool.refusing = false;
+        spool.count += 1;
+        spool.bytes += pinned_size(&queued.message);
+        self.paging.pin(self.handle.stored, &queued.message, false);
+        self.leave_in_store(queued);
+        Ok(())
+    }
+
+    /// Takes messages read back into memory out of the temporary store.
+    fn unspool(&mut self, messages: &[Arc<Message>]) {
+        let Some(spool) = &mut self.paging.spool else { return };
+        if messages.is_empty() {
+            return;
+        }
+        let mut unit = UnitOfWork::new();
+        for message in messages {
+            spool.count = spool.count.saturating_sub(1);
+            spool.bytes = spool.bytes.saturating_sub(pinned_size(message));
+            unit.push(Operation::Ack {
+                queue: spool.key.clone(),
+                key: PageKey::of(message),
+                txn: None,
+            });
+        }
+        let Some(temp) = spool.temp.opened() else { return };
+        if let Some(Err(error)) = temp.submit(unit).now_or_never() {
+            tracing::warn!(queue = ?self.handle.key, %error,
+                "cannot remove messages read back from the temporary store");
+        }
+    }
+
+    /// The queue stops: its spilled messages leave the temporary store.
+    pub(super) fn drop_spool(&mut self) {
+        let Some(spool) = &mut self.paging.spool else { return };
+        if spool.count == 0 {
+            return;
+        }
+        spool.count = 0;
+        spool.bytes = 0;
+        let (Some(temp), Some(subscription)) = (spool.temp.opened(), &spool.key.subscription)
+        else {
+            return;
+        };
+        let unit = UnitOfWork::with(Operation::RemoveSubscription(subscription.clone()));
+        if let Some(Err(error)) = temp.submit(unit).now_or_never() {
+            tracing::debug!(queue = ?self.handle.key, %error,
+                "cannot remove the spilled messages of a stopped queue (the temporary store is \
+                 wiped at the next start)");
+        }
+    }
+
+    /// A message after the window leaves memory: it is in the store (or was just spilled to
+    /// the temporary store).
     pub(super) fn leave_in_store(&mut self, queued: QueuedMessage) {
         let key = PageKey::of(&queued.message);
         self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
@@ -419,12 +620,22 @@ impl Queue {
     /// Evicts the highest-keyed persistent ready messages while over the limits.
     fn shrink(&mut self) {
         let mut evicted = false;
+        // Once the temporary store refuses, only persistent messages leave in this turn.
+        let mut spool_refused = false;
         while self.ready.len() > MIN_WINDOW && self.over_limits() {
-            let last = self.ready.iter().rev().find(|(_, queued)| self.pageable(&queued.message));
+            let last = self.ready.iter().rev().find(|(_, queued)| {
+                self.in_store(&queued.message) || (!spool_refused && self.pageable(&queued.message))
+            });
             let Some(key) = last.map(|(key, _)| *key) else { break };
             let Some(queued) = self.ready.remove(&key) else { break };
+            if self.in_store(&queued.message) {
+                self.leave_in_store(queued);
+            } else if let Err(queued) = self.spool(queued) {
+                self.ready.insert(key, queued);
+                spool_refused = true;
+                continue;
+            }
             self.paging.window = Window::Partial(before(key));
-            self.leave_in_store(queued);
             evicted = true;
         }
         if evicted {
@@ -467,6 +678,25 @@ impl Queue {
         }
     }
 
+    /// True if the store (or the temporary store) holds more while no ready message is left
+    /// inside the window.
+    pub(super) fn window_ran_dry(&self) -> bool {
+        self.paging.has_more()
+            && self.ready.keys().next().is_none_or(|key| self.paging.window.beyond(*key))
+    }
+
+    /// Reads the next page into the window now; false if the store cannot be read.
+    pub(super) fn page_in_now(&mut self) -> bool {
+        match self.read_next_page(None) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(queue = ?self.handle.key, %error,
+                    "cannot page messages in from the store; retrying at the next command");
+                false
+            }
+        }
+    }
+
     /// The first stored message after the window for consumer `index` (its selector and
     /// message groups allowing), read from the store and counted as held; `None` when the
     /// window is complete, nothing matches, or the scan stopped at its per-turn limit (a
@@ -475,31 +705,34 @@ impl Queue {
         let Window::Partial(boundary) = self.paging.window else { return None };
         let mut after = boundary.max(self.consumers[index].stored_scan);
         for _ in 0..SCAN_PAGES_PER_TURN {
-            let page = match self.store.read_page(&self.handle.key, after, PAGE) {
-                Ok(page) => page,
+            let beyond = match self.read_beyond(after) {
+                Ok(beyond) => beyond,
                 Err(error) => {
                     tracing::warn!(queue = ?self.handle.key, %error,
                         "cannot read stored messages beyond the window");
                     return None;
                 }
             };
-            let full = page.len() == PAGE;
+            let full = beyond.end.is_some();
             let found = {
                 let arriving = self.handle.arriving.0.lock();
                 let mut found = None;
-                for stored in page {
+                for (stored, source) in beyond.messages {
                     after = Some(PageKey::of(&stored.message));
                     if !self.is_held(&stored.message, &arriving)
                         && self.wants(index, &stored.message)
                     {
-                        found = Some(stored);
+                        found = Some((stored, source));
                         break;
                     }
                 }
                 found
             };
             self.consumers[index].stored_scan = after;
-            if let Some(stored) = found {
+            if let Some((stored, source)) = found {
+                if source == Source::Spool {
+                    self.unspool(std::slice::from_ref(&stored.message));
+                }
                 let mut queued = QueuedMessage::new(stored.message);
                 queued.delivery_count = self
                     .paging
@@ -507,6 +740,7 @@ impl Queue {
                     .remove(&queued.message.id)
                     .unwrap_or(u32::from(stored.redelivered));
                 self.memory_bytes += queued.message.memory_size();
+                self.paging.pin(self.handle.stored, &queued.message, true);
                 return Some(queued);
             }
             if !full {
@@ -543,17 +777,17 @@ impl Queue {
             if messages.len() >= MAX_BROWSE {
                 return;
             }
-            let page = match self.store.read_page(&self.handle.key, after, PAGE) {
-                Ok(page) => page,
+            let beyond = match self.read_beyond(after) {
+                Ok(beyond) => beyond,
                 Err(error) => {
                     tracing::warn!(queue = ?self.handle.key, %error,
                         "cannot read stored messages for a browser");
                     return;
                 }
             };
-            let full = page.len() == PAGE;
+            let full = beyond.end.is_some();
             let arriving = self.handle.arriving.0.lock();
-            for stored in page {
+            for (stored, _) in beyond.messages {
                 let message = stored.message;
                 after = Some(PageKey::of(&message));
                 if !self.is_held(&message, &arriving)
@@ -569,20 +803,25 @@ impl Queue {
         }
     }
 
-    /// Ready messages that are in the store only, beyond the window (for the statistics).
+    /// Ready messages that are in the store or the temporary store only, beyond the window
+    /// (for the statistics).
     pub(super) fn stored_beyond_window(&self) -> usize {
         if !self.paging.has_more() {
             return 0;
         }
-        let stored = self.store.count(&self.handle.key).unwrap_or(0);
+        let stored = match self.handle.stored {
+            true => self.store.count(&self.handle.key).unwrap_or(0),
+            false => 0,
+        };
         let in_memory = self
             .ready
             .values()
             .chain(self.consumers.iter().flat_map(|c| c.in_flight.values()))
             .chain(self.awaiting_transaction.values())
-            .filter(|queued| self.pageable(&queued.message))
+            .filter(|queued| self.in_store(&queued.message))
             .count();
         usize::try_from(stored).unwrap_or(usize::MAX).saturating_sub(in_memory)
+            + self.paging.spooled()
     }
 
     /// Brings the broker's usage up to date with this queue's, and the flow control gates
@@ -610,7 +849,8 @@ impl Queue {
                 .saturating_sub(self.paging.pinned_accounted - pinned)
         };
         self.paging.pinned_accounted = pinned;
-        let destination_usage = pinned.saturating_add(inbox);
+        let spooled = self.paging.spool.as_ref().map_or(0, |spool| spool.bytes);
+        let destination_usage = pinned.saturating_add(spooled).saturating_add(inbox);
         // Without producer flow control the destination's own limit never holds a send (the
         // broker's still does).
         let limit = match self.policy.producer_flow_control {
@@ -688,8 +928,135 @@ mod tests {
         let limits = MemoryLimits::new(limit, 1 << 30);
         let policy = Arc::default();
         let audit = &mut ProducerAudit::default();
-        spawn(key(), true, store, dead_letters, limits, policy, Default::default(), audit)
+        spawn(key(), true, store, dead_letters, limits, policy, Default::default(), audit, None)
             .expect("the queue starts")
+    }
+
+    /// A queue like [`start`]'s that spills non-persistent messages to `temp`.
+    fn start_spilling(
+        store: &Arc<MemoryStore>,
+        temp: Arc<dyn MessageStore>,
+        limit: u64,
+    ) -> QueueHandle {
+        let (dead_letters, _letters) = DeadLetters::new(DeadLetterSettings::default());
+        let store: Arc<dyn MessageStore> = store.clone();
+        let limits = MemoryLimits::new(limit, 1 << 30);
+        let audit = &mut ProducerAudit::default();
+        let temp = Arc::new(TempStore::new(0, Box::new(move || Ok(temp.clone()))));
+        let advisor = Default::default();
+        spawn(key(), true, store, dead_letters, limits, Arc::default(), advisor, audit, Some(temp))
+            .expect("the queue starts")
+    }
+
+    fn non_persistent(id: u64, priority: u8) -> Arc<Message> {
+        let mut message = (*message(id, priority)).clone();
+        message.headers.delivery_mode = DeliveryMode::NonPersistent;
+        Arc::new(message)
+    }
+
+    /// Bytes of the bodies the temporary store holds.
+    fn spooled(temp: &MemoryStore) -> u64 {
+        temp.usage().used_bytes
+    }
+
+    #[tokio::test]
+    async fn spilling_to_a_journal_drains_in_order() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = store_journal::JournalOptions {
+            sync: store::SyncPolicy::Never,
+            ..store_journal::JournalOptions::default()
+        };
+        let temp = store_journal::JournalStore::open(dir.path(), options).expect("opens");
+        temp.recover().expect("recovers");
+        let store = Arc::new(MemoryStore::new());
+        let queue = start_spilling(&store, Arc::new(temp), SMALL);
+        let messages: Vec<_> = (1..=3000).map(|id| non_persistent(id, (id % 3) as u8)).collect();
+        for message in &messages {
+            send(&queue, &store, message.clone());
+        }
+        assert_eq!(queue.stats().await.expect("stats").ready, 3000);
+        let mut deliveries = consumer(&queue, 1, None);
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), in_page_order(&messages));
+    }
+
+    /// Sends `message` as `Core::send` does: a persistent one is stored first.
+    fn send(queue: &QueueHandle, store: &MemoryStore, message: Arc<Message>) {
+        if message.is_persistent() {
+            queue.announce(&message);
+            store_all(store, std::slice::from_ref(&message));
+        }
+        queue.send(QueueCommand::Enqueue(vec![message]));
+    }
+
+    #[tokio::test]
+    async fn non_persistent_messages_beyond_the_limit_spill_and_come_back_in_order() {
+        let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+        let queue = start_spilling(&store, temp.clone(), SMALL);
+        let mut messages = Vec::new();
+        for id in 1..=2000 {
+            // Persistent and not, priorities mixed: one order over both stores.
+            let priority = (id % 5) as u8 * 2;
+            let message =
+                if id % 3 == 0 { message(id, priority) } else { non_persistent(id, priority) };
+            send(&queue, &store, message.clone());
+            messages.push(message);
+        }
+        let stats = queue.stats().await.expect("stats");
+        assert_eq!(stats.ready, 2000, "spilled messages count as ready");
+        assert!(stats.memory_bytes < 2 * SMALL as usize, "{} bytes held", stats.memory_bytes);
+        assert!(spooled(&temp) > 1000 * 1024, "only {} bytes spilled", spooled(&temp));
+        let mut deliveries = consumer(&queue, 1, None);
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), in_page_order(&messages));
+        assert_eq!(spooled(&temp), 0, "everything read back left the temporary store");
+        assert_eq!(store.count(&key()).expect("count"), 0);
+    }
+
+    #[tokio::test]
+    async fn spilled_messages_that_expire_leave_the_temporary_store_undelivered() {
+        let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+        let queue = start_spilling(&store, temp.clone(), SMALL);
+        let expiration = crate::core::queue::now_millis() + 200;
+        for id in 1..=500 {
+            let mut message = (*non_persistent(id, 4)).clone();
+            message.headers.expiration = expiration;
+            send(&queue, &store, Arc::new(message));
+        }
+        let kept = non_persistent(501, 4);
+        send(&queue, &store, kept.clone());
+        assert_eq!(queue.stats().await.expect("stats").ready, 501);
+        assert!(spooled(&temp) > 0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut deliveries = consumer(&queue, 1, None);
+        let received = drain(&queue, &mut deliveries).await;
+        assert_eq!(keys(&received), vec![PageKey::of(&kept)], "expired ones are never delivered");
+        let stats = queue.stats().await.expect("stats");
+        assert_eq!((stats.ready, stats.expired), (0, 500));
+        assert_eq!(spooled(&temp), 0, "nothing is left in the temporary store");
+    }
+
+    #[tokio::test]
+    async fn a_selector_finds_spilled_messages_and_a_stopped_queue_drops_its_spill() {
+        let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+        let queue = start_spilling(&store, temp.clone(), SMALL);
+        for id in 1..=1000 {
+            let mut message = (*non_persistent(id, 4)).clone();
+            if id == 990 {
+                message.properties.insert("color".into(), PropertyValue::String("red".into()));
+            }
+            send(&queue, &store, Arc::new(message));
+        }
+        let mut reds = consumer(&queue, 1, Some("color = 'red'"));
+        let received = drain(&queue, &mut reds).await;
+        assert_eq!(received.iter().map(|m| m.id.0).collect::<Vec<_>>(), vec![990]);
+        let (reply, browsed) = oneshot::channel();
+        queue.send(QueueCommand::Browse { selector: None, reply });
+        assert_eq!(browsed.await.expect("browsed").len(), MAX_BROWSE);
+        assert!(spooled(&temp) > 0);
+        queue.send(QueueCommand::Stop);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(spooled(&temp), 0, "a stopped queue leaves nothing in the temporary store");
     }
 
     fn consumer(
