@@ -166,6 +166,7 @@ impl BrokerBuilder {
             shutdown: shutdown.clone(),
             connections: Arc::default(),
             security,
+            authorizer: Arc::new(crate::security::Authorizer::new(&config)),
         });
         let tracker = TaskTracker::new();
         let mut connectors = Vec::with_capacity(listeners.len());

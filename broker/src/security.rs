@@ -1,7 +1,8 @@
-//! Who a connection is: authentication against `[[users]]` (ActiveMQ's
-//! `simpleAuthenticationPlugin`, with Argon2 password hashes), shared by every protocol
-//! adapter, which hands over the credentials its protocol carries and refuses the connection
-//! with its own error when they are wrong.
+//! Who a connection is and what it may do: authentication against `[[users]]` (ActiveMQ's
+//! `simpleAuthenticationPlugin`, with Argon2 password hashes) and authorization against
+//! `[[authorization]]` (ActiveMQ's `authorizationMap`), shared by every protocol adapter,
+//! which hands over the credentials its protocol carries and asks before each read, write and
+//! creation, answering refusals with its protocol's own error.
 //!
 //! Checking an Argon2 hash costs tens of milliseconds of CPU by design, so it runs on the
 //! blocking pool, never on a connection's task; a password once checked for a user is
@@ -22,6 +23,9 @@ use argon2::Argon2;
 use hmac::{Hmac, KeyInit, Mac};
 use parking_lot::Mutex;
 use sha2::Sha256;
+use store::{Destination, DestinationKind};
+
+use crate::core::wildcard::DestinationFilter;
 
 /// An authenticated identity: the user name and the groups authorization works with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,5 +308,141 @@ mod tests {
         assert_eq!(counts.blocked(address, start + Duration::from_secs(60)), None);
         counts.failed(address, start + Duration::from_secs(61));
         assert_eq!(counts.blocked(address, start + Duration::from_secs(61)), None);
+    }
+}
+
+/// What a client wants to do with a destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Consume or browse.
+    Read,
+    /// Send.
+    Write,
+    /// Create (a destination is created by its first use).
+    Admin,
+}
+
+/// An operation `[[authorization]]` does not allow, in ActiveMQ's words.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("User {user} is not authorized to {verb} {destination}")]
+pub struct Denied {
+    user: String,
+    verb: &'static str,
+    destination: String,
+}
+
+/// Which destinations an authorization entry covers.
+enum Covers {
+    Queues(DestinationFilter),
+    Topics(DestinationFilter),
+    Temporary,
+}
+
+struct Rights {
+    covers: Covers,
+    read: Vec<Arc<str>>,
+    write: Vec<Arc<str>>,
+    admin: Vec<Arc<str>>,
+}
+
+/// Checks operations against `[[authorization]]`; one per broker. Without entries it allows
+/// everything and costs nothing.
+pub struct Authorizer {
+    entries: Vec<Rights>,
+}
+
+impl Authorizer {
+    /// The authorizer `[[authorization]]` describes.
+    pub fn new(config: &conf::Config) -> Authorizer {
+        let groups = |names: &[String]| names.iter().map(|name| Arc::from(name.as_str())).collect();
+        let entries = config
+            .authorization
+            .iter()
+            .map(|entry| Rights {
+                covers: match (&entry.queue, &entry.topic) {
+                    (Some(queue), _) => Covers::Queues(DestinationFilter::new(queue)),
+                    (None, Some(topic)) => Covers::Topics(DestinationFilter::new(topic)),
+                    (None, None) => Covers::Temporary,
+                },
+                read: groups(&entry.read),
+                write: groups(&entry.write),
+                admin: groups(&entry.admin),
+            })
+            .collect();
+        Authorizer { entries }
+    }
+
+    /// Whether any operation is checked.
+    pub fn enabled(&self) -> bool {
+        !self.entries.is_empty()
+    }
+
+    /// Allows `action` on `destination` to `subject` when a group of it has the right in an
+    /// entry that covers the destination.
+    pub fn check(
+        &self,
+        subject: Option<&Subject>,
+        action: Action,
+        destination: &Destination,
+    ) -> Result<(), Denied> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        let allowed = subject.is_some_and(|subject| {
+            self.entries.iter().filter(|entry| entry.covers(destination)).any(|entry| {
+                let groups = match action {
+                    Action::Read => &entry.read,
+                    Action::Write => &entry.write,
+                    Action::Admin => &entry.admin,
+                };
+                groups.iter().any(|group| subject.groups.contains(group))
+            })
+        });
+        if allowed {
+            return Ok(());
+        }
+        let denied = Denied {
+            user: subject.map_or_else(|| "(not logged in)".to_owned(), |s| s.user.to_string()),
+            verb: match action {
+                Action::Read => "read from:",
+                Action::Write => "write to:",
+                Action::Admin => "create:",
+            },
+            destination: destination.to_string(),
+        };
+        tracing::warn!(%denied, "operation refused");
+        Err(denied)
+    }
+
+    /// [`check`](Self::check) for using `destination` with `action`, and for creating it too
+    /// when `exists` says it does not exist yet.
+    pub fn check_use(
+        &self,
+        subject: Option<&Subject>,
+        action: Action,
+        destination: &Destination,
+        exists: impl FnOnce(&Destination) -> bool,
+    ) -> Result<(), Denied> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        self.check(subject, action, destination)?;
+        // A wildcard subscription creates nothing.
+        let pattern = DestinationFilter::is_pattern(&destination.name);
+        if !pattern && !exists(destination) {
+            self.check(subject, Action::Admin, destination)?;
+        }
+        Ok(())
+    }
+}
+
+impl Rights {
+    fn covers(&self, destination: &Destination) -> bool {
+        match (&self.covers, destination.kind) {
+            (Covers::Queues(filter), DestinationKind::Queue) => filter.matches(&destination.name),
+            (Covers::Topics(filter), DestinationKind::Topic) => filter.matches(&destination.name),
+            (Covers::Temporary, DestinationKind::TempQueue | DestinationKind::TempTopic) => true,
+            _ => false,
+        }
     }
 }

@@ -453,6 +453,11 @@ fn list_keys(name: &str) -> Option<ListKeys> {
             ],
             example: "e.g. { name = \"orders-service\", password = \"$argon2id$...\", groups = [\"users\"] }",
         }),
+        "authorization" => Some(ListKeys {
+            known: keys_of::<crate::AuthorizationEntry>(),
+            required: &[],
+            example: "e.g. { queue = \">\", read = [\"users\"], write = [\"users\"], admin = [\"admins\"] }",
+        }),
         "policies" => Some(ListKeys {
             known: keys_of::<crate::PolicyEntry>(),
             required: &[],
@@ -516,6 +521,7 @@ mod tests {
                 "tls",
                 "authentication",
                 "users",
+                "authorization",
                 "virtual_topics",
                 "composite_destinations",
                 "policies"

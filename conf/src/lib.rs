@@ -17,8 +17,9 @@
 //! - `dead_letter.rs`: `[dead_letter]`, [`DeadLetterConfig`]: the dead-letter strategy and
 //!   the STOMP redelivery limit.
 //! - `admin.rs`: `[admin]`, [`AdminConfig`]: the admin endpoint's address.
-//! - `security.rs`: `[authentication]` and `[[users]]`, [`AuthenticationConfig`] and
-//!   [`UserEntry`]: who may connect.
+//! - `security.rs`: `[authentication]`, `[[users]]` and `[[authorization]]`,
+//!   [`AuthenticationConfig`], [`UserEntry`] and [`AuthorizationEntry`]: who may connect, and
+//!   what each group may do.
 //! - `tls.rs`: `[tls]`, [`TlsConfig`]: certificate, key and trust of the TLS connectors.
 //! - `uri.rs`: [`ConnectorUri`], ActiveMQ's `scheme://host:port?options` connector syntax.
 //! - `validate.rs`: rules beyond types (limits above zero, distinct connector addresses, well-formed
@@ -99,7 +100,7 @@ pub use crate::sections::{
     BrokerConfig, DestinationDefaults, LsmEngine, StoreConfig, StoreKind, SyncMode,
     TransportConfig, VirtualTopicConfig,
 };
-pub use crate::security::{AuthenticationConfig, UserEntry};
+pub use crate::security::{AuthenticationConfig, AuthorizationEntry, UserEntry};
 pub use crate::tls::{TlsConfig, TlsVersion};
 pub use crate::uri::{ConnectorOptions, ConnectorUri, Scheme, UriError, WireProtocol};
 pub use crate::validate::{HEART_BEAT_GRACE_RANGE, MAX_DURATION};
@@ -129,6 +130,9 @@ pub struct Config {
     /// `[[users]]`: who may log in when `[authentication] enabled` (see [`UserEntry`]).
     /// Default none.
     pub users: Vec<UserEntry>,
+    /// `[[authorization]]`: who may read, write and create which destinations (see
+    /// [`AuthorizationEntry`]). Default none: every client that got in may do everything.
+    pub authorization: Vec<AuthorizationEntry>,
     /// `[[virtual_topics]]`: which topics are virtual and how their consumer queues are named.
     /// Default: ActiveMQ's one entry, [`VirtualTopicConfig::default()`]
     /// (`name = "VirtualTopic.>"`, `prefix = "Consumer.*."`). Entries in the file replace it;
@@ -153,6 +157,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             authentication: AuthenticationConfig::default(),
             users: Vec::new(),
+            authorization: Vec::new(),
             virtual_topics: vec![VirtualTopicConfig::default()],
             composite_destinations: Vec::new(),
             policies: Vec::new(),

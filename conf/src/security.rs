@@ -125,3 +125,58 @@ impl AuthenticationConfig {
         Ok(())
     }
 }
+
+/// One `[[authorization]]` entry, as ActiveMQ's `<authorizationEntry>`: the groups that may
+/// read (consume, browse), write (send) and administer (create) the destinations it names.
+///
+/// Once any entry exists, every operation is checked: a destination's rights are the union
+/// of every entry that matches it, and a destination no entry matches may not be used at
+/// all. The ActiveMQ JMS client subscribes to advisory topics, so configurations give
+/// `topic = "ActiveMQ.Advisory.>"` to every group, as ActiveMQ's users do.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthorizationEntry {
+    /// The queues this entry covers: a name or pattern (`">"` for all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// The topics this entry covers: a name or pattern.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// Covers every temporary queue and topic (ActiveMQ's
+    /// `<tempDestinationAuthorizationEntry>`): `admin` creates them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub temp: bool,
+    /// Groups that may consume from or browse the destinations.
+    pub read: Vec<String>,
+    /// Groups that may send to them.
+    pub write: Vec<String>,
+    /// Groups that may create them (a destination is created by its first use).
+    pub admin: Vec<String>,
+}
+
+impl AuthorizationEntry {
+    /// Checks one entry; `entry` is its key path.
+    pub(crate) fn check(&self, entry: &str) -> Result<(), Invalid> {
+        let named = [self.queue.is_some(), self.topic.is_some(), self.temp];
+        if named.iter().filter(|named| **named).count() != 1 {
+            return Err(Invalid::new(
+                entry.to_owned(),
+                "needs exactly one of `queue = \"PATTERN\"`, `topic = \"PATTERN\"` or \
+                 `temp = true`",
+            ));
+        }
+        for (key, pattern) in [("queue", &self.queue), ("topic", &self.topic)] {
+            if let Some(pattern) = pattern {
+                crate::validate::destination_pattern(pattern)
+                    .map_err(|reason| Invalid::new(format!("{entry}.{key}"), reason))?;
+            }
+        }
+        for (key, groups) in [("read", &self.read), ("write", &self.write), ("admin", &self.admin)]
+        {
+            if groups.iter().any(|group| group.trim().is_empty()) {
+                return Err(Invalid::new(format!("{entry}.{key}"), "a group name is empty"));
+            }
+        }
+        Ok(())
+    }
+}

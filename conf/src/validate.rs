@@ -196,6 +196,10 @@ impl Config {
         self.admin.check("admin")?;
         self.tls.check("tls")?;
         self.authentication.check("authentication", &self.users)?;
+        for (index, entry) in self.authorization.iter().enumerate() {
+            let key = format!("authorization[{index}]");
+            entry.check(&key).map_err(|invalid| invalid.or_else(&key))?;
+        }
 
         self.check_virtual_topics()?;
         crate::composite::check(&self.composite_destinations, "composite_destinations")?;

@@ -255,14 +255,14 @@ fn an_unknown_section_is_refused() {
     assert_eq!(
         error_of("[broker]\nname = \"b\"\n\n[cluster]\npeers = []\n"),
         "ferromq.toml:4: `cluster`: unknown section [cluster] (known sections: broker, transport, \
-         store, destinations, dead_letter, admin, tls, authentication, users, virtual_topics, \
-         composite_destinations, policies)"
+         store, destinations, dead_letter, admin, tls, authentication, users, authorization, \
+         virtual_topics, composite_destinations, policies)"
     );
     assert_eq!(
         error_of("name = \"b\"\n"),
         "ferromq.toml:1: `name`: unknown key `name` at the top level (known sections: broker, \
          transport, store, destinations, dead_letter, admin, tls, authentication, users, \
-         virtual_topics, composite_destinations, policies)"
+         authorization, virtual_topics, composite_destinations, policies)"
     );
     assert_eq!(
         error_of("[transport.tls]\ncert = \"x\"\n"),

@@ -112,7 +112,7 @@ public final class JmsChecks {
      */
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
             "flow_control_fail", "configured_policies", "gc_inactive_destinations",
-            "slow_consumer_abort", "temp_store", "login_refused");
+            "slow_consumer_abort", "temp_store", "login_refused", "authorization_refused");
 
     /**
      * configured_policies: queues under policy.strict. dispatch in strict order
@@ -245,6 +245,7 @@ public final class JmsChecks {
         switch (check) {
             case "queue_send_receive" -> queueSendReceive();
             case "login_refused" -> loginRefused();
+            case "authorization_refused" -> authorizationRefused();
             case "competing_consumers" -> competingConsumers();
             case "topic_fanout" -> topicFanout();
             case "durable_offline" -> durableOffline();
@@ -299,6 +300,36 @@ public final class JmsChecks {
             throw new CheckFailed("the broker let the connection in");
         } catch (JMSSecurityException expected) {
             System.out.println("refused: " + expected.getMessage());
+        }
+    }
+
+    /**
+     * authorization_refused: the URL logs in as a user who may read queue AUTHZ.WRITE.DENIED
+     * (which exists) but not write it, and may not read AUTHZ.READ.DENIED: the send and the
+     * consumer fail with JMSSecurityException, and the connection stays usable.
+     */
+    void authorizationRefused() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue writeDenied = session.createQueue("AUTHZ.WRITE.DENIED");
+        try {
+            MessageProducer producer = session.createProducer(writeDenied);
+            producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+            producer.send(session.createTextMessage("forged"));
+            throw new CheckFailed("a send without the write right was accepted");
+        } catch (JMSSecurityException expected) {
+            System.out.println("write refused: " + expected.getMessage());
+        }
+        try {
+            session.createConsumer(session.createQueue("AUTHZ.READ.DENIED"));
+            throw new CheckFailed("a consumer without the read right was accepted");
+        } catch (JMSSecurityException expected) {
+            System.out.println("read refused: " + expected.getMessage());
+        }
+        // Reading what it may read still works.
+        MessageConsumer consumer = session.createConsumer(writeDenied);
+        if (consumer.receive(200) != null) {
+            throw new CheckFailed("the refused send was delivered");
         }
     }
 

@@ -11,7 +11,9 @@ Over TLS the client verifies the broker's certificate against CA.pem and its nam
 connects anonymously. A check sends a few messages to a fresh queue, receives and
 acknowledges them, and prints "ok CHECK". With --expect-refused it passes when the broker
 refuses the client (a failed handshake or login, or a closed connection) and prints
-"refused CHECK: why". Run by tests/tests/integration/tls.rs and authentication.rs.
+"refused CHECK: why". The checks stomp_send, stomp_subscribe, amqp_send and amqp_receive do
+one operation on --queue over plaintext, for the authorization tests. Run by
+tests/tests/integration/tls.rs, authentication.rs and authorization.rs.
 """
 
 import argparse
@@ -97,7 +99,102 @@ def amqp_check(args):
     conn.close()
 
 
-CHECKS = {"stomp": stomp_check, "amqp": amqp_check}
+def stomp_connection(args):
+    import stomp
+
+    class Answers(stomp.ConnectionListener):
+        def __init__(self):
+            self.condition = threading.Condition()
+            self.receipts = set()
+            self.errors = []
+            self.messages = []
+
+        def on_receipt(self, frame):
+            with self.condition:
+                self.receipts.add(frame.headers.get("receipt-id"))
+                self.condition.notify_all()
+
+        def on_error(self, frame):
+            with self.condition:
+                self.errors.append(frame.headers.get("message", ""))
+                self.condition.notify_all()
+
+        def on_message(self, frame):
+            with self.condition:
+                self.messages.append(frame)
+                self.condition.notify_all()
+
+        def wait_receipt(self, receipt):
+            with self.condition:
+                self.condition.wait_for(lambda: receipt in self.receipts or self.errors, TIMEOUT)
+                if self.errors:
+                    raise RuntimeError("ERROR: %s" % self.errors[0])
+                assert receipt in self.receipts, "no receipt %s" % receipt
+
+    conn = stomp.Connection12(
+        [(HOST, args.port)], heartbeats=(0, 0), reconnect_attempts_max=1, timeout=TIMEOUT
+    )
+    answers = Answers()
+    conn.set_listener("answers", answers)
+    conn.connect(username=args.user, passcode=args.password, wait=True)
+    return conn, answers
+
+
+def stomp_send(args):
+    """One persistent SEND to --queue, with a receipt."""
+    conn, answers = stomp_connection(args)
+    conn.send("/queue/%s" % args.queue, "hello", headers={"persistent": "true", "receipt": "sent"})
+    answers.wait_receipt("sent")
+    conn.disconnect()
+
+
+def stomp_subscribe(args):
+    """A SUBSCRIBE to --queue, with a receipt."""
+    conn, answers = stomp_connection(args)
+    conn.subscribe("/queue/%s" % args.queue, id="1", ack="auto", headers={"receipt": "subscribed"})
+    answers.wait_receipt("subscribed")
+    conn.disconnect()
+
+
+def amqp_connection(args):
+    from proton.utils import BlockingConnection
+
+    url = "amqp://%s:%d" % (HOST, args.port)
+    return BlockingConnection(
+        url,
+        timeout=TIMEOUT,
+        user=args.user,
+        password=args.password,
+        allowed_mechs="PLAIN",
+        allow_insecure_mechs=True,
+    )
+
+
+def amqp_send(args):
+    """One durable message to --queue, settled by the broker as accepted."""
+    from proton import Message
+
+    conn = amqp_connection(args)
+    sender = conn.create_sender(args.queue)
+    sender.send(Message(body="hello", durable=True))
+    conn.close()
+
+
+def amqp_receive(args):
+    """A receiver on --queue, attached by the broker."""
+    conn = amqp_connection(args)
+    conn.create_receiver(args.queue, credit=1)
+    conn.close()
+
+
+CHECKS = {
+    "stomp": stomp_check,
+    "amqp": amqp_check,
+    "stomp_send": stomp_send,
+    "stomp_subscribe": stomp_subscribe,
+    "amqp_send": amqp_send,
+    "amqp_receive": amqp_receive,
+}
 
 
 def main():
@@ -108,6 +205,7 @@ def main():
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--user")
     parser.add_argument("--password")
+    parser.add_argument("--queue", help="the queue of the single-operation checks")
     parser.add_argument("--cert")
     parser.add_argument("--key")
     parser.add_argument("--expect-refused", action="store_true")

@@ -7,6 +7,7 @@
 //! arrives when the credit is used up (a drain, a credit the client lowered) waits here
 //! until the client grants more.
 
+use crate::security::Action;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,6 +131,16 @@ impl Connection {
         Ok(())
     }
 
+    /// Asks `[[authorization]]` whether this client may `action` `destination` (and create it,
+    /// when it does not exist yet).
+    fn authorize(&self, action: Action, destination: &Destination) -> Result<(), AmqpError> {
+        let core = &self.context.core;
+        self.context
+            .authorizer
+            .check_use(self.subject.as_ref(), action, destination, |d| core.destination_exists(d))
+            .map_err(|denied| link_error(condition::UNAUTHORIZED_ACCESS, denied.to_string()))
+    }
+
     /// A temporary destination for a dynamic terminus, owned by this connection.
     fn dynamic(&mut self, topic: bool) -> Result<Destination, AmqpError> {
         let name =
@@ -137,6 +148,10 @@ impl Connection {
         self.next_temporary += 1;
         let kind = if topic { DestinationKind::TempTopic } else { DestinationKind::TempQueue };
         let destination = Destination { kind, name: name.into() };
+        self.context
+            .authorizer
+            .check(self.subject.as_ref(), Action::Admin, &destination)
+            .map_err(|denied| link_error(condition::UNAUTHORIZED_ACCESS, denied.to_string()))?;
         self.context
             .core
             .create_temporary(destination.clone(), self.connection_id)
@@ -167,6 +182,9 @@ impl Connection {
                         ),
                     }
                 };
+                if let Some(destination) = &destination {
+                    self.authorize(Action::Write, destination)?;
+                }
                 (destination, false, AttachTarget::Node(target))
             }
         };
@@ -216,6 +234,7 @@ impl Connection {
             mapping::destination_of(address, source.capabilities.as_deref(), None)
                 .map_err(|e| link_error(condition::INVALID_FIELD, e.to_string()))?
         };
+        self.authorize(Action::Read, &destination)?;
         let selector = selector_of(source.filter.as_ref())
             .map(|text| {
                 Selector::parse(&text).map(Arc::new).map_err(|e| {
@@ -688,6 +707,11 @@ impl Connection {
                 return;
             }
         };
+        // An anonymous relay names the destination per message.
+        if let Err(error) = self.authorize(Action::Write, &message.destination) {
+            self.settle_incoming(channel, handle, delivery_id, Err(error));
+            return;
+        }
         if let Some(DeliveryState::Transactional(ts)) = state {
             let result = match self.transactions.get_mut(&ts.txn_id) {
                 None => Err(link_error(

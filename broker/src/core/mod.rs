@@ -391,6 +391,26 @@ impl Core {
         self.registry.lock().queues.get(name).cloned()
     }
 
+    /// Whether `destination` exists already (authorization asks: creating one takes the
+    /// admin right): a queue in the registry, a live temporary destination, or a topic
+    /// something was published to or someone subscribed to by its exact name.
+    pub fn destination_exists(&self, destination: &Destination) -> bool {
+        let registry = self.registry.lock();
+        match destination.kind {
+            DestinationKind::Queue => registry.queues.contains_key(&destination.name),
+            DestinationKind::TempQueue | DestinationKind::TempTopic => {
+                registry.temporary.contains_key(destination)
+            }
+            DestinationKind::Topic => {
+                registry.topic_counters.topics().any(|(name, _)| **name == *destination.name)
+                    || registry.topic_subscriptions.iter().any(|subscription| {
+                        !subscription.temporary
+                            && subscription.filter.as_str() == &*destination.name
+                    })
+            }
+        }
+    }
+
     /// The queue of a durable subscription, if it exists.
     pub fn durable_subscription(&self, key: &SubscriptionKey) -> Option<QueueHandle> {
         self.registry.lock().durable.get(key).map(|(queue, _)| queue.clone())

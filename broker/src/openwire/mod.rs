@@ -33,7 +33,7 @@ use crate::core::{
     flow, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery, HeldSends,
     ProducerRegistration, QueueHandle, SubscribeRequest, Transaction,
 };
-use crate::security::{AuthError, Authentication, Subject};
+use crate::security::{Action, AuthError, Authentication, Subject};
 use crate::transport::{ConnectionContext, ReadBuffer};
 
 /// How long a closing connection's last frames may take to be written.
@@ -526,6 +526,16 @@ impl Connection {
         Ok(Flow::Continue)
     }
 
+    /// Asks `[[authorization]]` whether this client may `action` `destination` (and create it,
+    /// when it does not exist yet).
+    fn authorize(&self, action: Action, destination: &store::Destination) -> Result<(), Refusal> {
+        let core = &self.context.core;
+        self.context
+            .authorizer
+            .check_use(self.subject.as_ref(), action, destination, |d| core.destination_exists(d))
+            .map_err(|denied| Refusal::new(SECURITY_EXCEPTION, denied.to_string()))
+    }
+
     /// Completes a ConnectionInfo whose login checked out: claims its client id.
     fn connection_info(&mut self, id: i32, required: bool, info: &ow::ConnectionInfo) {
         let client_id: Option<Arc<str>> =
@@ -585,6 +595,10 @@ impl Connection {
                 if let Some(producer) = info.producer_id.clone() {
                     if let Some(destination) = &info.destination {
                         let destination = mapping::destination_from(destination);
+                        if let Err(refusal) = self.authorize(Action::Write, &destination) {
+                            self.answer(id, required, Err(refusal));
+                            return Flow::Continue;
+                        }
                         let id = format!(
                             "{}:{}:{}",
                             producer.connection_id, producer.session_id, producer.value
@@ -655,6 +669,7 @@ impl Connection {
             info.destination.as_ref().map(mapping::destination_from).ok_or_else(|| {
                 Refusal::new(INVALID_DESTINATION, "the consumer has no destination")
             })?;
+        self.authorize(Action::Read, &destination)?;
         if info.browser {
             if destination.kind != DestinationKind::Queue {
                 return Err(Refusal::new(INVALID_DESTINATION, "only queues can be browsed"));
@@ -830,6 +845,9 @@ impl Connection {
             Ok(m) => Arc::new(m),
             Err(error) => return self.answer(id, required, Err(error.into())),
         };
+        if let Err(refusal) = self.authorize(Action::Write, &stored.destination) {
+            return self.answer(id, required, Err(refusal));
+        }
         let size = 1024
             + message.content.as_ref().map_or(0, Bytes::len)
             + message.marshalled_properties.as_ref().map_or(0, Bytes::len);
@@ -1179,6 +1197,14 @@ impl Connection {
         let Some(destination) = info.destination.as_ref().map(mapping::destination_from) else {
             return Err(Refusal::new(INVALID_DESTINATION, "no destination"));
         };
+        let adding = info.operation_type == ow::destination_operation::ADD;
+        if adding && !self.context.core.destination_exists(&destination) {
+            let subject = self.subject.as_ref();
+            self.context
+                .authorizer
+                .check(subject, Action::Admin, &destination)
+                .map_err(|denied| Refusal::new(SECURITY_EXCEPTION, denied.to_string()))?;
+        }
         if !matches!(destination.kind, DestinationKind::TempQueue | DestinationKind::TempTopic) {
             // Creating or removing ordinary destinations is administration: accepted as a
             // no-op (they are created on first use).

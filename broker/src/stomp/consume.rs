@@ -43,6 +43,13 @@ impl Connection {
             Fatal::new(Some(frame), "SUBSCRIBE frame has no destination header", "")
         })?;
         let destination = self.resolve_destination(frame, destination)?;
+        let core = &self.context.core;
+        self.context
+            .authorizer
+            .check_use(self.subject.as_ref(), crate::security::Action::Read, &destination, |d| {
+                core.destination_exists(d)
+            })
+            .map_err(|denied| Fatal::new(Some(frame), &denied.to_string(), ""))?;
         let id = match (frame.get("id"), self.codec.version()) {
             (Some(id), _) => id.to_owned(),
             // STOMP 1.0 makes the id optional; ActiveMQ then names it after the destination.

@@ -476,6 +476,11 @@ impl Connection {
             .resolve(text)
             .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         if created {
+            let subject = self.subject.as_ref();
+            self.context
+                .authorizer
+                .check(subject, crate::security::Action::Admin, &destination)
+                .map_err(|denied| Fatal::new(Some(frame), &denied.to_string(), ""))?;
             self.context
                 .core
                 .create_temporary(destination.clone(), self.connection_id)

@@ -1,5 +1,6 @@
 //! SEND and the transaction frames (BEGIN, COMMIT, ABORT).
 
+use crate::security::Action;
 use std::sync::Arc;
 
 use protocol::stomp::{Command, Frame};
@@ -44,11 +45,20 @@ impl Connection {
             Ok(message) => Arc::new(message),
             Err(error) => return Err(Fatal(error_frame(&error))),
         };
+        let authorizer = &self.context.authorizer;
+        let subject = self.subject.as_ref();
+        for destination in &created {
+            let allowed = authorizer.check(subject, Action::Admin, destination);
+            allowed.map_err(|denied| Fatal(error_frame(&denied)))?;
+        }
         for destination in created {
             if let Err(error) = core.create_temporary(destination, self.connection_id) {
                 return Err(Fatal(error_frame(&error)));
             }
         }
+        authorizer
+            .check_use(subject, Action::Write, &message.destination, |d| core.destination_exists(d))
+            .map_err(|denied| Fatal(error_frame(&denied)))?;
         if transaction.is_none() {
             // Producer flow control: a send that finds no room (or finds earlier sends of this
             // connection waiting) is held; the connection goes on reading meanwhile.

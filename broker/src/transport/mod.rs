@@ -40,4 +40,6 @@ pub struct ConnectionContext {
     pub connections: Arc<ConnectionCounts>,
     /// Checks the credentials each protocol's handshake carries.
     pub security: Arc<crate::security::Authenticator>,
+    /// Checks reads, writes and creations of destinations.
+    pub authorizer: Arc<crate::security::Authorizer>,
 }

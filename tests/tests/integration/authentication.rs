@@ -40,7 +40,7 @@ async fn start(
 }
 
 fn plain(login: Option<(&'static str, &'static str)>) -> PyClient<'static> {
-    PyClient { tls: false, identity: None, login }
+    PyClient { tls: false, identity: None, login, queue: None }
 }
 
 fn login(user: &str, password: &str) -> ConnectOptions {

@@ -7,6 +7,7 @@ mod advisories;
 mod amqp;
 mod amqp_client;
 mod authentication;
+mod authorization;
 mod bad_input;
 mod composites;
 mod connectors;

@@ -51,11 +51,13 @@ pub(crate) struct PyClient<'a> {
     pub identity: Option<&'a str>,
     /// A user name and password to log in with; else anonymous.
     pub login: Option<(&'a str, &'a str)>,
+    /// The queue of the single-operation checks (`stomp_send`, `amqp_receive`, ...).
+    pub queue: Option<&'a str>,
 }
 
 /// A TLS client presenting `identity`, without a login.
 fn tls(identity: Option<&str>) -> PyClient<'_> {
-    PyClient { tls: true, identity, login: None }
+    PyClient { tls: true, identity, login: None, queue: None }
 }
 
 /// Runs `security_checks.py --check check` against `port` as `client`; `refused` says
@@ -87,6 +89,9 @@ pub(crate) async fn python_check(
             "--password".to_owned(),
             password.to_owned(),
         ]);
+    }
+    if let Some(queue) = client.queue {
+        args.extend(["--queue".to_owned(), queue.to_owned()]);
     }
     let pki = TestPki::get()?;
     if let Some(name) = client.identity {
