@@ -250,19 +250,22 @@ fn bad_broker_urls_and_options_give_clear_errors() {
     let dir = dir.path();
     let mut stomp_only_broker: Option<(u16, Process)> = None;
     for command in ["producer", "consumer"] {
-        let stderr = refused(dir, "tls", &[command, "--brokerUrl", "ssl://localhost:61617"]);
+        let args =
+            [command, "--brokerUrl", "ssl://localhost:61617", "--trustStore", "/no/such/ca.pem"];
+        let stderr = refused(dir, "tls", &args);
+        assert!(stderr.contains("cannot read the trust store /no/such/ca.pem"), "{stderr}");
+        assert!(stderr.contains("ssl://localhost:61617"), "the error names the URL: {stderr}");
+
+        let stderr = refused(dir, "auto", &[command, "--brokerUrl", "auto+ssl://localhost:5671"]);
         assert!(
             stderr.contains(
-                "OpenWire over TLS is not implemented in ferromq's client yet; use \
-                 tcp://host:61616 (OpenWire), stomp://host:61613 (STOMP) or amqp://host:5672 \
-                 (AMQP)"
+                "names a broker-side transport that detects the protocol; a client connects \
+                 with a protocol: use tcp://host:61616 (OpenWire), stomp://host:61613 (STOMP) \
+                 or amqp://host:5672 (AMQP), or over TLS ssl://host:61617, \
+                 stomp+ssl://host:61612 or amqp+ssl://host:5671"
             ),
             "{stderr}"
         );
-        assert!(stderr.contains("ssl://localhost:61617"), "the error names the URL: {stderr}");
-
-        let stderr = refused(dir, "amqps", &[command, "--brokerUrl", "amqps://localhost:5671"]);
-        assert!(stderr.contains("AMQP over TLS is not implemented"), "{stderr}");
         // AMQP works, but without transactions: refused before connecting.
         let args = [command, "--brokerUrl", "amqp://127.0.0.1:1", "--transactionBatchSize", "5"];
         let stderr = refused(dir, "amqp-tx", &args);

@@ -14,6 +14,13 @@ use protocol::stomp::WireError;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
+    /// TLS could not be set up: an unreadable trust store, a failed handshake (a certificate
+    /// the trust store does not vouch for, a plaintext server).
+    #[error("TLS: {message}")]
+    Tls {
+        /// What went wrong.
+        message: String,
+    },
     /// Reading from or writing to the connection failed.
     #[error("I/O error on the connection to the server: {0}")]
     Io(#[source] Arc<std::io::Error>),

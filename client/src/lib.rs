@@ -18,6 +18,7 @@
 //! - `options.rs`: [`ConnectOptions`] and [`AckMode`];
 //! - `error.rs`: [`ClientError`], shared by both clients;
 //! - `net.rs`: [`connect_tcp`], which tries every address a host name resolves to;
+//! - `tls.rs`: [`connect_tls`], the same over TLS, trusting a PEM file of authorities;
 //! - `openwire/`: [`openwire`], the OpenWire client;
 //! - `amqp/`: [`amqp`], the AMQP 1.0 client;
 //! - `load/`: [`load`], the load generator behind `ferromq producer`, `ferromq consumer`
@@ -70,6 +71,7 @@ mod net;
 pub mod openwire;
 mod options;
 mod subscription;
+mod tls;
 
 pub use client::StompClient;
 pub use error::ClientError;
@@ -77,6 +79,7 @@ pub use message::ReceivedMessage;
 pub use net::connect_tcp;
 pub use options::{AckMode, ConnectOptions};
 pub use subscription::Subscription;
+pub use tls::connect_tls;
 
 /// The STOMP types the client's API uses, re-exported for convenience.
 pub use protocol::stomp::{Command, Frame, Limits, Version, WireError};

@@ -29,8 +29,9 @@ const DEFAULT_BROKER_URL: &str = "tcp://localhost:61616";
 pub struct CommonArgs {
     /// The broker: tcp://HOST:PORT or nio://HOST:PORT for OpenWire (default port 61616),
     /// stomp://HOST:PORT for STOMP (default port 61613), amqp://HOST:PORT for AMQP 1.0
-    /// (default port 5672; no transactions or durable subscriptions). failover:,
-    /// TLS and MQTT URLs are refused with the reason.
+    /// (default port 5672; no transactions or durable subscriptions); over TLS ssl://
+    /// (61617), stomp+ssl:// (61612), amqp+ssl:// or amqps:// (5671). failover: and MQTT URLs
+    /// are refused with the reason.
     #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
     broker_url: String,
     /// The user name.
@@ -39,6 +40,10 @@ pub struct CommonArgs {
     /// The password.
     #[arg(long)]
     password: Option<String>,
+    /// For TLS URLs: a PEM file of the authorities the broker's certificate must chain to
+    /// (default: the system's, /etc/ssl/certs/ca-certificates.crt).
+    #[arg(long = "trustStore", value_name = "PEM")]
+    trust_store: Option<std::path::PathBuf>,
     /// queue://NAME or topic://NAME; a bare NAME is a queue.
     #[arg(long, value_name = "DEST", default_value = "queue://TEST")]
     destination: String,
@@ -50,7 +55,8 @@ pub struct CommonArgs {
 impl CommonArgs {
     /// The broker and destination, parsed.
     fn target(&self) -> anyhow::Result<(client::load::BrokerUrl, client::load::DestinationName)> {
-        let broker = self.broker_url.parse().map_err(load_error)?;
+        let broker: client::load::BrokerUrl = self.broker_url.parse().map_err(load_error)?;
+        let broker = broker.with_trust_store(self.trust_store.clone());
         let destination = self.destination.parse().map_err(load_error)?;
         Ok((broker, destination))
     }

@@ -252,10 +252,19 @@ async fn connect(
                 timeout: TIMEOUT,
                 ..ConnectOptions::default()
             };
-            let stream =
-                crate::connect_tcp(broker.host(), broker.port(), TIMEOUT).await.map_err(failed)?;
-            let client = StompClient::connect_stream(stream, options).await.map_err(failed)?;
-            Ok(Connection::Stomp(client))
+            let client = match broker.uses_tls() {
+                true => {
+                    let stream = tls_stream(broker).await.map_err(failed)?;
+                    StompClient::connect_stream(stream, options).await
+                }
+                false => {
+                    let stream = crate::connect_tcp(broker.host(), broker.port(), TIMEOUT)
+                        .await
+                        .map_err(failed)?;
+                    StompClient::connect_stream(stream, options).await
+                }
+            };
+            Ok(Connection::Stomp(client.map_err(failed)?))
         }
         WireProtocol::OpenWire => {
             let options = OpenWireOptions {
@@ -265,10 +274,14 @@ async fn connect(
                 timeout: TIMEOUT,
                 ..OpenWireOptions::default()
             };
-            let client = OpenWireClient::connect(broker.host(), broker.port(), options)
-                .await
-                .map_err(failed)?;
-            Ok(Connection::OpenWire(client))
+            let client = match broker.uses_tls() {
+                true => {
+                    let stream = tls_stream(broker).await.map_err(failed)?;
+                    OpenWireClient::connect_stream(stream, options).await
+                }
+                false => OpenWireClient::connect(broker.host(), broker.port(), options).await,
+            };
+            Ok(Connection::OpenWire(client.map_err(failed)?))
         }
         WireProtocol::Amqp => {
             // The AMQP container id plays the client id's part (durable subscriptions are
@@ -280,11 +293,23 @@ async fn connect(
                 timeout: TIMEOUT,
                 ..AmqpOptions::default()
             };
-            let client =
-                AmqpClient::connect(broker.host(), broker.port(), options).await.map_err(failed)?;
-            Ok(Connection::Amqp(client))
+            let client = match broker.uses_tls() {
+                true => {
+                    let stream = tls_stream(broker).await.map_err(failed)?;
+                    AmqpClient::connect_stream(stream, options).await
+                }
+                false => AmqpClient::connect(broker.host(), broker.port(), options).await,
+            };
+            Ok(Connection::Amqp(client.map_err(failed)?))
         }
     }
+}
+
+/// A TLS connection to `broker`, trusting its trust store.
+async fn tls_stream(
+    broker: &BrokerUrl,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, crate::ClientError> {
+    crate::connect_tls(broker.host(), broker.port(), broker.trust_store(), TIMEOUT).await
 }
 
 /// Microseconds since the Unix epoch (for [`SENT_AT_PROPERTY`]).

@@ -2,6 +2,7 @@
 //! [`DestinationName`] (ActiveMQ's `queue://NAME` / `topic://NAME` tool syntax).
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use super::LoadError;
@@ -17,9 +18,14 @@ pub const DEFAULT_OPENWIRE_PORT: u16 = 61616;
 /// The AMQP port (IANA's, ActiveMQ's and ferromq's), used when an `amqp://` URL has none.
 pub const DEFAULT_AMQP_PORT: u16 = 5672;
 
+/// The TLS ports ActiveMQ and ferromq use: OpenWire `ssl://`, STOMP `stomp+ssl://`, AMQP
+/// `amqp+ssl://`.
+pub const DEFAULT_TLS_PORTS: (u16, u16, u16) = (61617, 61612, 5671);
+
 /// The advice every refused URL ends with.
 const USE_INSTEAD: &str = "use tcp://host:61616 (OpenWire), stomp://host:61613 (STOMP) or \
-                           amqp://host:5672 (AMQP)";
+                           amqp://host:5672 (AMQP), or over TLS ssl://host:61617, \
+                           stomp+ssl://host:61612 or amqp+ssl://host:5671";
 
 /// The wire protocol a [`BrokerUrl`] names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,15 +64,20 @@ impl WireProtocol {
 ///
 /// `tcp://` and `nio://` are OpenWire, `stomp://` and `stomp+nio://` STOMP, `amqp://` and
 /// `amqp+nio://` AMQP 1.0 (the `nio` forms are the same protocol on the wire; they name a
-/// server-side transport). Everything else an ActiveMQ user may type is refused with the
-/// reason: `failover:(...)`, TLS, MQTT, `vm://`. URL options (`?name=value`) are refused too, since the client implements none of
-/// them.
+/// server-side transport). Over TLS: `ssl://` and `nio+ssl://` (OpenWire, port 61617),
+/// `stomp+ssl://` (61612), `amqp+ssl://` and `amqps://` (5671); the broker's certificate is
+/// checked against [`trust_store`](Self::trust_store), else the system's authorities.
+/// Everything else an ActiveMQ user may type is refused with the reason: `failover:(...)`,
+/// MQTT, `vm://`. URL options (`?name=value`) are refused too, since the client implements
+/// none of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerUrl {
     text: String,
     protocol: WireProtocol,
     host: String,
     port: u16,
+    tls: bool,
+    trust_store: Option<PathBuf>,
 }
 
 impl BrokerUrl {
@@ -89,6 +100,24 @@ impl BrokerUrl {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// Whether connections are TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The PEM file of the authorities a TLS broker's certificate must chain to; `None`: the
+    /// system's.
+    pub fn trust_store(&self) -> Option<&Path> {
+        self.trust_store.as_deref()
+    }
+
+    /// This URL with `trust_store` as its trust store (the tools' `--trustStore`, perf's
+    /// `factory.trustStore`).
+    pub fn with_trust_store(mut self, trust_store: Option<PathBuf>) -> BrokerUrl {
+        self.trust_store = trust_store;
+        self
+    }
 }
 
 impl Default for BrokerUrl {
@@ -99,6 +128,8 @@ impl Default for BrokerUrl {
             protocol: WireProtocol::OpenWire,
             host: "localhost".to_owned(),
             port: DEFAULT_OPENWIRE_PORT,
+            tls: false,
+            trust_store: None,
         }
     }
 }
@@ -133,7 +164,7 @@ impl FromStr for BrokerUrl {
                 "expected SCHEME://HOST:PORT, for example tcp://127.0.0.1:{DEFAULT_OPENWIRE_PORT}"
             )));
         };
-        let protocol = check_scheme(&scheme.to_ascii_lowercase()).map_err(refuse)?;
+        let (protocol, tls) = check_scheme(&scheme.to_ascii_lowercase()).map_err(refuse)?;
         let (authority, query) = match rest.split_once('?') {
             Some((authority, query)) => (authority, Some(query)),
             None => (rest, None),
@@ -153,30 +184,31 @@ impl FromStr for BrokerUrl {
                 "credentials do not go in the URL; use --user and --password".into(),
             ));
         }
-        let (host, port) = split_host_port(authority, protocol.default_port()).map_err(refuse)?;
-        Ok(BrokerUrl { text: trimmed.to_owned(), protocol, host, port })
+        let default_port = match (tls, protocol) {
+            (false, protocol) => protocol.default_port(),
+            (true, WireProtocol::OpenWire) => DEFAULT_TLS_PORTS.0,
+            (true, WireProtocol::Stomp) => DEFAULT_TLS_PORTS.1,
+            (true, WireProtocol::Amqp) => DEFAULT_TLS_PORTS.2,
+        };
+        let (host, port) = split_host_port(authority, default_port).map_err(refuse)?;
+        Ok(BrokerUrl { text: trimmed.to_owned(), protocol, host, port, tls, trust_store: None })
     }
 }
 
-/// The protocol of an implemented scheme; explains every other one.
-fn check_scheme(scheme: &str) -> Result<WireProtocol, String> {
+/// The protocol of an implemented scheme, and whether it is over TLS; explains every other
+/// one.
+fn check_scheme(scheme: &str) -> Result<(WireProtocol, bool), String> {
     match scheme {
-        "tcp" | "nio" => Ok(WireProtocol::OpenWire),
-        "stomp" | "stomp+nio" => Ok(WireProtocol::Stomp),
-        "ssl" | "nio+ssl" => Err(format!(
-            "OpenWire over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"
-        )),
+        "tcp" | "nio" => Ok((WireProtocol::OpenWire, false)),
+        "stomp" | "stomp+nio" => Ok((WireProtocol::Stomp, false)),
+        "ssl" | "nio+ssl" => Ok((WireProtocol::OpenWire, true)),
         "auto" | "auto+nio" | "auto+ssl" | "auto+nio+ssl" => Err(format!(
             "{scheme}:// names a broker-side transport that detects the protocol; a client \
              connects with a protocol: {USE_INSTEAD}"
         )),
-        "stomp+ssl" | "stomp+nio+ssl" => {
-            Err(format!("STOMP over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"))
-        }
-        "amqp" | "amqp+nio" => Ok(WireProtocol::Amqp),
-        "amqp+ssl" | "amqp+nio+ssl" | "amqps" => {
-            Err(format!("AMQP over TLS is not implemented in ferromq's client yet; {USE_INSTEAD}"))
-        }
+        "stomp+ssl" | "stomp+nio+ssl" => Ok((WireProtocol::Stomp, true)),
+        "amqp" | "amqp+nio" => Ok((WireProtocol::Amqp, false)),
+        "amqp+ssl" | "amqp+nio+ssl" | "amqps" => Ok((WireProtocol::Amqp, true)),
         "mqtt" | "mqtt+ssl" | "mqtt+nio" | "mqtt+nio+ssl" => {
             Err(format!("MQTT is not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
@@ -396,22 +428,30 @@ mod tests {
     }
 
     #[test]
-    fn tls_urls_are_refused_with_advice() {
-        for text in ["ssl://h:61617", "nio+ssl://h:61617"] {
-            let error = url_error(text);
-            assert!(error.contains("OpenWire over TLS is not implemented"), "{error}");
-            assert!(error.contains("use tcp://host:61616"), "{error}");
-            assert!(error.contains(text), "the error should quote the URL: {error}");
+    fn tls_urls_name_their_protocol_and_default_port() {
+        for (text, protocol, port) in [
+            ("ssl://h", WireProtocol::OpenWire, 61617),
+            ("nio+ssl://h:1", WireProtocol::OpenWire, 1),
+            ("stomp+ssl://h", WireProtocol::Stomp, 61612),
+            ("amqps://h", WireProtocol::Amqp, 5671),
+            ("amqp+ssl://h", WireProtocol::Amqp, 5671),
+        ] {
+            let parsed = url(text);
+            assert!(parsed.uses_tls(), "{text}");
+            assert_eq!((parsed.protocol(), parsed.port()), (protocol, port), "{text}");
         }
-        assert!(url_error("auto://h:61616").contains("broker-side transport"));
+        assert!(!url("tcp://h").uses_tls());
+        let trusted = url("ssl://h").with_trust_store(Some("ca.pem".into()));
+        assert_eq!(trusted.trust_store(), Some(std::path::Path::new("ca.pem")));
+        let error = url_error("auto+ssl://h:61616");
+        assert!(error.contains("broker-side transport"), "{error}");
+        assert!(error.contains("ssl://host:61617"), "{error}");
     }
 
     #[test]
     fn failover_and_other_protocols_are_refused() {
         let error = url_error("failover:(tcp://a:61616,tcp://b:61616)?randomize=false");
         assert!(error.contains("failover: URLs are not implemented"), "{error}");
-        assert!(url_error("stomp+ssl://h:61612").contains("TLS"));
-        assert!(url_error("amqps://h:5671").contains("AMQP over TLS is not implemented"));
         let amqp = url("amqp://127.0.0.1");
         assert_eq!((amqp.protocol(), amqp.port()), (WireProtocol::Amqp, DEFAULT_AMQP_PORT));
         assert_eq!(url("AMQP+NIO://h:1").protocol(), WireProtocol::Amqp);

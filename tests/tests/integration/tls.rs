@@ -383,3 +383,80 @@ async fn a_broker_with_a_broken_tls_setup_refuses_to_start_and_says_why() -> any
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_tools_run_over_tls_with_credentials_on_every_protocol() -> anyhow::Result<()> {
+    use client::load::{run_consumer, run_producer, ConsumerOptions, ProducerOptions};
+    let pki = TestPki::get()?;
+    let hash = broker::security::hash_password("tools-secret").map_err(anyhow::Error::msg)?;
+    let broker = start(
+        &["ssl://127.0.0.1:0", "stomp+ssl://127.0.0.1:0", "amqp+ssl://127.0.0.1:0"],
+        |config| {
+            config.authentication.enabled = true;
+            config.users = vec![conf::UserEntry {
+                name: "tools".to_owned(),
+                password: hash,
+                groups: Vec::new(),
+            }];
+        },
+    )
+    .await?;
+    for (scheme, protocol) in [
+        ("ssl", WireProtocol::OpenWire),
+        ("stomp+ssl", WireProtocol::Stomp),
+        ("amqps", WireProtocol::Amqp),
+    ] {
+        // `localhost`: the name the broker's certificate carries.
+        let port = tls_addr(&broker, protocol)?.port();
+        let url: client::load::BrokerUrl = format!("{scheme}://localhost:{port}").parse()?;
+        let url = url.with_trust_store(Some(pki.path("ca.pem")));
+        let destination: client::load::DestinationName = format!("queue://TOOLS.{port}").parse()?;
+        let produced = run_producer(ProducerOptions {
+            broker: url.clone(),
+            destination: destination.clone(),
+            message_count: 50,
+            user: Some("tools".to_owned()),
+            password: Some("tools-secret".to_owned()),
+            ..ProducerOptions::default()
+        })
+        .await
+        .with_context(|| format!("producing over {scheme}"))?;
+        ensure!(produced.messages == 50, "{scheme}: {produced}");
+        let consumed = run_consumer(ConsumerOptions {
+            broker: url.clone(),
+            destination: destination.clone(),
+            message_count: 50,
+            user: Some("tools".to_owned()),
+            password: Some("tools-secret".to_owned()),
+            ..ConsumerOptions::default()
+        })
+        .await
+        .with_context(|| format!("consuming over {scheme}"))?;
+        ensure!(consumed.messages == 50, "{scheme}: {consumed}");
+        // The wrong password is refused; so is a trust store that does not vouch for the
+        // broker.
+        let wrong = run_producer(ProducerOptions {
+            broker: url.clone(),
+            destination: destination.clone(),
+            message_count: 1,
+            user: Some("tools".to_owned()),
+            password: Some("guess".to_owned()),
+            ..ProducerOptions::default()
+        })
+        .await;
+        ensure!(wrong.is_err(), "{scheme}: a wrong password was let in");
+        let untrusted = run_producer(ProducerOptions {
+            broker: url.clone().with_trust_store(Some(pki.path("rogue-ca.pem"))),
+            destination: destination.clone(),
+            message_count: 1,
+            user: Some("tools".to_owned()),
+            password: Some("tools-secret".to_owned()),
+            ..ProducerOptions::default()
+        })
+        .await;
+        let error = format!("{:#}", untrusted.err().context("an untrusted broker was accepted")?);
+        ensure!(error.contains("TLS"), "{scheme}: {error}");
+    }
+    broker.shutdown().await;
+    Ok(())
+}

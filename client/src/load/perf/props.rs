@@ -337,6 +337,8 @@ struct Builder {
     role: PerfRole,
     settings: PerfSettings,
     broker_url: Option<(String, String)>,
+    /// `factory.trustStore`: the PEM authorities of a TLS broker URL.
+    trust_store: Option<std::path::PathBuf>,
     send_type: Option<String>,
     send_count: Option<u64>,
     send_duration: Option<u64>,
@@ -395,6 +397,7 @@ impl Builder {
                 given: Vec::new(),
             },
             broker_url: None,
+            trust_store: None,
             send_type: None,
             send_count: None,
             send_duration: None,
@@ -486,6 +489,7 @@ impl Builder {
             ("factory", "userName") => s.user = non_empty(value),
             ("factory", "password") => s.password = non_empty(value),
             ("factory", "useAsyncSend") => s.use_async_send = boolean(entry)?,
+            ("factory", "trustStore") => self.trust_store = non_empty(value).map(Into::into),
             ("factory", _) => self.ignored_factory.push(key.clone()),
             ("producer" | "consumer", "destName") if mine => {
                 s.dest_name = destination(entry)?;
@@ -561,14 +565,16 @@ impl Builder {
                 })
             }
             Some((origin, value)) => {
-                s.broker = value.parse().map_err(|error: super::super::LoadError| {
-                    PropsError::InvalidValue {
-                        origin: origin.clone(),
-                        key: "factory.brokerURL".into(),
-                        value: value.clone(),
-                        expected: error.to_string(),
-                    }
-                })?;
+                let broker: BrokerUrl =
+                    value.parse().map_err(|error: super::super::LoadError| {
+                        PropsError::InvalidValue {
+                            origin: origin.clone(),
+                            key: "factory.brokerURL".into(),
+                            value: value.clone(),
+                            expected: error.to_string(),
+                        }
+                    })?;
+                s.broker = broker.with_trust_store(self.trust_store.take());
             }
             None => {
                 return Err(PropsError::Missing {

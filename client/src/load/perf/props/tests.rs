@@ -156,8 +156,8 @@ fn bad_values_name_key_and_value() {
         &[],
     );
     assert!(message.contains("failover: URLs are not implemented"), "{message}");
-    let message = error(PerfRole::Producer, "factory.brokerURL=amqps://h:5671\n", &[]);
-    assert!(message.contains("AMQP over TLS is not implemented"), "{message}");
+    let message = error(PerfRole::Producer, "factory.brokerURL=mqtt://h:1883\n", &[]);
+    assert!(message.contains("MQTT is not implemented"), "{message}");
     let message = error(
         PerfRole::Producer,
         &format!("{SEED_PRODUCER}sampler.rampUpTime=200000\nsampler.rampDownTime=200000\n"),
@@ -275,4 +275,17 @@ fn amqp_runs_refuse_what_the_amqp_client_lacks_by_key() {
     // clientAck maps onto accept: allowed.
     PerfSettings::parse(PerfRole::Consumer, None, &[url, "consumer.sessAckMode=clientAck".into()])
         .expect("clientAck over AMQP");
+}
+
+#[test]
+fn seed_000s_ssl_url_takes_the_trust_store_of_factory_trust_store() -> Result<(), PropsError> {
+    let settings = parse(
+        PerfRole::Producer,
+        "factory.brokerURL=ssl://broker-1:61617\nfactory.trustStore=/etc/ferromq/ca.pem\n",
+        &[],
+    )?;
+    assert!(settings.broker.uses_tls());
+    assert_eq!(settings.broker.port(), 61617);
+    assert_eq!(settings.broker.trust_store(), Some(std::path::Path::new("/etc/ferromq/ca.pem")));
+    Ok(())
 }
