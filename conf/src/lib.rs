@@ -191,16 +191,36 @@ impl Config {
     }
 
     /// Every warning to log at start: the connector options accepted without effect, each
-    /// prefixed with its connector.
+    /// prefixed with its connector, and connectors reachable from other machines while
+    /// anyone may log in.
     pub fn warnings(&self) -> Vec<String> {
         let connectors = self.transport.connectors.iter();
-        connectors
+        let mut warnings: Vec<String> = connectors
             .flat_map(|connector| {
                 connector
                     .warnings
                     .iter()
                     .map(move |warning| format!("connector {connector}: {warning}"))
             })
-            .collect()
+            .collect();
+        if !self.authentication.enabled {
+            for connector in &self.transport.connectors {
+                if !is_loopback(&connector.host) {
+                    warnings.push(format!(
+                        "connector {connector} is reachable from other machines and \
+                         [authentication] is off: whoever reaches it can read and write every \
+                         destination; set [authentication] enabled = true with [[users]] (see \
+                         the README's minimal secure configuration)"
+                    ));
+                }
+            }
+        }
+        warnings
     }
+}
+
+/// Whether `host` only reaches this machine.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
 }

@@ -150,7 +150,11 @@ fn a_full_file_sets_every_key() -> Result<(), ConfigError> {
         [
             "connector stomp://0.0.0.0:61613?maximumConnections=5000&useQueueForAccept=false: option \
              useQueueForAccept has no effect in ferromq: connections are accepted asynchronously, \
-             without a hand-off queue"
+             without a hand-off queue",
+            "connector stomp://0.0.0.0:61613?maximumConnections=5000&useQueueForAccept=false is \
+             reachable from other machines and [authentication] is off: whoever reaches it can \
+             read and write every destination; set [authentication] enabled = true with \
+             [[users]] (see the README's minimal secure configuration)"
         ]
     );
     Ok(())
