@@ -148,7 +148,7 @@ impl BrokerBuilder {
             );
         }
         let admin = match config.admin.enabled {
-            true => Some(crate::admin::bind(&config.admin.bind).await?),
+            true => Some(crate::admin::bind(&config).await?),
             false => None,
         };
         let shutdown = CancellationToken::new();

@@ -16,6 +16,9 @@ pub struct AdminConfig {
     /// It has no authentication yet: keep it on a loopback address. Default
     /// `"127.0.0.1:8161"`, ActiveMQ's web console port.
     pub bind: String,
+    /// Serve HTTPS with `[tls]`'s certificate and key instead of HTTP (`ferromq dstat --url
+    /// https://...`). Default false.
+    pub tls: bool,
 }
 
 impl AdminConfig {
@@ -49,6 +52,6 @@ impl AdminConfig {
 
 impl Default for AdminConfig {
     fn default() -> Self {
-        AdminConfig { enabled: true, bind: Self::DEFAULT_BIND.to_owned() }
+        AdminConfig { enabled: true, bind: Self::DEFAULT_BIND.to_owned(), tls: false }
     }
 }

@@ -195,6 +195,9 @@ impl Config {
         self.dead_letter.check("dead_letter")?;
         self.admin.check("admin")?;
         self.tls.check("tls")?;
+        if self.admin.enabled && self.admin.tls {
+            self.tls.check_for_connector("admin (tls = true)", false)?;
+        }
         self.authentication.check("authentication", &self.users)?;
         for (index, entry) in self.authorization.iter().enumerate() {
             let key = format!("authorization[{index}]");

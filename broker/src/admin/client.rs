@@ -1,11 +1,12 @@
 //! A tiny HTTP/1.1 client for the admin endpoint, for `ferromq dstat` and the tests: one
 //! request per connection (`Connection: close`), the answer read to its end. It speaks only
-//! to ferromq's endpoint (plain `http://`), so it needs none of a general client's features.
+//! to ferromq's endpoint (`http://`, or `https://` when it serves `[admin] tls`), so it needs
+//! none of a general client's features.
 
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{BrokerStats, DestinationStats, ErrorBody};
@@ -69,16 +70,24 @@ pub struct AdminClient {
     url: String,
     /// `host:port`, to connect to and to send as `Host`.
     authority: String,
+    /// `https://`.
+    tls: bool,
+    /// For `https://`: the PEM authorities the endpoint's certificate must chain to; `None`:
+    /// the system's.
+    trust_store: Option<std::path::PathBuf>,
 }
 
 impl AdminClient {
-    /// Parses `http://HOST[:PORT]` (port 8161 when left out; a trailing `/` is ignored).
+    /// Parses `http://HOST[:PORT]` or `https://HOST[:PORT]` (port 8161 when left out; a
+    /// trailing `/` is ignored).
     pub fn new(url: &str) -> Result<AdminClient, AdminClientError> {
         let invalid =
             |reason: &str| AdminClientError::Url { url: url.to_owned(), reason: reason.to_owned() };
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            invalid("it must start with http:// (the admin endpoint has no TLS yet)")
-        })?;
+        let (scheme, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => ("http", rest),
+            (None, Some(rest)) => ("https", rest),
+            (None, None) => return Err(invalid("it must start with http:// or https://")),
+        };
         let authority = rest.trim_end_matches('/');
         if authority.is_empty() || authority.contains('/') {
             return Err(invalid("write http://HOST:PORT, without a path"));
@@ -89,7 +98,19 @@ impl AdminClient {
             None => false,
         };
         let authority = if has_port { authority.to_owned() } else { format!("{authority}:8161") };
-        Ok(AdminClient { url: format!("http://{authority}"), authority })
+        Ok(AdminClient {
+            url: format!("{scheme}://{authority}"),
+            authority,
+            tls: scheme == "https",
+            trust_store: None,
+        })
+    }
+
+    /// For `https://`: check the endpoint's certificate against the authorities in
+    /// `trust_store` (PEM) instead of the system's.
+    pub fn with_trust_store(mut self, trust_store: Option<std::path::PathBuf>) -> AdminClient {
+        self.trust_store = trust_store;
+        self
     }
 
     /// The base URL, as errors show it.
@@ -144,20 +165,37 @@ impl AdminClient {
             url: self.url.clone(),
             reason: format!("`{port}` is not a port"),
         })?;
-        let mut stream = TcpStream::connect((name, port))
-            .await
-            .map_err(|source| AdminClientError::Connect { url: self.url.clone(), source })?;
-        let io = |source| AdminClientError::Io { url: url.to_owned(), source };
         let request = format!(
             "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAccept: */*\r\nContent-Length: 0\r\n\
              Connection: close\r\nUser-Agent: ferromq\r\n\r\n"
         );
-        stream.write_all(request.as_bytes()).await.map_err(io)?;
-        let mut raw = Vec::new();
-        stream.take(MAX_ANSWER).read_to_end(&mut raw).await.map_err(io)?;
-        parse_answer(&raw)
-            .map_err(|reason| AdminClientError::Protocol { url: url.to_owned(), reason })
+        if self.tls {
+            let stream = client::connect_tls(name, port, self.trust_store.as_deref(), TIMEOUT)
+                .await
+                .map_err(|error| AdminClientError::Connect {
+                    url: self.url.clone(),
+                    source: std::io::Error::other(error.to_string()),
+                })?;
+            return exchange_on(stream, &request, url).await;
+        }
+        let stream = TcpStream::connect((name, port))
+            .await
+            .map_err(|source| AdminClientError::Connect { url: self.url.clone(), source })?;
+        exchange_on(stream, &request, url).await
     }
+}
+
+/// Writes `request` on `stream` and reads the whole answer.
+async fn exchange_on<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    request: &str,
+    url: &str,
+) -> Result<HttpAnswer, AdminClientError> {
+    let io = |source| AdminClientError::Io { url: url.to_owned(), source };
+    stream.write_all(request.as_bytes()).await.map_err(io)?;
+    let mut raw = Vec::new();
+    stream.take(MAX_ANSWER).read_to_end(&mut raw).await.map_err(io)?;
+    parse_answer(&raw).map_err(|reason| AdminClientError::Protocol { url: url.to_owned(), reason })
 }
 
 /// Splits a whole HTTP/1.1 answer into status, headers and body (by `Content-Length`,

@@ -97,18 +97,33 @@ impl AdminState {
 /// people need far fewer, and the endpoint must never cost the broker much).
 const MAX_CONNECTIONS: usize = 64;
 
+/// How long an HTTPS client may take over its handshake.
+const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A bound, not yet serving, admin endpoint.
 pub(crate) struct AdminServer {
     listener: TcpListener,
     pub local_addr: SocketAddr,
+    /// HTTPS (`[admin] tls`): the handshake each connection starts with.
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
-/// Binds `bind` (the `admin.bind` key's value); a taken port is an error naming both.
-pub(crate) async fn bind(bind: &str) -> Result<AdminServer, BrokerError> {
+/// Binds `[admin] bind`; a taken port is an error naming both, and with `[admin] tls` a
+/// certificate that cannot be used is one too.
+pub(crate) async fn bind(config: &conf::Config) -> Result<AdminServer, BrokerError> {
+    let bind = config.admin.bind.as_str();
+    let tls = match config.admin.tls {
+        true => Some(tokio_rustls::TlsAcceptor::from(
+            crate::transport::tls_server_config(&config.tls, None).map_err(|source| {
+                BrokerError::Tls { uri: format!("the admin endpoint ({bind})"), source }
+            })?,
+        )),
+        false => None,
+    };
     let error = |source| BrokerError::AdminBind { address: bind.to_owned(), source };
     let listener = TcpListener::bind(bind).await.map_err(error)?;
     let local_addr = listener.local_addr().map_err(error)?;
-    Ok(AdminServer { listener, local_addr })
+    Ok(AdminServer { listener, local_addr, tls })
 }
 
 impl AdminServer {
@@ -134,10 +149,24 @@ impl AdminServer {
                     };
                     let state = state.clone();
                     let shutdown = shutdown.clone();
+                    let tls = self.tls.clone();
                     tracker.spawn(async move {
+                        let serve = async move {
+                            match tls {
+                                None => serve_connection(stream, state).await,
+                                Some(acceptor) => {
+                                    let handshake = acceptor.accept(stream);
+                                    match tokio::time::timeout(HANDSHAKE_LIMIT, handshake).await {
+                                        Ok(Ok(stream)) => serve_connection(stream, state).await,
+                                        Ok(Err(error)) => tracing::debug!(%peer, %error, "admin endpoint: TLS handshake failed"),
+                                        Err(_) => tracing::debug!(%peer, "admin endpoint: TLS handshake timed out"),
+                                    }
+                                }
+                            }
+                        };
                         tokio::select! {
                             _ = shutdown.cancelled() => {}
-                            () = serve_connection(stream, state) => {}
+                            () = serve => {}
                         }
                         drop(permit);
                     });

@@ -32,13 +32,17 @@ pub struct DstatArgs {
     /// The running broker's admin endpoint (its `[admin] bind`).
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8161")]
     url: String,
+    /// For an https:// URL (`[admin] tls`): a PEM file of the authorities the endpoint's
+    /// certificate must chain to (default: the system's).
+    #[arg(long = "trustStore", value_name = "PEM")]
+    trust_store: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: DstatArgs) -> anyhow::Result<()> {
     // An AdminClientError's message already ends with its cause: print it once, not once more
     // as the `{:#}` chain's next link.
     let one_line = |error: broker::admin::AdminClientError| anyhow::anyhow!("{error}");
-    let client = AdminClient::new(&args.url).map_err(one_line)?;
+    let client = AdminClient::new(&args.url).map_err(one_line)?.with_trust_store(args.trust_store);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -40,7 +40,7 @@ pub async fn bind(
 ) -> Result<Listener, BrokerError> {
     let tls = match uri.scheme.uses_tls() {
         true => Some(TlsAcceptor::from(
-            super::tls::server_config(tls, uri)
+            super::tls::server_config(tls, Some(uri))
                 .map_err(|source| BrokerError::Tls { uri: uri.to_string(), source })?,
         )),
         false => None,

@@ -15,6 +15,7 @@ pub use connections::{ConnectionCounts, ConnectionStats, Protocol};
 pub use listener::{bind, BoundConnector};
 use protocol::stomp::Limits;
 pub(crate) use read_buffer::ReadBuffer;
+pub(crate) use tls::server_config as tls_server_config;
 pub use tls::TlsSetupError;
 
 use crate::core::Core;

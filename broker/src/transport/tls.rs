@@ -31,12 +31,14 @@ pub enum TlsSetupError {
     Rejected(String),
 }
 
-/// The server configuration of the TLS connector `uri`.
+/// The server configuration of the TLS connector `uri`, or of the admin endpoint (`None`:
+/// `[tls]` alone, without client certificates).
 pub fn server_config(
     tls: &TlsConfig,
-    uri: &ConnectorUri,
+    uri: Option<&ConnectorUri>,
 ) -> Result<Arc<ServerConfig>, TlsSetupError> {
-    let options = &uri.options;
+    let none = conf::ConnectorOptions::default();
+    let options = uri.map_or(&none, |uri| &uri.options);
     let suite_names = options.enabled_cipher_suites.as_ref().unwrap_or(&tls.cipher_suites);
     let provider = Arc::new(CryptoProvider {
         cipher_suites: cipher_suites(suite_names)?,

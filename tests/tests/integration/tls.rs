@@ -460,3 +460,23 @@ async fn load_tools_run_over_tls_with_credentials_on_every_protocol() -> anyhow:
     broker.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_endpoint_serves_https_when_asked() -> anyhow::Result<()> {
+    let pki = TestPki::get()?;
+    let broker = start(&["stomp://127.0.0.1:0"], |config| config.admin.tls = true).await?;
+    let port = broker.admin_addr().context("no admin endpoint")?.port();
+    let https = broker::admin::AdminClient::new(&format!("https://localhost:{port}"))?
+        .with_trust_store(Some(pki.path("ca.pem")));
+    let stats = https.broker().await?;
+    ensure!(stats.connections.accepted == 0, "{stats:?}");
+    // Plain HTTP gets no answer from it, and a client that does not trust its certificate
+    // refuses it.
+    let http = broker::admin::AdminClient::new(&format!("http://localhost:{port}"))?;
+    ensure!(http.broker().await.is_err(), "plain HTTP was answered");
+    let untrusting = broker::admin::AdminClient::new(&format!("https://localhost:{port}"))?
+        .with_trust_store(Some(pki.path("rogue-ca.pem")));
+    ensure!(untrusting.broker().await.is_err(), "an untrusted certificate was accepted");
+    broker.shutdown().await;
+    Ok(())
+}
