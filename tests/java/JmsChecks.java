@@ -305,8 +305,9 @@ public final class JmsChecks {
 
     /**
      * authorization_refused: the URL logs in as a user who may read queue AUTHZ.WRITE.DENIED
-     * (which exists) but not write it, and may not read AUTHZ.READ.DENIED: the send and the
-     * consumer fail with JMSSecurityException, and the connection stays usable.
+     * (which exists) but not write it, may not read OTHER.READ.DENIED, and may read but not
+     * create AUTHZ.CREATE.DENIED: the send and the consumers fail with JMSSecurityException,
+     * and the connection stays usable.
      */
     void authorizationRefused() throws Exception {
         Connection connection = connect();
@@ -318,18 +319,33 @@ public final class JmsChecks {
             producer.send(session.createTextMessage("forged"));
             throw new CheckFailed("a send without the write right was accepted");
         } catch (JMSSecurityException expected) {
-            System.out.println("write refused: " + expected.getMessage());
+            expectRefusal(expected, "not authorized to write to");
         }
         try {
-            session.createConsumer(session.createQueue("AUTHZ.READ.DENIED"));
+            session.createConsumer(session.createQueue("OTHER.READ.DENIED"));
             throw new CheckFailed("a consumer without the read right was accepted");
         } catch (JMSSecurityException expected) {
-            System.out.println("read refused: " + expected.getMessage());
+            expectRefusal(expected, "not authorized to read from");
+        }
+        try {
+            session.createConsumer(session.createQueue("AUTHZ.CREATE.DENIED"));
+            throw new CheckFailed("a consumer created a queue without the admin right");
+        } catch (JMSSecurityException expected) {
+            expectRefusal(expected, "not authorized to create");
         }
         // Reading what it may read still works.
         MessageConsumer consumer = session.createConsumer(writeDenied);
         if (consumer.receive(200) != null) {
             throw new CheckFailed("the refused send was delivered");
+        }
+    }
+
+    /** Fails unless a security refusal gives the reason `why`. */
+    static void expectRefusal(JMSSecurityException refusal, String why) throws CheckFailed {
+        String message = String.valueOf(refusal.getMessage());
+        System.out.println("refused: " + message);
+        if (!message.contains(why)) {
+            throw new CheckFailed("refused for another reason than `" + why + "`: " + message);
         }
     }
 

@@ -201,6 +201,10 @@ async fn activemq_jms_client_gets_security_exceptions_for_what_its_groups_lack(
         })
     })?;
     ensure!(tests::stored_count(&broker, "AUTHZ.WRITE.DENIED")? == 0, "a refused send was stored");
+    ensure!(
+        broker.queue_stats("AUTHZ.CREATE.DENIED").await.is_none(),
+        "a refused consumer created a queue"
+    );
     broker.shutdown().await;
     Ok(())
 }

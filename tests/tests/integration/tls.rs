@@ -156,21 +156,39 @@ async fn read_until_closed(mut socket: TcpStream) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// The user the real clients log in as over TLS.
+const TLS_USER: (&str, &str) = ("tls-user", "tls-secret");
+
+/// Turns authentication on, with [`TLS_USER`].
+fn with_tls_user(config: &mut conf::Config) {
+    let hash = broker::security::hash_password(TLS_USER.1).expect("hashing a password");
+    config.authentication.enabled = true;
+    config.users =
+        vec![conf::UserEntry { name: TLS_USER.0.to_owned(), password: hash, groups: Vec::new() }];
+}
+
+/// A TLS client logging in as [`TLS_USER`].
+fn tls_login() -> PyClient<'static> {
+    PyClient { tls: true, identity: None, login: Some(TLS_USER), queue: None }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stomp_py_over_stomp_ssl_verifies_the_broker_and_exchanges_messages() -> anyhow::Result<()>
 {
-    let broker = start(&["stomp+ssl://127.0.0.1:0"], |_| {}).await?;
+    let broker = start(&["stomp+ssl://127.0.0.1:0"], with_tls_user).await?;
     let addr = tls_addr(&broker, WireProtocol::Stomp)?;
-    python_check("stomp", addr.port(), tls(None), false).await?;
+    python_check("stomp", addr.port(), tls_login(), false).await?;
+    python_check("stomp", addr.port(), tls(None), true).await?;
     broker.shutdown().await;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qpid_proton_over_amqps_exchanges_messages() -> anyhow::Result<()> {
-    let broker = start(&["amqp+ssl://127.0.0.1:0"], |_| {}).await?;
+    let broker = start(&["amqp+ssl://127.0.0.1:0"], with_tls_user).await?;
     let addr = tls_addr(&broker, WireProtocol::Amqp)?;
-    python_check("amqp", addr.port(), tls(None), false).await?;
+    python_check("amqp", addr.port(), tls_login(), false).await?;
+    python_check("amqp", addr.port(), tls(None), true).await?;
     broker.shutdown().await;
     Ok(())
 }
@@ -178,10 +196,12 @@ async fn qpid_proton_over_amqps_exchanges_messages() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn activemq_jms_client_over_ssl_exchanges_messages() -> anyhow::Result<()> {
     let classpath = crate::jms::classpath()?;
-    let broker = start(&["ssl://127.0.0.1:0"], |_| {}).await?;
+    let broker = start(&["ssl://127.0.0.1:0"], with_tls_user).await?;
     let addr = tls_addr(&broker, WireProtocol::OpenWire)?;
     // The name the certificate carries, so that the client's host name check passes.
-    let url = format!("ssl://localhost:{}", addr.port());
+    let (user, password) = TLS_USER;
+    let url =
+        format!("ssl://localhost:{}?jms.userName={user}&jms.password={password}", addr.port());
     let jvm_options = TestPki::get()?.jvm_options(false);
     tokio::task::block_in_place(|| {
         crate::jms::run_java_check_with(
