@@ -260,7 +260,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_default_to_port_8161_and_refuse_paths_and_https() {
+    fn urls_default_to_port_8161_and_refuse_paths_and_other_schemes() {
         assert_eq!(
             AdminClient::new("http://localhost").expect("valid").authority,
             "localhost:8161"
@@ -271,7 +271,10 @@ mod tests {
         );
         assert_eq!(AdminClient::new("http://[::1]").expect("valid").authority, "[::1]:8161");
         assert_eq!(AdminClient::new("http://[::1]:80").expect("valid").authority, "[::1]:80");
-        assert!(AdminClient::new("https://localhost").is_err());
+        let https = AdminClient::new("https://localhost").expect("valid");
+        assert_eq!((https.authority.as_str(), https.tls), ("localhost:8161", true));
+        assert!(!AdminClient::new("http://localhost").expect("valid").tls);
+        assert!(AdminClient::new("ftp://localhost").is_err());
         assert!(AdminClient::new("http://localhost/api").is_err());
     }
 
