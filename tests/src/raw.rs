@@ -166,6 +166,25 @@ impl RawConnection {
         }
     }
 
+    /// Writes `send(0)`, `send(1)`, ... (SENDs with receipts) one at a time, each waiting for
+    /// its RECEIPT, until one gets no answer within [`QUIET`](crate::QUIET): producer flow
+    /// control holds it. Returns that send's index, or `None` when all `count` went through.
+    pub async fn send_until_held(
+        &mut self,
+        count: usize,
+        send: impl Fn(usize) -> Frame,
+    ) -> anyhow::Result<Option<usize>> {
+        for index in 0..count {
+            self.write_frame(&send(index)).await?;
+            match self.next_event(crate::QUIET).await? {
+                RawEvent::Silent => return Ok(Some(index)),
+                RawEvent::Frame(frame) if frame.command == Command::Receipt => {}
+                other => bail!("send {index} got {other:?}"),
+            }
+        }
+        Ok(None)
+    }
+
     /// Expects an ERROR frame and then the close; returns the ERROR.
     pub async fn expect_error_then_close(&mut self) -> anyhow::Result<Frame> {
         let frame = self.read_frame().await.context("waiting for an ERROR frame")?;

@@ -7,9 +7,7 @@
 use anyhow::{bail, ensure, Context as _};
 use client::AckMode;
 use protocol::stomp::{Command, Frame};
-use tests::{
-    bodies, connect, recv_n, start_broker, stomp_addr, RawConnection, RawEvent, ARRIVES, QUIET,
-};
+use tests::{bodies, connect, recv_n, start_broker, stomp_addr, RawConnection, ARRIVES, QUIET};
 
 /// The smallest destination memory limit the configuration accepts: about 40 of the 1 KiB
 /// messages below.
@@ -176,18 +174,7 @@ async fn a_persistent_send_to_a_full_store_waits_until_acks_free_it() -> anyhow:
     let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
     // About 450 messages of 8 KiB fit in 4 MiB less the headroom; the store would refuse the
     // rest, so the send must be held before.
-    let mut blocked = None;
-    for index in 0..1000 {
-        producer.write_frame(&persistent_send(index)).await?;
-        match producer.next_event(QUIET).await? {
-            RawEvent::Silent => {
-                blocked = Some(index);
-                break;
-            }
-            RawEvent::Frame(frame) if frame.command == Command::Receipt => {}
-            other => bail!("send {index} got {other:?}"),
-        }
-    }
+    let blocked = producer.send_until_held(1000, persistent_send).await?;
     let blocked = blocked.context("1000 sends of 8 KiB went into a 4 MiB store")?;
     ensure!(blocked > 300, "held after only {blocked} messages");
     // A consumer drains and acknowledges: the journal frees its data files, the send goes on.

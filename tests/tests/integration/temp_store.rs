@@ -7,14 +7,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context as _};
+use anyhow::{ensure, Context as _};
 use broker::admin::{AdminClient, DestinationStats};
 use broker::BrokerHandle;
 use client::AckMode;
 use protocol::stomp::{Command, Frame};
 use tests::{
-    bodies, connect, recv_n, start_broker, stomp_addr, wait_until, RawConnection, RawEvent,
-    ARRIVES, PERSISTENT, QUIET,
+    bodies, connect, recv_n, start_broker, stomp_addr, wait_until, RawConnection, ARRIVES,
+    PERSISTENT,
 };
 
 /// A queue destination memory limit that holds about 800 of the 1 KiB messages below.
@@ -202,18 +202,7 @@ async fn a_full_temporary_store_holds_non_persistent_sends_until_drained() -> an
     let broker = start_broker(|config| small_temp(config, data.path())).await?;
     let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
     // About 1700 messages of 8 KiB fit in 16 MiB less the headroom.
-    let mut blocked = None;
-    for index in 0..4000 {
-        producer.write_frame(&large_send(index)).await?;
-        match producer.next_event(QUIET).await? {
-            RawEvent::Silent => {
-                blocked = Some(index);
-                break;
-            }
-            RawEvent::Frame(frame) if frame.command == Command::Receipt => {}
-            other => bail!("send {index} got {other:?}"),
-        }
-    }
+    let blocked = producer.send_until_held(4000, large_send).await?;
     let blocked = blocked.context("4000 sends of 8 KiB went into a 16 MiB temporary store")?;
     ensure!(blocked > 1000, "held after only {blocked} messages");
     let stats = admin(&broker)?.broker().await?;
