@@ -234,9 +234,24 @@ impl SqlStore {
         }
     }
 
+    /// [`SqlStore::read_here`], for PostgreSQL on a thread of its own: the synchronous
+    /// `postgres` client blocks on a runtime of its own, which panics on a thread of the
+    /// broker's runtime (recovery at start, paging).
+    fn read<T: Send>(
+        &self,
+        read: impl Fn(&mut dyn Database) -> Result<T, JdbcError> + Sync,
+    ) -> Result<T, StoreError> {
+        if !matches!(self.target, Target::Postgres { .. }) {
+            return self.read_here(read);
+        }
+        std::thread::scope(|scope| scope.spawn(|| self.read_here(&read)).join()).unwrap_or_else(
+            |_| Err(StoreError::Poisoned { reason: "a PostgreSQL read panicked".into() }),
+        )
+    }
+
     /// Runs `read` on the reader connection, after the barrier. A connection found lost is
     /// reopened and the read tried once more (a restarted PostgreSQL shows only when used).
-    fn read<T>(
+    fn read_here<T>(
         &self,
         read: impl Fn(&mut dyn Database) -> Result<T, JdbcError>,
     ) -> Result<T, StoreError> {
@@ -277,7 +292,10 @@ impl SqlStore {
                 reason: "the SQL store's writer thread panicked".into(),
             });
         }
-        self.reader.lock().take();
+        // Dropped on a thread of its own: a PostgreSQL client's goodbye blocks on its runtime
+        // (see `read`), and the store is often closed from the broker's.
+        let reader = self.reader.lock().take();
+        std::thread::scope(|scope| drop(scope.spawn(move || drop(reader))));
         self.shared.close_result.lock().take().unwrap_or(Ok(()))
     }
 }
