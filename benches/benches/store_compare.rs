@@ -61,18 +61,25 @@ struct Sizes {
 }
 
 impl Sizes {
+    /// About 15 minutes on the project's 2-core machine with a fast disk phase; slower
+    /// when the virtual disk is (a synchronous send costs one fdatasync).
     fn full() -> Sizes {
         Sizes {
             runs: 3,
             warmup: 2_000,
-            s1: 50_000,
-            s2: 2_000,
-            s3: 10_000,
-            s4: 50_000,
-            s5: 2_000,
-            s6_per_client: 200,
+            // Under the destination memory limit (64 MiB at 1 KiB + 800 bytes a message):
+            // past it, producer flow control holds non-persistent sends, and a held send
+            // sometimes never resumes (seen with 100,000: the last 1,024 sends held for
+            // good after the consumer had drained the queue), which is a broker bug to fix,
+            // not a store figure.
+            s1: 30_000,
+            s2: 5_000,
+            s3: 25_000,
+            s4: 100_000,
+            s5: 5_000,
+            s6_per_client: 400,
             s7: 1_000,
-            s8: 2_000,
+            s8: 5_000,
             probe: Duration::from_secs(1),
         }
     }
@@ -141,6 +148,20 @@ struct Row {
     id: &'static str,
     what: String,
     unit: Unit,
+}
+
+/// A few words under a scenario's bars (the table has the whole description).
+fn chart_caption(id: &str) -> &'static str {
+    match id {
+        "S1" => "non-persistent",
+        "S2" => "sync send",
+        "S3" => "async send",
+        "S4" => "tx of 1000",
+        "S5" => "tx of 2",
+        "S6" => "25+25 clients",
+        "S8" => "consume+forward",
+        _ => "",
+    }
 }
 
 /// A throughput scenario of `ferromq perf`.
@@ -662,7 +683,7 @@ impl Report<'_> {
             .filter(|row| row.unit == Unit::MsgsPerSec)
             .map(|row| Group {
                 label: row.id.to_owned(),
-                caption: row.what.split(',').next().unwrap_or(&row.what).to_owned(),
+                caption: chart_caption(row.id).to_owned(),
                 values: self
                     .stores
                     .iter()
