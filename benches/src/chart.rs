@@ -87,7 +87,9 @@ fn nice_ceiling(value: f64) -> f64 {
 
 /// `26316`, `1.2k`... kept short: bars are narrow.
 fn short(value: f64) -> String {
-    if value >= 10_000.0 {
+    if value >= 1_000_000.0 {
+        format!("{:.0}M", value / 1_000_000.0)
+    } else if value >= 10_000.0 {
         format!("{:.0}k", value / 1000.0)
     } else if value >= 1000.0 {
         format!("{:.1}k", value / 1000.0)
