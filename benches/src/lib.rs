@@ -8,17 +8,31 @@
 //!   broker (`FERROMQ_BENCH_PEER=host:port`, for example Apache ActiveMQ's STOMP connector),
 //!   alternating runs and reporting the ratio.
 //! - `benches/s7.rs`: seed 001's S7, per-call latency of confirmed persistent sends and of
-//!   receive-and-acknowledge, over OpenWire and over AMQP 1.0, on the journal store.
-//!
+//!   receive-and-acknowledge, over OpenWire and over AMQP 1.0, on the journal store (broker
+//!   in process).
+//! - `benches/store_compare.rs`: the seed scenarios S1-S8 through the `ferromq` binary against
+//!   every store (journal, LSM on sled and on RocksDB, SQL on SQLite and on PostgreSQL), with
+//!   the disk's fsync rate measured in the same run; a markdown table and an SVG chart in
+//!   `target/bench-results/`.
 //! - `benches/paging.rs` and `benches/connections.rs`: the `ferromq` binary as its own
 //!   process ([`process::FerromqProcess`]), so that its resident memory is the broker's alone.
+//! - `benches/journal.rs`, `benches/stores.rs`, `benches/sql_stores.rs`: the stores alone,
+//!   through the store contract, without the broker.
 //!
-//! Each scenario runs on the journal store and (persistent ones) on the memory store. The
-//! store comparisons of the seeds grow as the LSM and SQL stores arrive.
+//! The library holds what several benches share: [`process`] (the broker binary as a child
+//! process, on a chosen store, with an AMQP connector when asked), [`s7`] (seed 001's
+//! per-call runs and the disk's fsync probe), [`perf_pair`] (a `ferromq perf` consumer and
+//! producer system against one queue), [`forward`] (seed 004's consume-and-forward flow) and
+//! [`chart`] (a grouped bar chart in SVG).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub mod chart;
+pub mod forward;
+pub mod perf_pair;
 pub mod process;
+pub mod s7;
 
 /// Sorted latency samples and their percentiles.
 pub struct Latencies(Vec<Duration>);
@@ -43,4 +57,13 @@ impl Latencies {
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
     values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Where benches write their tables and charts: `bench-results` under `CARGO_TARGET_DIR`, or
+/// under the workspace's `target` when it is not set.
+pub fn results_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("bench-results")
 }

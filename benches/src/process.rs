@@ -1,5 +1,6 @@
 //! The `ferromq` binary as a process of its own, for benches that measure the broker alone
-//! (its resident memory, without the load generator's): `connections` and `paging`.
+//! (its resident memory, without the load generator's: `connections` and `paging`) or that
+//! compare its stores through the real broker (`store_compare`).
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -8,12 +9,65 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 
-/// A running `ferromq start` with a STOMP and an OpenWire connector on loopback, killed on
-/// drop. Its data directory, configuration and stderr live in the directory it was given.
+/// A running `ferromq start` with a STOMP and an OpenWire connector (and, when asked for, an
+/// AMQP one) on loopback, killed on drop. Its data directory, configuration and stderr live
+/// in the directory it was given.
 pub struct FerromqProcess {
     child: Child,
     pub stomp: SocketAddr,
     pub openwire: SocketAddr,
+    /// Set when [`Launch::amqp`] asked for an AMQP 1.0 connector.
+    pub amqp: Option<SocketAddr>,
+}
+
+/// The store a broker process runs on: its `[store]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerStore {
+    /// `kind = "journal"`, the default.
+    Journal,
+    /// `kind = "lsm"` on `engine` (`"rocksdb"` or `"sled"`).
+    Lsm { engine: &'static str },
+    /// `kind = "jdbc"` on `url` (`sqlite://PATH`, relative to the data directory, or
+    /// `postgres://...`).
+    Jdbc { url: String },
+}
+
+impl BrokerStore {
+    /// The `[store]` section of the configuration file; the other store keys keep their
+    /// defaults (`sync = "always"`: every confirmed persistent send is on disk).
+    pub fn section(&self) -> String {
+        match self {
+            BrokerStore::Journal => "[store]\nkind = \"journal\"\n".to_owned(),
+            BrokerStore::Lsm { engine } => {
+                format!("[store]\nkind = \"lsm\"\nengine = \"{engine}\"\n")
+            }
+            BrokerStore::Jdbc { url } => format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\n"),
+        }
+    }
+}
+
+/// How to start a [`FerromqProcess`]: the configuration file's text, the store, and whether
+/// to open an AMQP connector beside the STOMP and OpenWire ones.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// TOML for the configuration file; with [`Launch::store`] set it must not have a
+    /// `[store]` section of its own.
+    pub config: String,
+    /// The store's section, appended to the configuration; `None` keeps the configuration's
+    /// (or the default journal).
+    pub store: Option<BrokerStore>,
+    /// Open an `amqp://` connector too.
+    pub amqp: bool,
+}
+
+impl Launch {
+    /// The configuration file's text: [`Launch::config`] then the store's section.
+    fn config_text(&self) -> String {
+        match &self.store {
+            Some(store) => format!("{}\n{}", self.config, store.section()),
+            None => self.config.clone(),
+        }
+    }
 }
 
 impl FerromqProcess {
@@ -21,19 +75,30 @@ impl FerromqProcess {
     /// directory) with `config` as its TOML configuration file; returns once both connectors
     /// accept connections.
     pub fn start(dir: &Path, config: &str) -> anyhow::Result<FerromqProcess> {
+        FerromqProcess::launch(dir, &Launch { config: config.to_owned(), ..Launch::default() })
+    }
+
+    /// [`FerromqProcess::start`] as `launch` says: the store, and an AMQP connector.
+    pub fn launch(dir: &Path, launch: &Launch) -> anyhow::Result<FerromqProcess> {
         let binary = ferromq_binary()?;
         let config_file = dir.join("ferromq.toml");
-        std::fs::write(&config_file, config)?;
+        std::fs::write(&config_file, launch.config_text())?;
         let (stomp, openwire) = (free_port()?, free_port()?);
+        let amqp = if launch.amqp { Some(free_port()?) } else { None };
+        let mut connectors = vec![format!("stomp://{stomp}"), format!("tcp://{openwire}")];
+        connectors.extend(amqp.map(|amqp| format!("amqp://{amqp}")));
         let stderr = std::fs::File::create(dir.join("ferromq.stderr"))?;
-        let child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        command
             .arg("start")
             .arg("--config")
             .arg(&config_file)
             .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["--connector", &format!("stomp://{stomp}")])
-            .args(["--connector", &format!("tcp://{openwire}")])
+            .arg(dir.join("data"));
+        for connector in &connectors {
+            command.args(["--connector", connector]);
+        }
+        let child = command
             .args(["--admin-bind", "127.0.0.1:0"])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -41,16 +106,17 @@ impl FerromqProcess {
             .stderr(stderr)
             .spawn()
             .with_context(|| format!("start {}", binary.display()))?;
-        let mut process = FerromqProcess { child, stomp, openwire };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(stomp).is_err()
-            || std::net::TcpStream::connect(openwire).is_err()
-        {
+        let mut process = FerromqProcess { child, stomp, openwire, amqp };
+        // A SQL store connects to its database and migrates the schema before the
+        // connectors open.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let listening = [Some(stomp), Some(openwire), amqp];
+        while listening.iter().flatten().any(|addr| std::net::TcpStream::connect(addr).is_err()) {
             if let Some(status) = process.child.try_wait()? {
                 let log = std::fs::read_to_string(dir.join("ferromq.stderr")).unwrap_or_default();
                 bail!("ferromq exited with {status}:\n{log}");
             }
-            ensure!(Instant::now() < deadline, "ferromq did not start accepting within 20 s");
+            ensure!(Instant::now() < deadline, "ferromq did not start accepting within 30 s");
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(process)
