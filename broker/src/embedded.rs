@@ -84,10 +84,12 @@ impl BrokerBuilder {
         config.validate()?;
         // A store on disk always locks its directory: two brokers must never write one journal.
         let on_disk = self.store.is_none() && config.store.kind != StoreKind::Memory;
-        let lock = if self.lock_data_dir || on_disk {
-            Some(DataDirLock::acquire(&config.broker.data_dir)?)
-        } else {
-            None
+        let lock = match (self.lock_data_dir || on_disk, config.broker.standby) {
+            (false, _) => None,
+            (true, false) => Some(DataDirLock::acquire(&config.broker.data_dir)?),
+            (true, true) => {
+                Some(DataDirLock::wait(&config.broker.data_dir, config.broker.lock_retry).await?)
+            }
         };
         let store: Arc<dyn MessageStore> = match self.store {
             Some(store) => store,
@@ -460,6 +462,30 @@ struct DataDirLock {
 }
 
 impl DataDirLock {
+    /// Takes the lock, waiting (as a standby) while another broker holds it.
+    async fn wait(dir: &Path, retry: std::time::Duration) -> Result<DataDirLock, BrokerError> {
+        let mut waiting_since = None;
+        loop {
+            match DataDirLock::acquire(dir) {
+                Ok(lock) => {
+                    if let Some(since) = waiting_since {
+                        let waited: std::time::Instant = since;
+                        tracing::info!(dir = %dir.display(), waited = ?waited.elapsed(), "data directory lock acquired: taking over as the active broker");
+                    }
+                    return Ok(lock);
+                }
+                Err(BrokerError::DataDirLocked { holder, .. }) => {
+                    if waiting_since.is_none() {
+                        tracing::info!(dir = %dir.display(), "data directory locked by another broker{holder}: waiting as its standby");
+                        waiting_since = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(retry).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     fn acquire(dir: &Path) -> Result<DataDirLock, BrokerError> {
         let io = |source| BrokerError::DataDir { path: dir.to_path_buf(), source };
         std::fs::create_dir_all(dir).map_err(io)?;

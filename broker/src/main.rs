@@ -141,11 +141,16 @@ fn start(
     runtime.block_on(async move {
         // A BrokerError's message already ends with its cause: print it once, not once more
         // as the `{:#}` chain's next link.
-        let broker = broker::Broker::builder(config)
-            .lock_data_dir(true)
-            .start()
-            .await
-            .map_err(|error| anyhow::anyhow!("{error}"))?;
+        // A standby waits in `start` for the data directory's lock: a signal ends the wait too.
+        let starting = broker::Broker::builder(config).lock_data_dir(true).start();
+        let broker = tokio::select! {
+            started = starting => started.map_err(|error| anyhow::anyhow!("{error}"))?,
+            signalled = wait_for_signal() => {
+                signalled?;
+                tracing::info!("stopped before starting");
+                return Ok(());
+            }
+        };
         for connector in broker.connectors() {
             tracing::info!(connector = %connector.uri, address = %connector.local_addr, "accepting connections");
         }

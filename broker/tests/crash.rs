@@ -17,6 +17,7 @@
 //!   ([`jdbc_sqlite_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
 //!   [`jdbc_postgres_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]).
 //! - [`second_broker_on_the_same_data_dir_refuses_and_the_first_is_unharmed`].
+//! - [`a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies`].
 //! - [`journal_is_the_default_and_survives_a_clean_restart`].
 //!
 //! The random choices (kill delays, message sizes, which deliveries are left unacked) come
@@ -611,6 +612,45 @@ fn second_broker_on_the_same_data_dir_refuses_and_the_first_is_unharmed() {
     let port_b = free_port();
     let mut b = Process::start_broker(dir.path(), "b", &data, port_b);
     b.wait_accepting(loopback(port_b));
+    let mut stomp = RawStomp::open(loopback(port_b));
+    receive_exactly(&mut stomp, queue, &expected, true);
+    drop(stomp);
+    b.stop();
+}
+
+/// Issue 12's shared store, on the journal: two brokers with `standby = true` on one data
+/// directory; the second waits for the lock without serving, takes over when the first is
+/// SIGKILLed, and delivers every message the first confirmed.
+#[test]
+fn a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let config = dir.path().join("standby.toml");
+    std::fs::write(&config, "[broker]\nstandby = true\nlock_retry_ms = 100\n")
+        .unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
+    let queue = "/queue/standby.test";
+    let port_a = free_port();
+    let mut a = Process::start_configured(dir.path(), "active", &config, &data, port_a);
+    a.wait_accepting(loopback(port_a));
+    let port_b = free_port();
+    let mut b = Process::start_configured(dir.path(), "standby", &config, &data, port_b);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !b.stderr().contains("waiting as its standby") {
+        assert!(b.try_status().is_none(), "the standby exited:\n{}", b.output());
+        assert!(Instant::now() < deadline, "the standby never said it waits:\n{}", b.output());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        TcpStream::connect_timeout(&loopback(port_b), Duration::from_millis(200)).is_err(),
+        "a waiting standby must not serve"
+    );
+    let mut stomp = RawStomp::open(loopback(port_a));
+    let expected = send_confirmed(&mut stomp, queue, "confirmed", 50);
+    drop(stomp);
+
+    a.kill_9();
+    b.wait_accepting(loopback(port_b));
+    assert!(b.stderr().contains("taking over"), "{}", b.output());
     let mut stomp = RawStomp::open(loopback(port_b));
     receive_exactly(&mut stomp, queue, &expected, true);
     drop(stomp);

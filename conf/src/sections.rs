@@ -60,6 +60,14 @@ pub struct BrokerConfig {
     /// `send_fail_if_no_space_after_timeout_ms`, default 0 (no timeout).
     #[serde(rename = "send_fail_if_no_space_after_timeout_ms", with = "number::millis")]
     pub send_fail_if_no_space_after_timeout: Duration,
+    /// When another broker holds the data directory's lock, wait for it and take over once
+    /// it is released (its process stopped or died): the standby of an active/standby pair on
+    /// a shared store, as ActiveMQ's shared file locker. Default false: refuse to start.
+    pub standby: bool,
+    /// How often a standby tries the lock (ActiveMQ's `lockAcquireSleepInterval`). Key
+    /// `lock_retry_ms`, default 1000.
+    #[serde(rename = "lock_retry_ms", with = "number::millis")]
+    pub lock_retry: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -73,6 +81,8 @@ impl Default for BrokerConfig {
             temp_limit: 50 << 30,
             send_fail_if_no_space: false,
             send_fail_if_no_space_after_timeout: Duration::ZERO,
+            standby: false,
+            lock_retry: Duration::from_millis(1000),
         }
     }
 }

@@ -168,6 +168,7 @@ impl Config {
             ));
         }
         duration("broker.shutdown_timeout_ms", broker.shutdown_timeout, true)?;
+        duration("broker.lock_retry_ms", broker.lock_retry, false)?;
         memory_limit("broker.memory_limit", broker.memory_limit)?;
         const MIN_TEMP: u64 = 16 << 20;
         if broker.temp_limit != 0 && broker.temp_limit < MIN_TEMP {

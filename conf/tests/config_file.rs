@@ -237,13 +237,13 @@ fn an_unknown_key_is_found_in_dotted_and_inline_form() {
         error_of("\n\nbroker.nmae = \"x\"\n"),
         "ferromq.toml:3: `broker.nmae`: unknown key `nmae` in [broker] (known keys: name, data_dir, \
          shutdown_timeout_ms, scheduler, memory_limit, temp_limit, send_fail_if_no_space, \
-         send_fail_if_no_space_after_timeout_ms)"
+         send_fail_if_no_space_after_timeout_ms, standby, lock_retry_ms)"
     );
     assert_eq!(
         error_of("[broker]\nstore = 1\n"),
         "ferromq.toml:2: `broker.store`: unknown key `store` in [broker] (known keys: name, data_dir, \
          shutdown_timeout_ms, scheduler, memory_limit, temp_limit, send_fail_if_no_space, \
-         send_fail_if_no_space_after_timeout_ms)"
+         send_fail_if_no_space_after_timeout_ms, standby, lock_retry_ms)"
     );
     assert_eq!(
         error_of("\nstore = { kind = \"memory\", fsync = true }\n"),
