@@ -23,7 +23,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{bail, ensure, Context};
 use broker::BrokerHandle;
 
 /// The longest one check may run; the checks wait at most 10 s for any one message.
@@ -338,6 +338,64 @@ async fn jms_large_message() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jms_failover() -> anyhow::Result<()> {
     run_against_ferromq("failover").await
+}
+
+/// Issue 12: the stock JMS client with `failover:(tcp://active,tcp://standby)` across a
+/// takeover: two brokers with `standby = true` on one journal directory; when the client asks
+/// for the restart, the active one stops and the standby, which waited for the lock, takes
+/// over on its own port. The check loses no confirmed message and delivers none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_failover_from_the_active_broker_to_its_standby() -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let data = tempfile::tempdir()?;
+    let standby_config = |port: u16| -> anyhow::Result<conf::Config> {
+        let mut config = openwire_config(Some(data.path()), port)?;
+        config.broker.standby = true;
+        config.broker.lock_retry = Duration::from_millis(50);
+        Ok(config)
+    };
+    let active = broker::Broker::builder(standby_config(0)?)
+        .lock_data_dir(true)
+        .start()
+        .await
+        .context("starting the active broker")?;
+    let active_addr = openwire_addr(&active)?;
+    // A port for the standby, known before it can bind it (it binds only once it is active).
+    let standby_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let builder = broker::Broker::builder(standby_config(standby_port)?).lock_data_dir(true);
+    let standby = tokio::spawn(builder.start());
+    let url = format!("tcp://{active_addr},tcp://127.0.0.1:{standby_port}");
+    let runtime = tokio::runtime::Handle::current();
+    let mut active = Some(active);
+    let mut standby = Some(standby);
+    let mut took_over = None;
+    let result = tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, "failover", &mut || {
+            runtime.block_on(async {
+                ensure!(
+                    standby.as_ref().is_some_and(|waiting| !waiting.is_finished()),
+                    "the standby did not wait for the lock"
+                );
+                if let Some(running) = active.take() {
+                    running.shutdown().await;
+                }
+                let waiting = standby.take().context("the standby took over already")?;
+                let started = tokio::time::timeout(Duration::from_secs(30), waiting)
+                    .await
+                    .context("the standby did not take over within 30 s")??
+                    .context("the standby failed to start")?;
+                took_over = Some(started);
+                Ok(())
+            })
+        })
+    });
+    if let Some(broker) = took_over {
+        broker.shutdown().await;
+    }
+    if let Some(broker) = active {
+        broker.shutdown().await;
+    }
+    result
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
