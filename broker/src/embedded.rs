@@ -16,7 +16,7 @@ use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::AdminState;
+use crate::admin::{ActiveBroker, AdminState, BrokerRole};
 use crate::core::selector::Selector;
 use crate::core::wildcard::DestinationFilter;
 use crate::core::DestinationStats;
@@ -84,13 +84,33 @@ impl BrokerBuilder {
         config.validate()?;
         // A store on disk always locks its directory: two brokers must never write one journal.
         let on_disk = self.store.is_none() && config.store.kind != StoreKind::Memory;
-        let lock = match (self.lock_data_dir || on_disk, config.broker.standby) {
+        let locks = self.lock_data_dir || on_disk;
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        // Until `start` returns the handle, a failure stops what was started (the admin
+        // endpoint).
+        let mut stop_on_failure = CancelOnDrop(Some(shutdown.clone()));
+        let standby = locks && config.broker.standby;
+        let first_role = if standby { BrokerRole::Waiting } else { BrokerRole::Starting };
+        let admin_state = Arc::new(AdminState::new(&config.broker.name, first_role));
+        // A standby's admin endpoint serves while it waits, to say so (`/api/status`); others
+        // bind it once they hold the lock, so that a second broker on a locked directory
+        // reports the lock, not a taken admin port.
+        let mut admin_addr = None;
+        if standby {
+            admin_addr = serve_admin(&config, &admin_state, &shutdown, &tracker).await?;
+        }
+        let lock = match (locks, standby) {
             (false, _) => None,
             (true, false) => Some(DataDirLock::acquire(&config.broker.data_dir)?),
             (true, true) => {
                 Some(DataDirLock::wait(&config.broker.data_dir, config.broker.lock_retry).await?)
             }
         };
+        admin_state.set_role(BrokerRole::Starting);
+        if !standby {
+            admin_addr = serve_admin(&config, &admin_state, &shutdown, &tracker).await?;
+        }
         let store: Arc<dyn MessageStore> = match self.store {
             Some(store) => store,
             None => open_store(&config).await?,
@@ -149,11 +169,6 @@ impl BrokerBuilder {
                     .await?,
             );
         }
-        let admin = match config.admin.enabled {
-            true => Some(crate::admin::bind(&config).await?),
-            false => None,
-        };
-        let shutdown = CancellationToken::new();
         let limits = Limits {
             max_frame_size: config.transport.max_frame_size,
             max_headers: config.transport.max_headers,
@@ -170,7 +185,6 @@ impl BrokerBuilder {
             security,
             authorizer: Arc::new(crate::security::Authorizer::new(&config)),
         });
-        let tracker = TaskTracker::new();
         let mut connectors = Vec::with_capacity(listeners.len());
         for listener in listeners {
             connectors.push(listener.bound.clone());
@@ -183,16 +197,12 @@ impl BrokerBuilder {
             }
             tracker.spawn(listener.run(context, tracker.clone()));
         }
-        let admin_addr = admin.as_ref().map(|admin| admin.local_addr);
-        if let Some(admin) = admin {
-            let state = Arc::new(AdminState {
-                core: core.clone(),
-                connections: context.connections.clone(),
-                name: config.broker.name.clone(),
-                started: std::time::Instant::now(),
-            });
-            tracker.spawn(admin.run(state, shutdown.clone(), tracker.clone()));
-        }
+        admin_state.activate(ActiveBroker {
+            core: core.clone(),
+            connections: context.connections.clone(),
+            started: std::time::Instant::now(),
+        });
+        stop_on_failure.0 = None;
         tracing::info!(name = %config.broker.name, store = core.store().name(), "broker started");
         Ok(BrokerHandle {
             core,
@@ -453,6 +463,34 @@ impl Drop for BrokerHandle {
     fn drop(&mut self) {
         self.shutdown.cancel();
         self.tracker.close();
+    }
+}
+
+/// Binds the admin endpoint (when `[admin] enabled`) and serves `state` on `tracker` until
+/// `shutdown`; its address.
+async fn serve_admin(
+    config: &Config,
+    state: &Arc<AdminState>,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) -> Result<Option<std::net::SocketAddr>, BrokerError> {
+    if !config.admin.enabled {
+        return Ok(None);
+    }
+    let admin = crate::admin::bind(config).await?;
+    let address = admin.local_addr;
+    tracker.spawn(admin.run(state.clone(), shutdown.clone(), tracker.clone()));
+    Ok(Some(address))
+}
+
+/// Cancels its token when dropped, unless emptied first.
+struct CancelOnDrop(Option<CancellationToken>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(token) = self.0.take() {
+            token.cancel();
+        }
     }
 }
 

@@ -633,13 +633,39 @@ fn a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies() {
     let mut a = Process::start_configured(dir.path(), "active", &config, &data, port_a);
     a.wait_accepting(loopback(port_a));
     let port_b = free_port();
-    let mut b = Process::start_configured(dir.path(), "standby", &config, &data, port_b);
+    let admin_b = loopback(free_port());
+    let (stomp_b, admin_bind) = (format!("stomp://127.0.0.1:{port_b}"), admin_b.to_string());
+    let args = [
+        "start",
+        "--config",
+        path_str(&config),
+        "--connector",
+        &stomp_b,
+        "--data-dir",
+        path_str(&data),
+        "--admin-bind",
+        &admin_bind,
+    ];
+    let mut b = Process::start(dir.path(), "standby", &args);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !b.stderr().contains("waiting as its standby") {
         assert!(b.try_status().is_none(), "the standby exited:\n{}", b.output());
         assert!(Instant::now() < deadline, "the standby never said it waits:\n{}", b.output());
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Its admin endpoint says so, and dstat too.
+    let admin = broker::admin::AdminClient::new(&format!("http://{admin_b}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let waiting = runtime.block_on(admin.status()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(waiting.role, broker::admin::BrokerRole::Waiting, "{waiting:?}");
+    let url = format!("http://{admin_b}");
+    let mut dstat = Process::start(dir.path(), "dstat-waiting", &["dstat", "--url", &url]);
+    let said = dstat.succeed(EXIT_TIMEOUT);
+    assert!(said.contains("is a standby, waiting for the data directory's lock since"), "{said}");
     assert!(
         TcpStream::connect_timeout(&loopback(port_b), Duration::from_millis(200)).is_err(),
         "a waiting standby must not serve"
@@ -651,6 +677,9 @@ fn a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies() {
     a.kill_9();
     b.wait_accepting(loopback(port_b));
     assert!(b.stderr().contains("taking over"), "{}", b.output());
+    let active = runtime.block_on(admin.status()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(active.role, broker::admin::BrokerRole::Active, "{active:?}");
+    assert!(active.since_unix_ms >= waiting.since_unix_ms, "{waiting:?} then {active:?}");
     let mut stomp = RawStomp::open(loopback(port_b));
     receive_exactly(&mut stomp, queue, &expected, true);
     drop(stomp);

@@ -118,6 +118,11 @@ impl AdminClient {
         &self.url
     }
 
+    /// `GET /api/status`.
+    pub async fn status(&self) -> Result<super::BrokerStatus, AdminClientError> {
+        self.get_json("/api/status").await
+    }
+
     /// `GET /api/broker`.
     pub async fn broker(&self) -> Result<BrokerStats, AdminClientError> {
         self.get_json("/api/broker").await

@@ -41,7 +41,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use client::{AdminClient, AdminClientError, HttpAnswer};
-pub use model::{BrokerStats, DestinationCounts, ErrorBody, StoreStats, TempStats};
+pub use model::{
+    BrokerRole, BrokerStats, BrokerStatus, DestinationCounts, ErrorBody, StoreStats, TempStats,
+};
 
 use crate::core::Core;
 pub use crate::core::{DestinationStats, StatsKind, SubscriptionStats};
@@ -51,20 +53,60 @@ pub use crate::transport::ConnectionStats;
 
 /// What the endpoint reads: the broker's core and connection counters.
 pub(crate) struct AdminState {
+    pub name: String,
+    /// The broker's role and since when (milliseconds since the Unix epoch).
+    role: parking_lot::Mutex<(BrokerRole, u64)>,
+    /// Set once the broker serves: before, only `/api/status` answers (a standby's endpoint
+    /// runs while it waits for the lock).
+    active: std::sync::OnceLock<ActiveBroker>,
+}
+
+/// What the statistics are read from, once the broker serves.
+pub(crate) struct ActiveBroker {
     pub core: Arc<Core>,
     pub connections: Arc<ConnectionCounts>,
-    pub name: String,
     pub started: Instant,
 }
 
 impl AdminState {
+    /// The endpoint's state of a broker in `role` from now on.
+    pub fn new(name: &str, role: BrokerRole) -> AdminState {
+        AdminState {
+            name: name.to_owned(),
+            role: parking_lot::Mutex::new((role, unix_millis())),
+            active: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The broker took `role` now.
+    pub fn set_role(&self, role: BrokerRole) {
+        *self.role.lock() = (role, unix_millis());
+    }
+
+    /// The broker serves: statistics come from `active` from now on.
+    pub fn activate(&self, active: ActiveBroker) {
+        let _ = self.active.set(active);
+        self.set_role(BrokerRole::Active);
+    }
+
+    fn status(&self) -> BrokerStatus {
+        let (role, since_unix_ms) = *self.role.lock();
+        BrokerStatus { name: self.name.clone(), role, since_unix_ms }
+    }
+}
+
+fn unix_millis() -> u64 {
+    u64::try_from(crate::core::queue::now_millis()).unwrap_or(0)
+}
+
+impl ActiveBroker {
     /// The broker-wide numbers, from every destination's.
-    async fn broker_stats(&self, destinations: &[DestinationStats]) -> BrokerStats {
+    async fn broker_stats(&self, name: &str, destinations: &[DestinationStats]) -> BrokerStats {
         let count = |kind| destinations.iter().filter(|d| d.kind == kind).count() as u64;
         let store = self.core.store();
         let usage = store.usage();
         BrokerStats {
-            name: self.name.clone(),
+            name: name.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_seconds: self.started.elapsed().as_secs(),
             connections: self.connections.snapshot(),
@@ -203,6 +245,7 @@ where
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
+    Status,
     Broker,
     Destinations,
     Destination { kind: StatsKind, name: String },
@@ -214,6 +257,7 @@ impl Route {
     fn of(path: &str) -> Option<Route> {
         match path.trim_end_matches('/') {
             "/api/broker" => Some(Route::Broker),
+            "/api/status" => Some(Route::Status),
             "/api/destinations" => Some(Route::Destinations),
             "/metrics" => Some(Route::Metrics),
             other => {
@@ -245,21 +289,34 @@ async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Ful
         response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return response;
     }
+    if route == Route::Status {
+        return json(StatusCode::OK, &state.status());
+    }
+    let Some(active) = state.active.get() else {
+        let status = state.status();
+        let doing = match status.role {
+            BrokerRole::Waiting => "is a standby, waiting for the data directory's lock",
+            _ => "is starting (recovering its store)",
+        };
+        let message = format!("{} {doing} since {} (Unix ms)", status.name, status.since_unix_ms);
+        return error(StatusCode::SERVICE_UNAVAILABLE, message);
+    };
     match route {
+        Route::Status => json(StatusCode::OK, &state.status()),
         Route::Broker => {
-            let destinations = state.core.destination_stats().await;
-            json(StatusCode::OK, &state.broker_stats(&destinations).await)
+            let destinations = active.core.destination_stats().await;
+            json(StatusCode::OK, &active.broker_stats(&state.name, &destinations).await)
         }
-        Route::Destinations => json(StatusCode::OK, &state.core.destination_stats().await),
+        Route::Destinations => json(StatusCode::OK, &active.core.destination_stats().await),
         Route::Destination { kind, name } => {
-            match state.core.destination_stats_of(kind, &name).await {
+            match active.core.destination_stats_of(kind, &name).await {
                 Some(stats) => json(StatusCode::OK, &stats),
                 None => error(StatusCode::NOT_FOUND, format!("no such {}: {name}", kind.as_str())),
             }
         }
         Route::Metrics => {
-            let destinations = state.core.destination_stats().await;
-            let broker = state.broker_stats(&destinations).await;
+            let destinations = active.core.destination_stats().await;
+            let broker = active.broker_stats(&state.name, &destinations).await;
             let text = metrics::render(&broker, &destinations);
             let mut response = Response::new(Full::new(Bytes::from(text)));
             response.headers_mut().insert(

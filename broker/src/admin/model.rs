@@ -67,3 +67,24 @@ pub struct ErrorBody {
     /// What went wrong, for a person.
     pub error: String,
 }
+
+/// `GET /api/status`: whether the broker serves, and since when (issue 12's active/standby).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerStatus {
+    /// `broker.name`.
+    pub name: String,
+    /// `waiting` (a standby waiting for the data directory's lock), `starting` (recovering
+    /// the store) or `active`.
+    pub role: BrokerRole,
+    /// When it took that role, in milliseconds since the Unix epoch.
+    pub since_unix_ms: u64,
+}
+
+/// What a broker is doing; see [`BrokerStatus`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BrokerRole {
+    Waiting,
+    Starting,
+    Active,
+}

@@ -14,6 +14,7 @@
 //! percentage from then on.
 
 use anyhow::Context;
+use broker::admin::BrokerRole;
 use broker::admin::{AdminClient, DestinationStats, StatsKind};
 
 /// Which destinations `ferromq dstat` lists, as `activemq dstat [all|queues|topics]`.
@@ -47,6 +48,19 @@ pub fn run(args: DstatArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let status = runtime.block_on(client.status()).map_err(one_line)?;
+    let since = since(status.since_unix_ms);
+    if status.role != BrokerRole::Active {
+        // A standby (or a broker still recovering) has no destinations to show yet.
+        let doing = match status.role {
+            BrokerRole::Waiting => "is a standby, waiting for the data directory's lock",
+            _ => "is starting (recovering its store)",
+        };
+        println!("broker {} {doing} since {since}", status.name);
+        return Ok(());
+    }
+    // On stderr: stdout keeps ActiveMQ's table alone.
+    eprintln!("broker {} active since {since}", status.name);
     let (broker, destinations) = runtime
         .block_on(async {
             let broker = client.broker().await?;
@@ -56,6 +70,38 @@ pub fn run(args: DstatArgs) -> anyhow::Result<()> {
         .map_err(one_line)?;
     print!("{}", table(&destinations, args.which, broker.memory_limit_bytes));
     Ok(())
+}
+
+/// A Unix time in milliseconds as UTC `YYYY-MM-DD HH:MM:SS`, with how long ago.
+fn since(unix_ms: u64) -> String {
+    let seconds = unix_ms / 1000;
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC ({} s ago)",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        now.saturating_sub(seconds)
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// The table, a header line and a line per destination, in ActiveMQ's layout.
@@ -129,6 +175,14 @@ fn bytes(count: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_since_the_epoch_become_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_015), (2000, 2, 29));
+        assert_eq!(civil_from_days(11_016), (2000, 3, 1));
+        assert!(since(0).starts_with("1970-01-01 00:00:00 UTC"));
+    }
 
     fn destination(name: &str, kind: StatsKind) -> DestinationStats {
         DestinationStats {
