@@ -76,7 +76,7 @@ pub fn run(args: DstatArgs) -> anyhow::Result<()> {
 fn since(unix_ms: u64) -> String {
     let seconds = unix_ms / 1000;
     let (days, rest) = (seconds / 86_400, seconds % 86_400);
-    let (year, month, day) = civil_from_days(days as i64);
+    let (year, month, day) = broker::core::scheduler::cron::civil_from_days(days as i64);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs());
@@ -87,21 +87,6 @@ fn since(unix_ms: u64) -> String {
         rest % 60,
         now.saturating_sub(seconds)
     )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// The table, a header line and a line per destination, in ActiveMQ's layout.
@@ -177,11 +162,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn days_since_the_epoch_become_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
+    fn unix_times_print_as_utc_dates() {
         assert!(since(0).starts_with("1970-01-01 00:00:00 UTC"));
+        assert!(since(951_782_400_000 + 3_661_000).starts_with("2000-02-29 01:01:01 UTC"));
     }
 
     fn destination(name: &str, kind: StatsKind) -> DestinationStats {

@@ -185,8 +185,8 @@ fn number(text: &str, what: &str) -> Result<u32, String> {
 }
 
 /// (year, month 1-12, day 1-31) of a day counted from 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+/// `civil_from_days`). Also what `ferromq dstat` dates a broker's status with.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
