@@ -16,9 +16,11 @@
 //! `ferromq dstat`, which deserializes them); `metrics.rs` writes the Prometheus text;
 //! `client.rs` is the tiny HTTP GET client `ferromq dstat` and the tests use.
 //!
-//! The endpoint is read-only for now. Write operations (purge a queue, delete a destination:
-//! issue 11) become more [`Route`]s with their method, and TLS wraps the accepted stream
-//! before [`serve_connection`] (which takes any byte stream).
+//! The endpoint is read-only for now, without authentication of its own. Write operations
+//! (purge a queue, delete a destination) would become more [`Route`]s with their method,
+//! behind a login. With `[admin] tls`, TLS wraps the accepted stream before
+//! [`serve_connection`] (which takes any byte stream). A standby's endpoint serves
+//! `/api/status` while it waits for the data directory's lock (`AdminState`).
 
 mod client;
 mod metrics;

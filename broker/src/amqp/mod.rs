@@ -6,8 +6,8 @@
 //! reading never stops the reader. Deliveries come from the core through an mpsc sink, as
 //! for STOMP and OpenWire.
 //!
-//! - `connection.rs`: protocol headers, SASL (ANONYMOUS and PLAIN, any credentials accepted
-//!   until authentication exists), open/close, idle timeouts, begin/end and session windows;
+//! - `connection.rs`: protocol headers, SASL (ANONYMOUS and PLAIN, checked by the broker's
+//!   `Authenticator`), open/close, idle timeouts, begin/end and session windows;
 //! - `link.rs`: attach/detach, incoming transfers (producers), link credit, outgoing
 //!   deliveries (consumers) and their dispositions, the transaction coordinator;
 //! - `mapping.rs`: AMQP messages to and from the broker's message model.
