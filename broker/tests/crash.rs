@@ -10,7 +10,10 @@
 //!   confirmed ever comes back, nothing that was never sent appears, and a message delivered
 //!   twice is marked `redelivered:true` the second time. Unconfirmed sends may or may not
 //!   survive, and so may messages whose ack was not confirmed.
-//!   The same rounds run on the LSM store, on each engine
+//!   The same rounds run on an active/standby pair sharing the journal
+//!   ([`standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]:
+//!   each round's broker waits as the standby of the one before and takes over when it is
+//!   killed), and on the LSM store, on each engine
 //!   ([`lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
 //!   [`lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]),
 //!   and on the SQL store over SQLite and over PostgreSQL
@@ -341,16 +344,41 @@ fn jdbc_postgres_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_
     kill_9_rounds(&format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\n"));
 }
 
+/// Issue 12: the same rounds on an active/standby pair sharing the journal: each round's
+/// broker is the standby of the one before, started (and waiting for the lock) before that
+/// one is killed, and serves on a port of its own once it takes over.
+#[test]
+fn standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    kill_9_rounds_with(CRASH_CONFIG, true);
+}
+
 /// Rounds of kill -9 under traffic on one data directory, the store configured by
 /// `store_config` (a TOML `[store]` section).
 fn kill_9_rounds(store_config: &str) {
+    kill_9_rounds_with(store_config, false);
+}
+
+/// [`kill_9_rounds`]; with `standby`, every broker is started as the standby of the one
+/// before it (`[broker] standby`), before that one is killed, and takes over.
+fn kill_9_rounds_with(store_config: &str, standby: bool) {
     let seed = seed();
     eprintln!("crash test seed {seed} (replay with FERROMQ_CRASH_SEED={seed})");
     let mut rng = Rng(seed);
     let dir = temp_dir();
     let data = dir.path().join("data");
     let config = dir.path().join("crash.toml");
-    std::fs::write(&config, store_config).expect("write the configuration");
+    let config_text = match standby {
+        true => format!("[broker]\nstandby = true\nlock_retry_ms = 50\n\n{store_config}"),
+        false => store_config.to_owned(),
+    };
+    std::fs::write(&config, config_text).expect("write the configuration");
+    // A broker on a fresh port, named after its round.
+    let launch = |name: &str| {
+        let port = free_port();
+        (Process::start_configured(dir.path(), name, &config, &data, port), port)
+    };
+    // With `standby`: the next round's broker, already waiting for the lock.
+    let mut next: Option<(Process, u16)> = None;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let counters = Arc::new(Counters { next_id: AtomicU64::new(1) });
     let started = Instant::now();
@@ -359,12 +387,14 @@ fn kill_9_rounds(store_config: &str) {
     let mut most_pending = 0;
 
     for round in 0..ROUNDS {
-        let port = free_port();
+        let (mut broker, port) = next.take().unwrap_or_else(|| launch(&format!("round-{round}")));
         let addr = loopback(port);
-        let mut broker =
-            Process::start_configured(dir.path(), &format!("round-{round}"), &config, &data, port);
         if round % EARLY_KILL_EVERY == EARLY_KILL_EVERY - 1 {
-            // Killed while it opens and recovers the journal (or just after).
+            if standby {
+                next = Some(launch(&format!("round-{}", round + 1)));
+            }
+            // Killed while it opens and recovers the journal (or just after; a standby
+            // perhaps while it still waits for the lock).
             std::thread::sleep(Duration::from_millis(rng.range(5, 80)));
             broker.kill_9();
             continue;
@@ -382,6 +412,9 @@ fn kill_9_rounds(store_config: &str) {
             let (ledger, counters, rng) = (ledger.clone(), counters.clone(), rng.fork());
             threads.push(std::thread::spawn(move || produce(addr, round, ledger, counters, rng)));
         }
+        if standby {
+            next = Some(launch(&format!("round-{}", round + 1)));
+        }
         std::thread::sleep(Duration::from_millis(rng.range(50, 400)));
         broker.kill_9();
         for thread in threads {
@@ -393,10 +426,10 @@ fn kill_9_rounds(store_config: &str) {
         most_pending = most_pending.max(pending);
     }
 
-    // Drain everything on a last broker, acking each message with a receipt.
-    let port = free_port();
+    // Drain everything on a last broker (the last standby, taking over), acking each message
+    // with a receipt.
+    let (mut broker, port) = next.take().unwrap_or_else(|| launch("drain"));
     let addr = loopback(port);
-    let mut broker = Process::start_configured(dir.path(), "drain", &config, &data, port);
     broker.wait_accepting(addr);
     let mut stomp = RawStomp::open(addr);
     for (i, queue) in QUEUES.iter().enumerate() {
