@@ -389,7 +389,13 @@ impl RawStomp {
                 return Ok(frame);
             }
             let mut chunk = [0u8; 16384];
-            let read = self.socket.read(&mut chunk)?;
+            let read = match self.socket.read(&mut chunk) {
+                Ok(read) => read,
+                // A signal to the test process interrupts a blocking read (seen once in CI as
+                // EINTR mid-drain): nothing was read, so read again.
+                Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            };
             if read == 0 {
                 return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "connection closed"));
             }
@@ -421,6 +427,7 @@ impl RawStomp {
                 Ok(0) => return true,
                 Ok(_) => continue,
                 Err(error) if error.kind() == ErrorKind::ConnectionReset => return true,
+                Err(error) if error.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return false,
             }
         }
