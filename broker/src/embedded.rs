@@ -502,13 +502,13 @@ struct DataDirLock {
 impl DataDirLock {
     /// Takes the lock, waiting (as a standby) while another broker holds it.
     async fn wait(dir: &Path, retry: std::time::Duration) -> Result<DataDirLock, BrokerError> {
-        let mut waiting_since = None;
+        let mut waiting_since: Option<std::time::Instant> = None;
         loop {
             match DataDirLock::acquire(dir) {
                 Ok(lock) => {
                     if let Some(since) = waiting_since {
-                        let waited: std::time::Instant = since;
-                        tracing::info!(dir = %dir.display(), waited = ?waited.elapsed(), "data directory lock acquired: taking over as the active broker");
+                        let waited = since.elapsed();
+                        tracing::info!(dir = %dir.display(), ?waited, "data directory lock acquired: taking over as the active broker");
                     }
                     return Ok(lock);
                 }

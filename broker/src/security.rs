@@ -121,11 +121,6 @@ impl Authenticator {
         })
     }
 
-    /// An authenticator that lets everyone in (no `[authentication]`).
-    pub fn open() -> Authenticator {
-        Authenticator::new(&conf::Config::default()).unwrap_or_else(|_| unreachable!())
-    }
-
     /// Whether credentials are checked at all.
     pub fn enabled(&self) -> bool {
         self.enabled

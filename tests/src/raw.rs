@@ -185,6 +185,24 @@ impl RawConnection {
         Ok(None)
     }
 
+    /// Writes `send(0)`, `send(1)`, ... one at a time, each waiting for the broker's answer,
+    /// until one is answered with an ERROR (the send refused). Returns that send's index and
+    /// the ERROR, or `None` when all `count` were accepted.
+    pub async fn send_until_refused(
+        &mut self,
+        count: usize,
+        send: impl Fn(usize) -> Frame,
+    ) -> anyhow::Result<Option<(usize, Frame)>> {
+        for index in 0..count {
+            self.write_frame(&send(index)).await?;
+            let frame = self.read_frame().await?;
+            if frame.command == Command::Error {
+                return Ok(Some((index, frame)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Expects an ERROR frame and then the close; returns the ERROR.
     pub async fn expect_error_then_close(&mut self) -> anyhow::Result<Frame> {
         let frame = self.read_frame().await.context("waiting for an ERROR frame")?;

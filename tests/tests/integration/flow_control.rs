@@ -211,15 +211,7 @@ async fn a_full_store_refuses_sends_when_configured_to_fail() -> anyhow::Result<
     })
     .await?;
     let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
-    let mut refused = None;
-    for index in 0..1000 {
-        producer.write_frame(&persistent_send(index)).await?;
-        let frame = producer.read_frame().await?;
-        if frame.command == Command::Error {
-            refused = Some((index, frame));
-            break;
-        }
-    }
+    let refused = producer.send_until_refused(1000, persistent_send).await?;
     let (index, error) = refused.context("1000 sends of 8 KiB went into a 4 MiB store")?;
     ensure!(index > 300, "refused after only {index} messages");
     let message = error.get("message").unwrap_or_default();

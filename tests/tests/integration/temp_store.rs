@@ -235,15 +235,7 @@ async fn a_full_temporary_store_refuses_non_persistent_sends_when_configured_to_
     })
     .await?;
     let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
-    let mut refused = None;
-    for index in 0..4000 {
-        producer.write_frame(&large_send(index)).await?;
-        let frame = producer.read_frame().await?;
-        if frame.command == Command::Error {
-            refused = Some((index, frame));
-            break;
-        }
-    }
+    let refused = producer.send_until_refused(4000, large_send).await?;
     let (index, error) = refused.context("4000 sends of 8 KiB went into a 16 MiB temp store")?;
     ensure!(index > 1000, "refused after only {index} messages");
     let message = error.get("message").unwrap_or_default();
