@@ -2,7 +2,7 @@
 //! (its resident memory, without the load generator's: `connections` and `paging`) or that
 //! compare its stores through the real broker (`store_compare`).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -158,9 +158,10 @@ pub fn status_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A port free on loopback now (the broker binds it a moment later).
+/// A port free on loopback now, outside the ephemeral range the bench's own client sockets
+/// take theirs from (the broker binds it a moment later).
 fn free_port() -> anyhow::Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+    Ok(SocketAddr::from(([127, 0, 0, 1], store::kit::loopback_port()?)))
 }
 
 /// The release `ferromq` binary beside the running bench's executable, built first (a no-op

@@ -14,7 +14,6 @@
 //! loud message, unless `FERROMQ_REQUIRE_POSTGRES` is set (the test script sets it), in
 //! which case it panics.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -264,10 +263,9 @@ impl PgCluster {
             "copying the template",
         )?;
         give_to_postgres(dir.path(), template.as_postgres)?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|e| format!("finding a free port: {e}"))?
-            .port();
+        // Outside the ephemeral range: a test that stops the server and starts it again on
+        // the same port must find it free.
+        let port = store::kit::loopback_port().map_err(|e| format!("finding a free port: {e}"))?;
         let mut cluster = PgCluster {
             dir,
             bin: template.bin.clone(),

@@ -19,7 +19,7 @@
 //! with a printed reason, unless `FERROMQ_REQUIRE_ACTIVEMQ` is set (as `scripts/test` does),
 //! in which case it fails.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -277,6 +277,5 @@ fn jar() -> std::path::PathBuf {
 
 /// A loopback port free right now.
 fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
+    Ok(store::kit::loopback_port()?)
 }

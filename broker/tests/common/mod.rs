@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -235,10 +235,10 @@ pub fn refused_start(dir: &Path, name: &str, args: &[&str], timeout: Duration) -
     process.stderr()
 }
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, outside the ephemeral range (a broker restarted on it
+/// must find it free again).
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local address").port()
+    store::kit::loopback_port().expect("a free loopback port")
 }
 
 pub fn loopback(port: u16) -> SocketAddr {

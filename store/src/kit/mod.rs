@@ -39,12 +39,14 @@ use crate::message::{Destination, Message, MessageId};
 mod cases_basic;
 mod cases_failure;
 mod cases_txn;
+mod ports;
 #[cfg(test)]
 mod self_tests;
 
 pub use cases_basic::*;
 pub use cases_failure::*;
 pub use cases_txn::*;
+pub use ports::loopback_port;
 
 /// How a store engine is opened by the kit.
 pub trait StoreHarness {

@@ -360,8 +360,9 @@ async fn jms_failover_from_the_active_broker_to_its_standby() -> anyhow::Result<
         .await
         .context("starting the active broker")?;
     let active_addr = openwire_addr(&active)?;
-    // A port for the standby, known before it can bind it (it binds only once it is active).
-    let standby_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    // A port for the standby, known before it can bind it (it binds only once it is active):
+    // outside the ephemeral range, where the JMS client's own sockets could take it meanwhile.
+    let standby_port = store::kit::loopback_port()?;
     let builder = broker::Broker::builder(standby_config(standby_port)?).lock_data_dir(true);
     let standby = tokio::spawn(builder.start());
     let url = format!("tcp://{active_addr},tcp://127.0.0.1:{standby_port}");
