@@ -22,76 +22,11 @@ mod counts;
 mod crash;
 mod failures;
 
-use std::sync::Arc;
+use store::{MessageStore, QueueKey};
 
-use bytes::Bytes;
-use store::kit::block_on;
-use store::{
-    Destination, Message, MessageId, MessageStore, Operation, PageKey, QueueKey, StoreError,
-    UnitOfWork,
+pub use store::kit::units::{
+    ack_id as ack, add, ids, message, queue, read_flags as read_all, submit, submit_ok,
 };
-
-pub fn queue(name: &str) -> QueueKey {
-    QueueKey::destination(Destination::queue(name))
-}
-
-/// A message with a body of `body_len` bytes.
-pub fn message(id: u64, queue: &QueueKey, priority: u8, body_len: usize) -> Arc<Message> {
-    let mut message =
-        Message::new(MessageId(id), format!("ID:test:{id}"), queue.destination.clone());
-    message.headers.priority = priority;
-    message.body_kind = store::BodyKind::Bytes;
-    message.body = Bytes::from(vec![b'x'; body_len]);
-    Arc::new(message)
-}
-
-pub fn add(message: &Arc<Message>, queues: &[&QueueKey]) -> Operation {
-    Operation::AddMessage {
-        message: Arc::clone(message),
-        queues: queues.iter().map(|q| (*q).clone()).collect(),
-        txn: None,
-    }
-}
-
-pub fn ack(queue: &QueueKey, id: u64) -> Operation {
-    Operation::Ack {
-        queue: queue.clone(),
-        key: PageKey { priority: 4, id: MessageId(id) },
-        txn: None,
-    }
-}
-
-pub fn submit(store: &dyn MessageStore, operations: Vec<Operation>) -> Result<(), StoreError> {
-    block_on(store.submit(UnitOfWork { operations }))
-}
-
-#[track_caller]
-pub fn submit_ok(store: &dyn MessageStore, operations: Vec<Operation>) {
-    if let Err(e) = submit(store, operations) {
-        panic!("unit failed: {e}");
-    }
-}
-
-/// Every (id, redelivered) `queue` holds, in page order.
-pub fn read_all(store: &dyn MessageStore, queue: &QueueKey) -> Vec<(u64, bool)> {
-    let mut all = Vec::new();
-    let mut after = None;
-    loop {
-        let page = store.read_page(queue, after, 500).unwrap_or_else(|e| panic!("read_page: {e}"));
-        let Some(last) = page.last() else { break };
-        after = Some(PageKey::of(&last.message));
-        let done = page.len() < 500;
-        all.extend(page.iter().map(|s| (s.message.id.0, s.redelivered)));
-        if done {
-            break;
-        }
-    }
-    all
-}
-
-pub fn ids(store: &dyn MessageStore, queue: &QueueKey) -> Vec<u64> {
-    read_all(store, queue).into_iter().map(|(id, _)| id).collect()
-}
 
 #[test]
 fn sqlite_reads_a_page_as_one_primary_key_range() {

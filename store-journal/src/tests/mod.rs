@@ -5,11 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use store::kit::block_on;
 use store::{
-    Destination, Message, MessageId, MessageStore, Operation, PageKey, QueueKey, StoreError,
-    StoredMessage, SyncPolicy, UnitOfWork,
+    Destination, Message, MessageId, MessageStore, Operation, PageKey, QueueKey, SyncPolicy,
+    UnitOfWork,
 };
 
 use crate::{JournalOptions, JournalStore};
@@ -26,65 +25,9 @@ mod conformance {
     store::conformance_tests!(JournalHarness::new());
 }
 
-pub fn queue(name: &str) -> QueueKey {
-    QueueKey::destination(Destination::queue(name))
-}
-
-/// A message with a body of `body_len` bytes that names its id.
-pub fn message(id: u64, queue: &QueueKey, priority: u8, body_len: usize) -> Arc<Message> {
-    let mut message =
-        Message::new(MessageId(id), format!("ID:test:{id}"), queue.destination.clone());
-    message.headers.priority = priority;
-    message.body_kind = store::BodyKind::Bytes;
-    let mut body = format!("message {id};").into_bytes();
-    body.resize(body_len.max(body.len()), b'x');
-    message.body = Bytes::from(body);
-    Arc::new(message)
-}
-
-pub fn add(message: &Arc<Message>, queues: &[&QueueKey]) -> Operation {
-    Operation::AddMessage {
-        message: Arc::clone(message),
-        queues: queues.iter().map(|q| (*q).clone()).collect(),
-        txn: None,
-    }
-}
-
-pub fn ack(queue: &QueueKey, message: &Message) -> Operation {
-    Operation::Ack { queue: queue.clone(), key: PageKey::of(message), txn: None }
-}
-
-pub fn submit(store: &dyn MessageStore, operations: Vec<Operation>) -> Result<(), StoreError> {
-    block_on(store.submit(UnitOfWork { operations }))
-}
-
-#[track_caller]
-pub fn submit_ok(store: &dyn MessageStore, operations: Vec<Operation>) {
-    if let Err(e) = submit(store, operations) {
-        panic!("unit failed: {e}");
-    }
-}
-
-/// Everything `queue` holds, in page order.
-pub fn read_all(store: &dyn MessageStore, queue: &QueueKey) -> Vec<StoredMessage> {
-    let mut all = Vec::new();
-    let mut after = None;
-    loop {
-        let page = store.read_page(queue, after, 100).unwrap_or_else(|e| panic!("read_page: {e}"));
-        let Some(last) = page.last() else { break };
-        after = Some(PageKey::of(&last.message));
-        let done = page.len() < 100;
-        all.extend(page);
-        if done {
-            break;
-        }
-    }
-    all
-}
-
-pub fn ids(store: &dyn MessageStore, queue: &QueueKey) -> Vec<u64> {
-    read_all(store, queue).iter().map(|s| s.message.id.0).collect()
-}
+pub use store::kit::units::{
+    ack_message as ack, add, ids, message, queue, read_stored as read_all, submit, submit_ok,
+};
 
 /// Small segments and checkpoints, so that tests roll files and checkpoint.
 pub fn small_options(segment_size: u64, checkpoint_bytes: u64) -> JournalOptions {

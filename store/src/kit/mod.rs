@@ -42,6 +42,7 @@ mod cases_txn;
 mod ports;
 #[cfg(test)]
 mod self_tests;
+pub mod units;
 
 pub use cases_basic::*;
 pub use cases_failure::*;
