@@ -4,7 +4,9 @@
 //! Every unit is applied to the memory store at once (reads see it, as the contract says);
 //! only its completion is held back or replaced, per kind of unit: units containing an
 //! `AddMessage` follow [`ControlledStore::set_adds`], units containing an `Ack` follow
-//! [`ControlledStore::set_acks`], everything else passes.
+//! [`ControlledStore::set_acks`], everything else passes. Reads can be made slow
+//! ([`ControlledStore::set_read_delay`]): each blocks its thread, as a read from a database
+//! that stopped answering does.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -36,6 +38,8 @@ pub struct ControlledStore {
     state: Mutex<State>,
     /// The number of completions currently held back.
     held_count: watch::Sender<usize>,
+    /// The number of `read_page` calls under way.
+    reading: watch::Sender<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +47,7 @@ struct State {
     adds: Policy,
     acks: Policy,
     held: Vec<(Completer, Completion)>,
+    read_delay: Duration,
 }
 
 impl Default for ControlledStore {
@@ -58,6 +63,7 @@ impl ControlledStore {
             inner: MemoryStore::new(),
             state: Mutex::new(State::default()),
             held_count: watch::channel(0).0,
+            reading: watch::channel(0).0,
         }
     }
 
@@ -74,6 +80,27 @@ impl ControlledStore {
     /// Sets the policy for units that acknowledge messages.
     pub fn set_acks(&self, policy: Policy) {
         self.state().acks = policy;
+    }
+
+    /// Makes every `read_page` block its thread for `delay` before it reads.
+    pub fn set_read_delay(&self, delay: Duration) {
+        self.state().read_delay = delay;
+    }
+
+    /// Waits until at least `count` reads are under way (blocked by the read delay), at most
+    /// `limit`.
+    pub async fn wait_reading(&self, count: usize, limit: Duration) -> anyhow::Result<()> {
+        let mut reading = self.reading.subscribe();
+        tokio::time::timeout(limit, reading.wait_for(|reading| *reading >= count))
+            .await
+            .with_context(|| {
+                format!(
+                    "expected {count} store reads under way within {limit:?}, have {}",
+                    *self.reading.borrow()
+                )
+            })?
+            .context("the store is gone")?;
+        Ok(())
     }
 
     /// How many completions are held back right now.
@@ -157,6 +184,12 @@ impl MessageStore for ControlledStore {
         after: Option<PageKey>,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
+        let delay = self.state().read_delay;
+        if !delay.is_zero() {
+            self.reading.send_modify(|reading| *reading += 1);
+            std::thread::sleep(delay);
+            self.reading.send_modify(|reading| *reading -= 1);
+        }
         self.inner.read_page(queue, after, limit)
     }
 

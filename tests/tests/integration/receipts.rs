@@ -3,6 +3,7 @@
 //! naming the receipt.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use protocol::stomp::{Command, Frame};
@@ -179,6 +180,57 @@ async fn message_refused_by_the_store_is_not_delivered() -> anyhow::Result<()> {
     let mut sub =
         client.subscribe("/queue/refused", client::AckMode::ClientIndividual, &[]).await?;
     tests::assert_nothing_arrives(&mut sub).await?;
+    broker.shutdown().await;
+    Ok(())
+}
+
+/// Store reads block their thread (a disk read, a round trip to PostgreSQL, seconds while it
+/// is unreachable). Two queues paging in from a slow store at once must not take both of the
+/// runtime's workers away from every other connection: a send to a third queue gets its
+/// receipt while both reads are still under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_store_reads_do_not_stall_other_connections() -> anyhow::Result<()> {
+    const READ_DELAY: Duration = Duration::from_secs(4);
+    let store = Arc::new(ControlledStore::new());
+    // 64 KiB (the smallest limit) keeps about 40 of the 300 messages below in memory: the
+    // rest is paged in from the store as the consumers drain.
+    let broker =
+        start_broker_with_store(store.clone(), |c| c.destinations.memory_limit = 64 << 10).await?;
+    let addr = stomp_addr(&broker)?;
+    let (mut producer, _) = RawConnection::connect(addr, &[]).await?;
+    let body = "x".repeat(1024);
+    // "other" exists before reads slow down: a queue's first start reads the store too.
+    producer.write_frame(&send("/queue/other", "m", "created", true)).await?;
+    assert_receipt(&producer.read_frame().await?, "created")?;
+    for queue in ["deep.1", "deep.2"] {
+        for index in 0..300 {
+            let receipt = format!("{queue}-{index}");
+            producer.write_frame(&send(&format!("/queue/{queue}"), &body, &receipt, true)).await?;
+            assert_receipt(&producer.read_frame().await?, &receipt)?;
+        }
+    }
+
+    store.set_read_delay(READ_DELAY);
+    let mut consumers = Vec::new();
+    for queue in ["deep.1", "deep.2"] {
+        let (mut consumer, _) = RawConnection::connect(addr, &[]).await?;
+        let subscribe = Frame::new(Command::Subscribe)
+            .header("id", "s")
+            .header("destination", format!("/queue/{queue}"));
+        consumer.write_frame(&subscribe).await?;
+        consumers.push(consumer);
+    }
+    store.wait_reading(2, ARRIVES).await?;
+
+    let started = Instant::now();
+    producer.write_frame(&send("/queue/other", "m", "other", true)).await?;
+    assert_receipt(&producer.read_frame().await?, "other")?;
+    let waited = started.elapsed();
+    ensure!(
+        waited < READ_DELAY / 2,
+        "the receipt took {waited:?}: the slow reads held the runtime's workers"
+    );
+    store.set_read_delay(Duration::ZERO);
     broker.shutdown().await;
     Ok(())
 }

@@ -439,12 +439,12 @@ impl Queue {
     /// everything up to `end` is read from both and the window's rule holds for both.
     fn read_beyond(&self, after: Option<PageKey>) -> Result<Beyond, StoreError> {
         let stored = match self.handle.stored {
-            true => self.store.read_page(&self.handle.key, after, PAGE)?,
+            true => off_the_runtime(|| self.store.read_page(&self.handle.key, after, PAGE))?,
             false => Vec::new(),
         };
         let spooled = match &self.paging.spool {
             Some(spool) if spool.count > 0 => match spool.temp.opened() {
-                Some(temp) => temp.read_page(&spool.key, after, PAGE)?,
+                Some(temp) => off_the_runtime(|| temp.read_page(&spool.key, after, PAGE))?,
                 None => Vec::new(),
             },
             _ => Vec::new(),
@@ -810,7 +810,7 @@ impl Queue {
             return 0;
         }
         let stored = match self.handle.stored {
-            true => self.store.count(&self.handle.key).unwrap_or(0),
+            true => off_the_runtime(|| self.store.count(&self.handle.key)).unwrap_or(0),
             false => 0,
         };
         let in_memory = self
@@ -877,6 +877,20 @@ impl Queue {
         self.paging.pinned_accounted = 0;
         self.handle.gate.open(&broker.blocked_queues);
         broker.gate.update(total, broker.limit, &broker.broker_blocked);
+    }
+}
+
+/// Runs a store read that blocks its thread (a disk read that misses the page cache, a round
+/// trip to PostgreSQL, or a wait of seconds while the database is unreachable) without
+/// taking a runtime worker out of service: the broker runs on two workers on a 2-core
+/// machine, and a queue paging in must not stall every connection and timer (the lease
+/// renewal of an active broker among them). `block_in_place` hands this worker's other tasks
+/// to another thread for the duration; the queue's own task waits, as it must. On a
+/// current-thread runtime (some embedding tests) the read runs in place.
+fn off_the_runtime<T>(read: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read),
+        _ => read(),
     }
 }
 
