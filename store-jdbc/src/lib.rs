@@ -19,7 +19,7 @@
 //! txn)` one row per reference with the read order as its primary key, `ferromq_queues`,
 //! `ferromq_destinations`, `ferromq_subscriptions`, `ferromq_txns` and `ferromq_txn_acks` the
 //! rest of the contract, `ferromq_state` the next message id and the clean-shutdown flag,
-//! `ferromq_lock` the lease that active/standby brokers will share, and `ferromq_schema` the
+//! `ferromq_lock` the lease that active/standby brokers share ([`Lease`]), and `ferromq_schema` the
 //! schema version. The schema is created at start and migrated by version; a database with
 //! a newer version than this build refuses to start ([`JdbcError::SchemaTooNew`]).
 //!
@@ -80,6 +80,7 @@
 mod apply;
 pub mod db;
 mod error;
+pub mod lease;
 pub mod schema;
 mod state;
 mod store;
@@ -88,6 +89,7 @@ pub mod url;
 mod writer;
 
 pub use crate::error::JdbcError;
+pub use crate::lease::{Lease, LeaseError, LeaseOptions};
 pub use crate::store::{
     SqlOptions, SqlStats, SqlStore, DEFAULT_MAX_BACKLOG, FAILPOINTS, FAILPOINT_BATCH,
     FAILPOINT_COMMIT, FAILPOINT_OPEN, FAILPOINT_READ,
