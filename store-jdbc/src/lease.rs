@@ -213,9 +213,11 @@ impl Lease {
             // Durable commits: an acquired lease must survive a restart of the server.
             let mut db =
                 PostgresDatabase::connect(self.config.clone(), &self.display, Durability::Full)?;
+            // The migration first, without the timeout: DDL on a loaded server may take
+            // longer than a renewal may.
+            schema::prepare(&mut db, &self.target())?;
             let timeout_ms = self.options.io_timeout.as_millis().max(1);
             db.execute_batch(&format!("SET statement_timeout = {timeout_ms}"))?;
-            schema::prepare(&mut db, &self.target())?;
             self.db = Some(db);
         }
         // Just set above when it was empty.
