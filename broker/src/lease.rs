@@ -132,7 +132,8 @@ pub(crate) async fn take(
                         Attempt::Acquired
                     }
                     Err(LeaseError::Held { holder, expires_in_ms, target }) => {
-                        let error = LeaseError::Held { holder: holder.clone(), expires_in_ms, target };
+                        let error =
+                            LeaseError::Held { holder: holder.clone(), expires_in_ms, target };
                         Attempt::Held { holder, error: error.to_string() }
                     }
                     Err(error) => Attempt::Failed(error),

@@ -422,7 +422,8 @@ fn kill_9_rounds_on(store_config: &str, pair: Pair) {
     let mut most_pending = 0;
 
     for round in 0..rounds {
-        let (mut broker, port) = next.take().unwrap_or_else(|| launch(&format!("round-{round}"), round));
+        let (mut broker, port) =
+            next.take().unwrap_or_else(|| launch(&format!("round-{round}"), round));
         let addr = loopback(port);
         if round % EARLY_KILL_EVERY == EARLY_KILL_EVERY - 1 {
             if standby {

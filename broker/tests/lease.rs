@@ -5,7 +5,7 @@
 //!   the standby waits (admin status `waiting`, naming the holder), takes over once the
 //!   SIGKILLed broker's lease expired, and delivers every message the first confirmed.
 //! - [`without_standby_a_held_lease_refuses_to_start_and_a_restart_on_the_same_data_dir_takes_it_back_at_once`].
-//! - [`a_broker_cut_off_from_postgres_stops_serving_before_its_standby_takes_over`]: the
+//! - [`a_broker_cut_off_from_postgres_stops_serving_before_its_standby_takes_over`], the
 //!   active broker reaches the database through a TCP proxy the test cuts; it must stop
 //!   serving (and exit with a failure) before its lease can expire, so that the two are
 //!   never active at once.
@@ -71,10 +71,8 @@ struct StatusReader {
 
 impl StatusReader {
     fn new() -> StatusReader {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         StatusReader { runtime }
     }
 
@@ -86,7 +84,12 @@ impl StatusReader {
     }
 
     /// Waits until `admin` reports `role`; fails early if `process` exits.
-    fn wait_role(&self, process: &mut Process, admin: SocketAddr, role: BrokerRole) -> BrokerStatus {
+    fn wait_role(
+        &self,
+        process: &mut Process,
+        admin: SocketAddr,
+        role: BrokerRole,
+    ) -> BrokerStatus {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if let Some(status) = self.status(admin).filter(|status| status.role == role) {
@@ -168,7 +171,8 @@ fn a_postgres_standby_waits_for_the_lease_and_takes_over_when_the_active_broker_
     assert!(what.contains("PostgreSQL lease"), "{what}");
     assert!(what.contains(&format!("pid {}", a.pid())), "the holder should be A: {what}");
     let url_b = format!("http://{admin_b}");
-    let said = Process::start(dir.path(), "dstat", &["dstat", "--url", &url_b]).succeed(EXIT_TIMEOUT);
+    let said =
+        Process::start(dir.path(), "dstat", &["dstat", "--url", &url_b]).succeed(EXIT_TIMEOUT);
     assert!(said.contains("is a standby, waiting for the PostgreSQL lease (held by"), "{said}");
     assert!(
         TcpStream::connect_timeout(&loopback(port_b), Duration::from_millis(200)).is_err(),
@@ -347,7 +351,8 @@ fn a_broker_cut_off_from_postgres_stops_serving_before_its_standby_takes_over() 
     let a_refused_at = Arc::new(AtomicU64::new(0));
     let both_active: Arc<Mutex<Vec<String>>> = Arc::default();
     let watcher = {
-        let (stop, a_refused_at, both_active) = (stop.clone(), a_refused_at.clone(), both_active.clone());
+        let (stop, a_refused_at, both_active) =
+            (stop.clone(), a_refused_at.clone(), both_active.clone());
         std::thread::spawn(move || {
             let reader = StatusReader::new();
             while !stop.load(Ordering::SeqCst) {
