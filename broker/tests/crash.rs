@@ -13,7 +13,10 @@
 //!   The same rounds run on an active/standby pair sharing the journal
 //!   ([`standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]:
 //!   each round's broker waits as the standby of the one before and takes over when it is
-//!   killed), and on the LSM store, on each engine
+//!   killed), on a PostgreSQL pair whose brokers have data directories of their own, kept
+//!   apart by the database's lease only
+//!   ([`postgres_standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]),
+//!   and on the LSM store, on each engine
 //!   ([`lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
 //!   [`lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]),
 //!   and on the SQL store over SQLite and over PostgreSQL

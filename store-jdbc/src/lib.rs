@@ -55,6 +55,13 @@
 //! redelivered. Failpoints ([`FAILPOINTS`]) sit before the open, before each batch, before
 //! each COMMIT and before each read.
 //!
+//! ## Active/standby: the lease
+//!
+//! [`Lease`] takes, renews and releases the row `ferromq_lock('broker')` on its own
+//! PostgreSQL connection, every time on the database's clock, so that of the brokers sharing
+//! one database exactly one is active (see the `lease` module). SQLite has none: its file is
+//! local to one broker's data directory, whose lock keeps a second broker out.
+//!
 //! ## Crashes and power cuts
 //!
 //! A child process writing with several threads is SIGKILLed six times on one database
