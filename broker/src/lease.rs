@@ -161,6 +161,7 @@ pub(crate) async fn take(
     let mut keeper =
         LeaseKeeper { shared: shared.clone(), stop: Some(stop_tx), thread: Some(thread), target };
     let mut waiting_since: Option<Instant> = None;
+    let mut last_failure: Option<String> = None;
     loop {
         let Some(attempt) = attempts.recv().await else {
             return Err(BrokerError::Lease {
@@ -183,7 +184,14 @@ pub(crate) async fn take(
                 return Err(BrokerError::LeaseHeld { target: keeper.target.clone(), holder });
             }
             Attempt::Failed(error) if standby => {
-                tracing::warn!(%error, "cannot try the PostgreSQL lease; trying again");
+                // Once per distinct failure: a standby may wait through a long outage.
+                let text = error.to_string();
+                if last_failure.as_deref() != Some(text.as_str()) {
+                    tracing::warn!(
+                        "cannot try the PostgreSQL lease: {text}; trying again every {retry:?}"
+                    );
+                    last_failure = Some(text);
+                }
             }
             Attempt::Failed(source) => return Err(BrokerError::Lease { source }),
         }
