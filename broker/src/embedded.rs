@@ -107,6 +107,13 @@ impl BrokerBuilder {
                 Some(DataDirLock::wait(&config.broker.data_dir, config.broker.lock_retry).await?)
             }
         };
+        // On PostgreSQL the data directory's lock keeps out only brokers on this directory:
+        // the database is shared, and its lease decides which broker is active. Taken before
+        // the store is opened or recovered and before any connector is bound.
+        let lease = match lease_settings(&config, self.store.is_none(), standby)? {
+            Some(settings) => Some(crate::lease::take(settings, &admin_state, &shutdown).await?),
+            None => None,
+        };
         admin_state.set_role(BrokerRole::Starting);
         if !standby {
             admin_addr = serve_admin(&config, &admin_state, &shutdown, &tracker).await?;
@@ -214,6 +221,7 @@ impl BrokerBuilder {
             shutdown_timeout: config.broker.shutdown_timeout,
             temp_store,
             data_dir: config.broker.data_dir.clone(),
+            lease,
             _lock: lock,
         })
     }
@@ -354,6 +362,8 @@ pub struct BrokerHandle {
     /// Closed and wiped at shutdown.
     temp_store: Option<Arc<TempStore>>,
     data_dir: PathBuf,
+    /// The PostgreSQL lease, renewed while the broker runs; released after the store closes.
+    lease: Option<crate::lease::LeaseKeeper>,
     _lock: Option<DataDirLock>,
 }
 
@@ -435,16 +445,34 @@ impl BrokerHandle {
         self.core.durable_subscription(&key)?.stats().await
     }
 
+    /// Resolves when the broker stopped serving on its own because it lost its PostgreSQL
+    /// lease (see `lease.rs`), with the error to report; never otherwise. The `ferromq`
+    /// binary then exits with a failure.
+    pub async fn lease_lost(&self) -> BrokerError {
+        match &self.lease {
+            Some(lease) => {
+                lease.lost().cancelled().await;
+                lease.lost_error()
+            }
+            None => std::future::pending().await,
+        }
+    }
+
     /// Stops accepting, lets connections answer what waits for the store and close (for at
-    /// most the configured shutdown timeout), stops the queues and closes the store.
-    pub async fn shutdown(self) {
+    /// most the configured shutdown timeout), stops the queues, closes the store and releases
+    /// the PostgreSQL lease. After a lost lease the store is left as it is: another broker
+    /// is active on it.
+    pub async fn shutdown(mut self) {
         self.shutdown.cancel();
         self.tracker.close();
         if tokio::time::timeout(self.shutdown_timeout, self.tracker.wait()).await.is_err() {
             tracing::warn!(timeout = ?self.shutdown_timeout, "connections still open at the shutdown timeout");
         }
         self.core.stop_queues();
-        if let Err(error) = self.core.store().close() {
+        let lost = self.lease.as_ref().is_some_and(|lease| lease.lost().is_cancelled());
+        if lost {
+            tracing::warn!("the PostgreSQL lease is lost: the store is not closed (another broker may be active on it)");
+        } else if let Err(error) = self.core.store().close() {
             tracing::error!(%error, "closing the store failed");
         }
         if let Some(temp) = &self.temp_store {
@@ -453,6 +481,11 @@ impl BrokerHandle {
             }
             if let Err(error) = wipe(&temp_store_dir(&self.data_dir)) {
                 tracing::warn!(%error, "cannot remove the temporary store");
+            }
+        }
+        if let Some(lease) = self.lease.take() {
+            if !lost {
+                lease.release().await;
             }
         }
         tracing::info!("broker stopped");
@@ -481,6 +514,72 @@ async fn serve_admin(
     let address = admin.local_addr;
     tracker.spawn(admin.run(state.clone(), shutdown.clone(), tracker.clone()));
     Ok(Some(address))
+}
+
+/// The PostgreSQL lease to take, for a broker that opens its own store on PostgreSQL (SQLite
+/// is a file under the data directory, whose lock already keeps other brokers out).
+fn lease_settings(
+    config: &Config,
+    own_store: bool,
+    standby: bool,
+) -> Result<Option<crate::lease::LeaseSettings>, BrokerError> {
+    let store = &config.store;
+    let postgres = ["postgres://", "postgresql://"].iter().any(|s| store.url.starts_with(s));
+    if !own_store || store.kind != StoreKind::Jdbc || !postgres {
+        return Ok(None);
+    }
+    let data_dir = &config.broker.data_dir;
+    let token = data_dir_token(data_dir)?;
+    let started = crate::core::queue::now_millis();
+    let holder = format!(
+        "{} on {}, pid {}, started {started} [{token}]",
+        config.broker.name,
+        host_name(),
+        std::process::id()
+    );
+    Ok(Some(crate::lease::LeaseSettings {
+        url: store.url.clone(),
+        options: store_jdbc::LeaseOptions {
+            holder,
+            // Every holder with this data directory's token held its lock for its whole life;
+            // this broker holds it now, so such a holder is dead: replaced at once (a broker
+            // restarted after a crash does not wait for its own old lease).
+            predecessor: Some(format!("[{token}]")),
+            duration: store.lease,
+            // A renewal that hangs is cut at about the renewal interval, so that the next
+            // one can try a fresh connection before the broker must fence itself.
+            io_timeout: store.lease_renew.max(Duration::from_millis(500)),
+        },
+        renew_every: store.lease_renew,
+        standby,
+        retry: config.broker.lock_retry,
+    }))
+}
+
+/// A random token naming this data directory (`<data_dir>/broker-id`, made at its first
+/// use), which ends the lease holder's text; see [`lease_settings`].
+fn data_dir_token(data_dir: &Path) -> Result<String, BrokerError> {
+    let io = |source| BrokerError::DataDir { path: data_dir.to_path_buf(), source };
+    let path = data_dir.join("broker-id");
+    match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_owned()),
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(io(error)),
+    }
+    let token = format!("{:016x}", rand::random::<u64>());
+    std::fs::write(&path, &token).map_err(io)?;
+    Ok(token)
+}
+
+/// This machine's name, for the lease holder's text (which operators read).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned())
 }
 
 /// Cancels its token when dropped, unless emptied first.

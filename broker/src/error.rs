@@ -30,6 +30,21 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the PostgreSQL lease: {source}")]
+    Lease {
+        #[source]
+        source: store_jdbc::LeaseError,
+    },
+    #[error(
+        "the PostgreSQL database {target} is in use by another broker ({holder}) whose lease is \
+         valid; stop it, or set `[broker] standby = true` to wait as its standby"
+    )]
+    LeaseHeld { target: String, holder: String },
+    #[error(
+        "lost the PostgreSQL lease on {target} ({reason}): stopped serving so that the standby \
+         can take over; restart this broker (it comes back as a standby)"
+    )]
+    LeaseLost { target: String, reason: String },
     #[error("data directory {path} is locked by another broker{holder}; stop it or choose another --data-dir")]
     DataDirLocked { path: PathBuf, holder: String },
     #[error(

@@ -29,6 +29,7 @@ mod amqp;
 pub mod core;
 mod embedded;
 mod error;
+mod lease;
 mod openwire;
 pub mod security;
 mod stomp;

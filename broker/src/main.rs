@@ -138,10 +138,11 @@ fn start(
         .thread_name("ferromq")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         // A BrokerError's message already ends with its cause: print it once, not once more
         // as the `{:#}` chain's next link.
-        // A standby waits in `start` for the data directory's lock: a signal ends the wait too.
+        // A standby waits in `start` for the data directory's lock (or the PostgreSQL
+        // lease): a signal ends the wait too.
         let starting = broker::Broker::builder(config).lock_data_dir(true).start();
         let broker = tokio::select! {
             started = starting => started.map_err(|error| anyhow::anyhow!("{error}"))?,
@@ -157,12 +158,36 @@ fn start(
         if let Some(address) = broker.admin_addr() {
             tracing::info!(%address, "admin endpoint: http://{address}/api/broker, /metrics");
         }
-        wait_for_signal().await?;
-        tracing::info!("shutting down");
-        broker.shutdown().await;
-        Ok(())
-    })
+        let lost = tokio::select! {
+            signalled = wait_for_signal() => {
+                signalled?;
+                None
+            }
+            error = broker.lease_lost() => Some(error),
+        };
+        match lost {
+            None => {
+                tracing::info!("shutting down");
+                broker.shutdown().await;
+                Ok(())
+            }
+            Some(error) => {
+                // The broker stopped serving already (fenced): let the connections close,
+                // briefly, and exit with a failure so that a supervisor restarts it (as a
+                // standby: another broker holds the lease by then).
+                let _ = tokio::time::timeout(LEASE_LOST_GRACE, broker.shutdown()).await;
+                Err(anyhow::anyhow!("{error}"))
+            }
+        }
+    });
+    // Tasks still running (a connection stuck on a dead store after a lost lease) must not
+    // keep the process alive.
+    runtime.shutdown_timeout(LEASE_LOST_GRACE);
+    result
 }
+
+/// How long a broker that lost its lease lets its connections close before it exits.
+const LEASE_LOST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// File descriptors the broker needs besides its connections: listeners, the admin endpoint,
 /// the store's files, the runtime's own.

@@ -13,7 +13,10 @@
 //!   The same rounds run on an active/standby pair sharing the journal
 //!   ([`standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]:
 //!   each round's broker waits as the standby of the one before and takes over when it is
-//!   killed), and on the LSM store, on each engine
+//!   killed), on a PostgreSQL pair whose brokers have data directories of their own, kept
+//!   apart by the database's lease only
+//!   ([`postgres_standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]),
+//!   and on the LSM store, on each engine
 //!   ([`lsm_sled_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
 //!   [`lsm_rocksdb_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]),
 //!   and on the SQL store over SQLite and over PostgreSQL
@@ -352,6 +355,32 @@ fn standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_o
     kill_9_rounds_with(CRASH_CONFIG, true);
 }
 
+/// Issue 12 on PostgreSQL: the same rounds on an active/standby pair sharing a database, each
+/// broker on a data directory of its own (alternating between two, as two machines would),
+/// so that only the PostgreSQL lease keeps the standby out: it takes over once the killed
+/// broker's lease expired (a short lease: 1500 ms, renewed every 300 ms). Fewer rounds than
+/// on the journal, since each takeover waits for the lease to expire.
+#[test]
+fn postgres_standby_pair_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one() {
+    let Some(cluster) = store_jdbc::testing::PgCluster::shared() else { return };
+    let url = cluster.create_database();
+    let store = format!(
+        "[store]\nkind = \"jdbc\"\nurl = \"{url}\"\nlease_ms = 1500\nlease_renew_ms = 300\n"
+    );
+    kill_9_rounds_on(&store, Pair { standby: true, data_dirs: 2, rounds: 12 });
+}
+
+/// How the rounds run their brokers.
+#[derive(Clone, Copy)]
+struct Pair {
+    /// Every broker is started as the standby of the one before it (`[broker] standby`),
+    /// before that one is killed, and takes over.
+    standby: bool,
+    /// Round `n`'s broker runs on data directory `n % data_dirs` (one: all share it).
+    data_dirs: u64,
+    rounds: u64,
+}
+
 /// Rounds of kill -9 under traffic on one data directory, the store configured by
 /// `store_config` (a TOML `[store]` section).
 fn kill_9_rounds(store_config: &str) {
@@ -361,21 +390,30 @@ fn kill_9_rounds(store_config: &str) {
 /// [`kill_9_rounds`]; with `standby`, every broker is started as the standby of the one
 /// before it (`[broker] standby`), before that one is killed, and takes over.
 fn kill_9_rounds_with(store_config: &str, standby: bool) {
+    kill_9_rounds_on(store_config, Pair { standby, data_dirs: 1, rounds: ROUNDS });
+}
+
+fn kill_9_rounds_on(store_config: &str, pair: Pair) {
+    let Pair { standby, data_dirs, rounds } = pair;
     let seed = seed();
     eprintln!("crash test seed {seed} (replay with FERROMQ_CRASH_SEED={seed})");
     let mut rng = Rng(seed);
     let dir = temp_dir();
-    let data = dir.path().join("data");
+    let data_dir = |round: u64| match data_dirs {
+        1 => dir.path().join("data"),
+        _ => dir.path().join(format!("data-{}", round % data_dirs)),
+    };
+    let data = data_dir(0);
     let config = dir.path().join("crash.toml");
     let config_text = match standby {
         true => format!("[broker]\nstandby = true\nlock_retry_ms = 50\n\n{store_config}"),
         false => store_config.to_owned(),
     };
     std::fs::write(&config, config_text).expect("write the configuration");
-    // A broker on a fresh port, named after its round.
-    let launch = |name: &str| {
+    // A broker on a fresh port, named after its round, on that round's data directory.
+    let launch = |name: &str, round: u64| {
         let port = free_port();
-        (Process::start_configured(dir.path(), name, &config, &data, port), port)
+        (Process::start_configured(dir.path(), name, &config, &data_dir(round), port), port)
     };
     // With `standby`: the next round's broker, already waiting for the lock.
     let mut next: Option<(Process, u16)> = None;
@@ -386,12 +424,13 @@ fn kill_9_rounds_with(store_config: &str, standby: bool) {
     let mut slowest_start = Duration::ZERO;
     let mut most_pending = 0;
 
-    for round in 0..ROUNDS {
-        let (mut broker, port) = next.take().unwrap_or_else(|| launch(&format!("round-{round}")));
+    for round in 0..rounds {
+        let (mut broker, port) =
+            next.take().unwrap_or_else(|| launch(&format!("round-{round}"), round));
         let addr = loopback(port);
         if round % EARLY_KILL_EVERY == EARLY_KILL_EVERY - 1 {
             if standby {
-                next = Some(launch(&format!("round-{}", round + 1)));
+                next = Some(launch(&format!("round-{}", round + 1), round + 1));
             }
             // Killed while it opens and recovers the journal (or just after; a standby
             // perhaps while it still waits for the lock).
@@ -413,7 +452,7 @@ fn kill_9_rounds_with(store_config: &str, standby: bool) {
             threads.push(std::thread::spawn(move || produce(addr, round, ledger, counters, rng)));
         }
         if standby {
-            next = Some(launch(&format!("round-{}", round + 1)));
+            next = Some(launch(&format!("round-{}", round + 1), round + 1));
         }
         std::thread::sleep(Duration::from_millis(rng.range(50, 400)));
         broker.kill_9();
@@ -428,7 +467,7 @@ fn kill_9_rounds_with(store_config: &str, standby: bool) {
 
     // Drain everything on a last broker (the last standby, taking over), acking each message
     // with a receipt.
-    let (mut broker, port) = next.take().unwrap_or_else(|| launch("drain"));
+    let (mut broker, port) = next.take().unwrap_or_else(|| launch("drain", rounds));
     let addr = loopback(port);
     broker.wait_accepting(addr);
     let mut stomp = RawStomp::open(addr);
@@ -457,7 +496,7 @@ fn kill_9_rounds_with(store_config: &str, standby: bool) {
         idle_since = Instant::now();
         match frame.command.as_str() {
             "MESSAGE" => {
-                let id = ledger.lock().expect("ledger").delivery(ROUNDS, &frame);
+                let id = ledger.lock().expect("ledger").delivery(rounds, &frame);
                 let Some(id) = id else { continue };
                 assert!(
                     drained.insert(id),
@@ -475,7 +514,7 @@ fn kill_9_rounds_with(store_config: &str, standby: bool) {
             _ => panic!("seed {seed}: the drain got {}", frame.describe()),
         }
     }
-    assert_no_violations(&ledger, seed, ROUNDS, &broker.stderr());
+    assert_no_violations(&ledger, seed, rounds, &broker.stderr());
 
     let ledger = ledger.lock().expect("ledger");
     let lost: Vec<u64> = ledger
@@ -505,7 +544,7 @@ fn kill_9_rounds_with(store_config: &str, standby: bool) {
     let acked_unconfirmed: BTreeSet<u64> =
         ledger.ack_sent.difference(&ledger.ack_confirmed).copied().collect();
     eprintln!(
-        "crash test seed {seed}: {ROUNDS} rounds ({traffic_rounds} under traffic) in {:.1?}, \
+        "crash test seed {seed}: {rounds} rounds ({traffic_rounds} under traffic) in {:.1?}, \
          slowest start {slowest_start:.1?}, at most {most_pending} confirmed messages pending; \
          sent {}, confirmed {}, delivered {}, acks sent {}, acks confirmed {}; drained {} \
          ({} of them unconfirmed sends, {} with an unconfirmed ack)",

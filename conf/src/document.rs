@@ -541,7 +541,9 @@ mod tests {
                     "compaction_threshold",
                     "refuse_on_corruption",
                     "engine",
-                    "url"
+                    "url",
+                    "lease_ms",
+                    "lease_renew_ms"
                 ][..]
             )
         );

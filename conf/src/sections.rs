@@ -193,6 +193,19 @@ pub struct StoreConfig {
     /// Jdbc: the database, `sqlite://PATH` (a relative path is under `data_dir`) or
     /// `postgres://user:password@host:port/database`. Default `sqlite://ferromq.db`.
     pub url: String,
+    /// Jdbc on PostgreSQL: how long the lease on the database (the row `ferromq_lock`) lasts
+    /// on the database's clock. A broker takes it before opening the store and renews it while
+    /// active; a standby takes over when it expires, so this bounds the failover time after a
+    /// crash. An active broker that cannot renew stops serving a quarter of a lease before
+    /// it could expire. Not used on SQLite (a local file: the data directory's lock covers
+    /// it). Key `lease_ms`, default 10 000 (at least 300).
+    #[serde(rename = "lease_ms", with = "number::millis")]
+    pub lease: Duration,
+    /// Jdbc on PostgreSQL: how often the active broker renews its lease. At most a third of
+    /// `lease_ms`, so that a failed renewal is retried before the broker must stop serving.
+    /// Key `lease_renew_ms`, default 2000.
+    #[serde(rename = "lease_renew_ms", with = "number::millis")]
+    pub lease_renew: Duration,
 }
 
 impl Default for StoreConfig {
@@ -209,6 +222,8 @@ impl Default for StoreConfig {
             refuse_on_corruption: false,
             engine: LsmEngine::Rocksdb,
             url: "sqlite://ferromq.db".to_string(),
+            lease: Duration::from_millis(10_000),
+            lease_renew: Duration::from_millis(2000),
         }
     }
 }

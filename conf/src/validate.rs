@@ -224,6 +224,28 @@ impl Config {
             ));
         }
         duration("store.sync_interval_ms", store.sync_interval, false)?;
+        duration("store.lease_ms", store.lease, false)?;
+        duration("store.lease_renew_ms", store.lease_renew, false)?;
+        const MIN_LEASE: Duration = Duration::from_millis(300);
+        if store.lease < MIN_LEASE {
+            return Err(Invalid::new(
+                "store.lease_ms",
+                format!("{} ms is less than {} ms", store.lease.as_millis(), MIN_LEASE.as_millis()),
+            ));
+        }
+        // Two renewals fit before the broker fences itself (at three quarters of a lease).
+        if store.lease_renew * 3 > store.lease {
+            return Err(Invalid::new(
+                "store.lease_renew_ms",
+                format!(
+                    "{} ms is more than a third of store.lease_ms ({} ms): a failed renewal could \
+                     not be retried before the broker must stop serving; renew more often or \
+                     lengthen the lease",
+                    store.lease_renew.as_millis(),
+                    store.lease.as_millis()
+                ),
+            ));
+        }
         const MIN_SEGMENT: u64 = 1 << 20;
         const MAX_SEGMENT: u64 = 1 << 30;
         if !(MIN_SEGMENT..=MAX_SEGMENT).contains(&store.segment_size) {

@@ -210,7 +210,8 @@ fn an_unknown_key_is_refused_with_the_known_ones() {
         error_of("[store]\nsync_interval = 5\n"),
         "ferromq.toml:2: `store.sync_interval`: unknown key `sync_interval` in [store] (known keys: \
          kind, sync, sync_interval_ms, max_size, segment_size, checkpoint_bytes, \
-         checkpoint_interval_ms, compaction_threshold, refuse_on_corruption, engine, url)"
+         checkpoint_interval_ms, compaction_threshold, refuse_on_corruption, engine, url, \
+         lease_ms, lease_renew_ms)"
     );
 }
 
@@ -250,7 +251,7 @@ fn an_unknown_key_is_found_in_dotted_and_inline_form() {
         "ferromq.toml:2: `store.fsync`: unknown key `fsync` in [store] (known keys: kind, sync, \
          sync_interval_ms, max_size, segment_size, checkpoint_bytes, checkpoint_interval_ms, \
          compaction_threshold, refuse_on_corruption, engine, \
-         url)"
+         url, lease_ms, lease_renew_ms)"
     );
 }
 
@@ -349,6 +350,29 @@ fn journal_settings_are_checked() {
         error_of("\n[store]\nmax_size = 1048576\n"),
         "ferromq.toml:3: `store.max_size`: 1048576 bytes is less than four data files (134217728 bytes); use 0 for no limit"
     );
+}
+
+#[test]
+fn the_postgres_lease_settings_are_checked() -> Result<(), ConfigError> {
+    let config = Config::parse("[store]\nlease_ms = 1500\nlease_renew_ms = 300\n", "ferromq.toml")?;
+    assert_eq!(config.store.lease, Duration::from_millis(1500));
+    assert_eq!(config.store.lease_renew, Duration::from_millis(300));
+    assert_eq!(Config::default().store.lease, Duration::from_millis(10_000));
+    assert_eq!(
+        error_of("[store]\nlease_ms = 10_000\nlease_renew_ms = 4000\n"),
+        "ferromq.toml:3: `store.lease_renew_ms`: 4000 ms is more than a third of store.lease_ms \
+         (10000 ms): a failed renewal could not be retried before the broker must stop serving; \
+         renew more often or lengthen the lease"
+    );
+    assert_eq!(
+        error_of("[store]\nlease_ms = 200\nlease_renew_ms = 50\n"),
+        "ferromq.toml:2: `store.lease_ms`: 200 ms is less than 300 ms"
+    );
+    assert_eq!(
+        error_of("[store]\nlease_renew_ms = 0\n"),
+        "ferromq.toml:2: `store.lease_renew_ms`: must be at least 1 millisecond"
+    );
+    Ok(())
 }
 
 #[test]

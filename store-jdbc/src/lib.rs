@@ -19,7 +19,7 @@
 //! txn)` one row per reference with the read order as its primary key, `ferromq_queues`,
 //! `ferromq_destinations`, `ferromq_subscriptions`, `ferromq_txns` and `ferromq_txn_acks` the
 //! rest of the contract, `ferromq_state` the next message id and the clean-shutdown flag,
-//! `ferromq_lock` the lease that active/standby brokers will share, and `ferromq_schema` the
+//! `ferromq_lock` the lease that active/standby brokers share ([`Lease`]), and `ferromq_schema` the
 //! schema version. The schema is created at start and migrated by version; a database with
 //! a newer version than this build refuses to start ([`JdbcError::SchemaTooNew`]).
 //!
@@ -55,6 +55,13 @@
 //! redelivered. Failpoints ([`FAILPOINTS`]) sit before the open, before each batch, before
 //! each COMMIT and before each read.
 //!
+//! ## Active/standby: the lease
+//!
+//! [`Lease`] takes, renews and releases the row `ferromq_lock('broker')` on its own
+//! PostgreSQL connection, every time on the database's clock, so that of the brokers sharing
+//! one database exactly one is active (see the `lease` module). SQLite has none: its file is
+//! local to one broker's data directory, whose lock keeps a second broker out.
+//!
 //! ## Crashes and power cuts
 //!
 //! A child process writing with several threads is SIGKILLed six times on one database
@@ -80,6 +87,7 @@
 mod apply;
 pub mod db;
 mod error;
+pub mod lease;
 pub mod schema;
 mod state;
 mod store;
@@ -88,6 +96,7 @@ pub mod url;
 mod writer;
 
 pub use crate::error::JdbcError;
+pub use crate::lease::{Lease, LeaseError, LeaseOptions};
 pub use crate::store::{
     SqlOptions, SqlStats, SqlStore, DEFAULT_MAX_BACKLOG, FAILPOINTS, FAILPOINT_BATCH,
     FAILPOINT_COMMIT, FAILPOINT_OPEN, FAILPOINT_READ,

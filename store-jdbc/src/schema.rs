@@ -48,7 +48,7 @@ pub const BROKER_LOCK: &str = "broker";
 ///   row, and keeps it by renewing before it expires; a standby retries the same statement.
 ///   Like ActiveMQ's lease locker (not its row lock held in an open transaction), a lease
 ///   survives a restarted database and expires on its own when the active broker dies.
-///   Version 1 creates the row unheld; nothing takes it yet.
+///   Version 1 creates the row unheld; [`crate::Lease`] takes it.
 pub const MIGRATIONS: &[&[&str]] = &[&[
     "CREATE TABLE ferromq_msgs (id BIGINT PRIMARY KEY, body {blob} NOT NULL)",
     "CREATE TABLE ferromq_queues (id BIGINT PRIMARY KEY, queue_key {blob} NOT NULL)",

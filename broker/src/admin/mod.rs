@@ -20,7 +20,8 @@
 //! (purge a queue, delete a destination) would become more [`Route`]s with their method,
 //! behind a login. With `[admin] tls`, TLS wraps the accepted stream before
 //! [`serve_connection`] (which takes any byte stream). A standby's endpoint serves
-//! `/api/status` while it waits for the data directory's lock (`AdminState`).
+//! `/api/status` while it waits for the data directory's lock or the PostgreSQL lease
+//! (`AdminState`).
 
 mod client;
 mod metrics;
@@ -56,8 +57,9 @@ pub use crate::transport::ConnectionStats;
 /// What the endpoint reads: the broker's core and connection counters.
 pub(crate) struct AdminState {
     pub name: String,
-    /// The broker's role and since when (milliseconds since the Unix epoch).
-    role: parking_lot::Mutex<(BrokerRole, u64)>,
+    /// The broker's role, since when (milliseconds since the Unix epoch), and while waiting
+    /// what for.
+    role: parking_lot::Mutex<(BrokerRole, u64, Option<String>)>,
     /// Set once the broker serves: before, only `/api/status` answers (a standby's endpoint
     /// runs while it waits for the lock).
     active: std::sync::OnceLock<ActiveBroker>,
@@ -75,14 +77,26 @@ impl AdminState {
     pub fn new(name: &str, role: BrokerRole) -> AdminState {
         AdminState {
             name: name.to_owned(),
-            role: parking_lot::Mutex::new((role, unix_millis())),
+            role: parking_lot::Mutex::new((
+                role,
+                unix_millis(),
+                (role == BrokerRole::Waiting).then(|| model::DATA_DIR_LOCK.to_owned()),
+            )),
             active: std::sync::OnceLock::new(),
         }
     }
 
     /// The broker took `role` now.
     pub fn set_role(&self, role: BrokerRole) {
-        *self.role.lock() = (role, unix_millis());
+        *self.role.lock() = (role, unix_millis(), None);
+    }
+
+    /// The broker waits (as a standby) for `what`; since when it first waited, if it already
+    /// did.
+    pub fn set_waiting(&self, what: String) {
+        let mut role = self.role.lock();
+        let since = if role.0 == BrokerRole::Waiting { role.1 } else { unix_millis() };
+        *role = (BrokerRole::Waiting, since, Some(what));
     }
 
     /// The broker serves: statistics come from `active` from now on.
@@ -92,8 +106,8 @@ impl AdminState {
     }
 
     fn status(&self) -> BrokerStatus {
-        let (role, since_unix_ms) = *self.role.lock();
-        BrokerStatus { name: self.name.clone(), role, since_unix_ms }
+        let (role, since_unix_ms, waiting_for) = self.role.lock().clone();
+        BrokerStatus { name: self.name.clone(), role, since_unix_ms, waiting_for }
     }
 }
 
@@ -296,11 +310,8 @@ async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Ful
     }
     let Some(active) = state.active.get() else {
         let status = state.status();
-        let doing = match status.role {
-            BrokerRole::Waiting => "is a standby, waiting for the data directory's lock",
-            _ => "is starting (recovering its store)",
-        };
-        let message = format!("{} {doing} since {} (Unix ms)", status.name, status.since_unix_ms);
+        let message =
+            format!("{} {} since {} (Unix ms)", status.name, status.doing(), status.since_unix_ms);
         return error(StatusCode::SERVICE_UNAVAILABLE, message);
     };
     match route {

@@ -73,12 +73,35 @@ pub struct ErrorBody {
 pub struct BrokerStatus {
     /// `broker.name`.
     pub name: String,
-    /// `waiting` (a standby waiting for the data directory's lock), `starting` (recovering
+    /// `waiting` (a standby waiting for the data directory's lock or the PostgreSQL lease,
+    /// see `waiting_for`), `starting` (recovering
     /// the store) or `active`.
     pub role: BrokerRole,
     /// When it took that role, in milliseconds since the Unix epoch.
     pub since_unix_ms: u64,
+    /// While `waiting`: what for, `the data directory's lock` or `the PostgreSQL lease (held
+    /// by ...)`. Absent otherwise (and from brokers older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
 }
+
+impl BrokerStatus {
+    /// What a broker that does not serve is doing, for a person: `is a standby, waiting for
+    /// the data directory's lock`, or `is starting (recovering its store)`.
+    pub fn doing(&self) -> String {
+        match self.role {
+            BrokerRole::Waiting => format!(
+                "is a standby, waiting for {}",
+                self.waiting_for.as_deref().unwrap_or(DATA_DIR_LOCK)
+            ),
+            BrokerRole::Starting => "is starting (recovering its store)".to_owned(),
+            BrokerRole::Active => "is active".to_owned(),
+        }
+    }
+}
+
+/// What a standby on a shared data directory waits for.
+pub const DATA_DIR_LOCK: &str = "the data directory's lock";
 
 /// What a broker is doing; see [`BrokerStatus`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

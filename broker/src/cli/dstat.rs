@@ -52,11 +52,7 @@ pub fn run(args: DstatArgs) -> anyhow::Result<()> {
     let since = since(status.since_unix_ms);
     if status.role != BrokerRole::Active {
         // A standby (or a broker still recovering) has no destinations to show yet.
-        let doing = match status.role {
-            BrokerRole::Waiting => "is a standby, waiting for the data directory's lock",
-            _ => "is starting (recovering its store)",
-        };
-        println!("broker {} {doing} since {since}", status.name);
+        println!("broker {} {} since {since}", status.name, status.doing());
         return Ok(());
     }
     // On stderr: stdout keeps ActiveMQ's table alone.

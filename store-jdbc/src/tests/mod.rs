@@ -21,6 +21,7 @@ mod postgres_conformance {
 mod counts;
 mod crash;
 mod failures;
+mod lease;
 
 use store::{MessageStore, QueueKey};
 
