@@ -110,7 +110,10 @@ impl BrokerBuilder {
         // On PostgreSQL the data directory's lock keeps out only brokers on this directory:
         // the database is shared, and its lease decides which broker is active. Taken before
         // the store is opened or recovered and before any connector is bound.
-        let lease = match lease_settings(&config, self.store.is_none(), standby)? {
+        let lease_settings = lease_settings(&config, self.store.is_none(), standby)?;
+        // The store's writes check the lease too (see `SqlOptions::lease_holder`).
+        let lease_holder = lease_settings.as_ref().map(|settings| settings.options.holder.clone());
+        let lease = match lease_settings {
             Some(settings) => Some(crate::lease::take(settings, &admin_state, &shutdown).await?),
             None => None,
         };
@@ -120,7 +123,7 @@ impl BrokerBuilder {
         }
         let store: Arc<dyn MessageStore> = match self.store {
             Some(store) => store,
-            None => open_store(&config).await?,
+            None => open_store(&config, lease_holder).await?,
         };
         // Only a broker that holds its data directory has a temporary store: two brokers must
         // not share one, and an embedded broker without a data directory keeps non-persistent
@@ -273,8 +276,11 @@ fn temp_store(config: &Config) -> Result<Arc<TempStore>, BrokerError> {
     Ok(Arc::new(TempStore::new(limit, opener)))
 }
 
-/// Opens the store the configuration names.
-async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerError> {
+/// Opens the store `[store]` names; on PostgreSQL its writes check `lease_holder`'s lease.
+async fn open_store(
+    config: &Config,
+    lease_holder: Option<String>,
+) -> Result<Arc<dyn MessageStore>, BrokerError> {
     let settings = &config.store;
     Ok(match settings.kind {
         StoreKind::Memory => Arc::new(MemoryStore::new()),
@@ -327,6 +333,7 @@ async fn open_store(config: &Config) -> Result<Arc<dyn MessageStore>, BrokerErro
             let options = SqlOptions {
                 sync: sync_policy(settings),
                 max_size: settings.max_size,
+                lease_holder,
                 ..SqlOptions::default()
             };
             // Connecting, migrating and recovering block: keep them off the async workers.

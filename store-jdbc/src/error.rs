@@ -45,6 +45,10 @@ pub enum JdbcError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// A write was refused because this broker no longer holds the PostgreSQL lease (see
+    /// [`crate::SqlOptions::lease_holder`]): another broker may be active on the database.
+    #[error("this broker no longer holds the lease on the PostgreSQL database {target} (held by {holder}): writes are refused so that only the active broker writes")]
+    LeaseLost { target: String, holder: String },
     /// A row that does not hold what the schema says it must.
     #[error("unexpected data in {table}: {reason}")]
     Corrupt { table: &'static str, reason: String },
@@ -63,6 +67,8 @@ impl From<JdbcError> for StoreError {
             JdbcError::Corrupt { table, reason } => {
                 StoreError::Corrupt { location: format!("table {table}"), reason }
             }
+            // Nothing more may be written through this store: the broker is fencing itself.
+            lost @ JdbcError::LeaseLost { .. } => StoreError::Poisoned { reason: lost.to_string() },
             other => StoreError::Engine(Arc::new(other)),
         }
     }

@@ -36,7 +36,7 @@ use crate::url::Target;
 
 /// The database's clock in milliseconds since the Unix epoch. `clock_timestamp()`, not
 /// `now()`: `now()` is the start of the transaction.
-const DATABASE_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+pub(crate) const DATABASE_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// What a lease is taken with.
 #[derive(Debug, Clone)]

@@ -59,6 +59,13 @@ pub struct SqlOptions {
     pub max_backlog: u64,
     /// The failpoint registry the store consults (tests arm it).
     pub failpoints: Failpoints,
+    /// On PostgreSQL, the holder of the broker's lease (see [`crate::Lease`]): every batch
+    /// then writes only while that lease is valid on the database's clock, checked inside
+    /// the batch's own transaction with the lock row held `FOR SHARE` until it commits (a
+    /// takeover's UPDATE of the row waits for the commit). A write the broker sent before it
+    /// fenced itself but that reaches the database after its lease expired is refused, so
+    /// the two brokers of a pair never both write. `None`: no check (one broker, or SQLite).
+    pub lease_holder: Option<String>,
 }
 
 impl Default for SqlOptions {
@@ -68,6 +75,7 @@ impl Default for SqlOptions {
             max_size: 0,
             max_backlog: DEFAULT_MAX_BACKLOG,
             failpoints: Failpoints::new(),
+            lease_holder: None,
         }
     }
 }
@@ -213,6 +221,10 @@ impl SqlStore {
             last_sync: Instant::now(),
             dirty: false,
             last_size: Some(Instant::now()),
+            lease_holder: match target {
+                Target::Postgres { .. } => options.lease_holder.clone(),
+                _ => None,
+            },
         };
         let handle = std::thread::Builder::new()
             .name("sql-store-writer".into())

@@ -83,6 +83,8 @@ pub struct Writer {
     pub last_sync: Instant,
     pub dirty: bool,
     pub last_size: Option<Instant>,
+    /// See [`crate::SqlOptions::lease_holder`] (PostgreSQL only).
+    pub lease_holder: Option<String>,
 }
 
 /// Why a batch failed, and whether its units may be retried one by one.
@@ -277,6 +279,10 @@ impl Writer {
             error: error.into(),
         };
         db.execute_batch("BEGIN").map_err(statement_failed)?;
+        if let Some(holder) = &self.lease_holder {
+            check_lease(db.as_mut(), holder, &self.target)
+                .map_err(|error| BatchFailure { retry_alone: false, error: error.into() })?;
+        }
         let full = shared.is_full();
         let mut outcomes = Vec::with_capacity(units.len());
         for unit in units {
@@ -356,4 +362,31 @@ impl Writer {
         db.sync()?;
         Ok(())
     }
+}
+
+/// Fails unless `holder` holds a valid lease (on the database's clock), and keeps the lock
+/// row share-locked until the transaction ends, so that no other broker takes the lease
+/// before this batch commits (see [`crate::SqlOptions::lease_holder`]).
+fn check_lease(db: &mut dyn Database, holder: &str, target: &Target) -> Result<(), JdbcError> {
+    let sql = format!(
+        "SELECT holder FROM ferromq_lock WHERE name = ?1 AND holder = ?2 \
+         AND lease_expires_ms > {} FOR SHARE",
+        crate::lease::DATABASE_NOW_MS
+    );
+    let rows = db.query(&sql, &[Param::Text(crate::schema::BROKER_LOCK), Param::Text(holder)])?;
+    if !rows.is_empty() {
+        return Ok(());
+    }
+    let current = db.query(
+        "SELECT holder FROM ferromq_lock WHERE name = ?1",
+        &[Param::Text(crate::schema::BROKER_LOCK)],
+    )?;
+    let holder = match current.first().map(|row| db::column(row, 0, "ferromq_lock")) {
+        Some(Ok(db::Value::Text(current))) if current == holder => {
+            "this broker, but its lease expired".to_owned()
+        }
+        Some(Ok(db::Value::Text(current))) => current.clone(),
+        _ => "nobody".to_owned(),
+    };
+    Err(JdbcError::LeaseLost { target: target.describe(), holder })
 }

@@ -59,6 +59,10 @@ pub fn describe(error: &postgres::Error) -> String {
     text
 }
 
+/// How long the server lets one of our sessions sit idle inside a transaction before it
+/// ends it (see [`PostgresDatabase::connect`]).
+const IDLE_IN_TRANSACTION_MS: u64 = 5_000;
+
 impl PostgresDatabase {
     pub fn connect(
         config: postgres::Config,
@@ -74,8 +78,16 @@ impl PostgresDatabase {
         // PostgreSQL always syncs its WAL itself; `off` lets COMMIT return before the sync
         // (the WAL writer syncs within wal_writer_delay), as the periodic policy allows.
         let synchronous = if durability == Durability::Full { "on" } else { "off" };
+        // A broker that vanishes mid-transaction (its machine lost power, a partition) leaves
+        // its backend holding row locks, the lease row's among them, until the server notices
+        // the dead socket: the TCP keepalive default is two hours, and a standby taking over
+        // would wait that long. ferromq never leaves a transaction idle between statements,
+        // so an idle one is a dead client: the server ends it after a few seconds.
         client
-            .batch_execute(&format!("SET synchronous_commit = {synchronous}"))
+            .batch_execute(&format!(
+                "SET synchronous_commit = {synchronous}; \
+                 SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}"
+            ))
             .map_err(connect_error)?;
         Ok(PostgresDatabase { client, statements: HashMap::new(), display: display.to_string() })
     }

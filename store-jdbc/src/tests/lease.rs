@@ -124,3 +124,42 @@ fn an_unreachable_database_fails_within_the_io_timeout() {
     assert!(matches!(error, LeaseError::Database(_)), "{error}");
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
 }
+
+/// A store opened with `lease_holder` writes only while that lease is valid: once another
+/// broker took it over, a write that reaches the database (sent before the old broker
+/// fenced itself, say) is refused and nothing of it is stored.
+#[test]
+fn a_store_writes_only_while_its_broker_holds_the_lease() {
+    use store::MessageStore;
+
+    use super::{add, ids, message, queue, submit};
+    use crate::{SqlOptions, SqlStore};
+
+    let Some(cluster) = PgCluster::shared() else { return };
+    let url = cluster.create_database();
+    let mut a = lease(&url, "broker-a", 400);
+    a.try_acquire().expect("a free lease is taken");
+    let options = SqlOptions { lease_holder: Some("broker-a".to_owned()), ..SqlOptions::default() };
+    let store = SqlStore::open(&url, std::path::Path::new("/"), options).expect("open");
+    store.recover().expect("recover");
+    let q = queue("FENCED");
+    submit(&store, vec![add(&message(1, &q, 4, 10), &[&q])]).expect("written under the lease");
+
+    std::thread::sleep(Duration::from_millis(600));
+    let error = submit(&store, vec![add(&message(2, &q, 4, 10), &[&q])])
+        .expect_err("written after the lease expired");
+    assert!(error.to_string().contains("this broker, but its lease expired"), "{error}");
+
+    let mut b = lease(&url, "broker-b", 30_000);
+    b.try_acquire().expect("an expired lease is taken over");
+    let error = submit(&store, vec![add(&message(3, &q, 4, 10), &[&q])])
+        .expect_err("written under another broker's lease");
+    assert!(error.to_string().contains("broker-b"), "{error}");
+    assert!(error.to_string().contains("no longer holds the lease"), "{error}");
+    drop(store);
+
+    let reader =
+        SqlStore::open(&url, std::path::Path::new("/"), SqlOptions::default()).expect("open again");
+    reader.recover().expect("recover");
+    assert_eq!(ids(&reader, &q), vec![1], "only the write under the lease is stored");
+}
