@@ -7,15 +7,17 @@ use bytes::Bytes;
 use protocol::stomp::{Command, Frame};
 use tokio::task::JoinSet;
 
+use super::failover::Reconnect;
 use super::report::Histogram;
 use super::{
-    amqp_refusal, no_observer, now_micros, now_millis, thread_label, BrokerUrl, Connection,
-    DestinationName, LoadError, LoadEvent, LoadReport, Meter, Observer, Role, WireProtocol,
-    SENT_AT_PROPERTY,
+    amqp_failover_refusal, amqp_refusal, connection_lost, no_observer, now_micros, now_millis,
+    thread_label, BrokerUrl, Connection, DestinationName, Dialer, LoadError, LoadEvent, LoadReport,
+    Meter, Observer, Role, WireProtocol, SENT_AT_PROPERTY,
 };
 use crate::amqp::{self, AmqpClient};
 use crate::openwire::{
-    Destination, OpenWireClient, OutgoingMessage, Producer, SendMode, Session, SessionMode,
+    Destination, OpenWireClient, OutgoingMessage, Producer, ProducerSettings, SendMode, Session,
+    SessionMode,
 };
 use crate::{ClientError, StompClient};
 
@@ -137,42 +139,59 @@ pub async fn run_producer_observed(
     {
         return Err(refused);
     }
+    if let Some(refused) = amqp_failover_refusal(&options.broker) {
+        return Err(refused);
+    }
     let plan = Arc::new(Plan::new(&options));
+    let failover = options.broker.failover().is_some();
 
     // Connect every thread before the clock starts.
     let mut connecting = JoinSet::new();
     for index in 0..options.parallel_threads {
         let thread = thread_label(options.thread_prefix.as_deref(), "producer", index);
-        let (broker, user, password) =
-            (options.broker.clone(), options.user.clone(), options.password.clone());
+        let dialer = Dialer {
+            broker: options.broker.clone(),
+            user: options.user.clone(),
+            password: options.password.clone(),
+            client_id: None,
+            // Over failover, every connection of the thread announces one connection id,
+            // so that its producer id, and a resent message's id, stay the same.
+            connection_id: failover.then(crate::openwire::new_connection_id),
+            thread,
+        };
         let plan = plan.clone();
         connecting.spawn(async move {
-            let connection = super::connect(&broker, &user, &password, None, &thread).await?;
-            let sender = Sender::open(connection, &plan, index).await.map_err(|source| {
-                LoadError::Connect { thread: thread.clone(), url: broker.to_string(), source }
-            })?;
-            Ok::<_, LoadError>((index, thread, sender))
+            let mut link = Link {
+                reconnect: Reconnect::new(dialer.broker.clone(), dialer.thread.clone()),
+                sender: None,
+                dialer,
+            };
+            link.open(&plan, index, true, 0).await?;
+            Ok::<_, LoadError>((index, link))
         });
     }
     let mut clients = Vec::with_capacity(options.parallel_threads);
     while let Some(joined) = connecting.join_next().await {
         clients.push(joined.map_err(panicked)??);
     }
-    clients.sort_by_key(|(index, _, _)| *index);
+    clients.sort_by_key(|(index, _)| *index);
 
     let start = match &options.meter {
         Some(meter) => meter.mark_start(),
         None => Instant::now(),
     };
     let mut workers = JoinSet::new();
-    for (index, thread, sender) in clients {
+    for (index, mut link) in clients {
+        let thread = link.dialer.thread.clone();
         observer(&LoadEvent::Ready { thread: thread.clone() });
         let (plan, observer) = (plan.clone(), observer.clone());
         workers.spawn(async move {
-            let outcome = produce(&thread, index, &sender, &plan, start).await;
+            let outcome = produce(index, &mut link, &plan, start).await;
             // The messages are confirmed (or the run failed): the goodbye's outcome adds
             // nothing.
-            sender.close().await;
+            if let Some(sender) = link.sender.take() {
+                sender.close().await;
+            }
             let outcome = outcome?;
             observer(&LoadEvent::Finished {
                 thread,
@@ -245,8 +264,15 @@ struct Plan {
     group_id: Option<String>,
     sleep: Duration,
     sync: bool,
+    /// Over failover, asynchronous sends outside transactions wait for a confirmation
+    /// every this many messages, so that a reconnect resends at most that many (they are
+    /// rebuilt from their numbers, so nothing is kept in memory for them).
+    checkpoint: Option<u64>,
     latency_label: Option<&'static str>,
 }
+
+/// Asynchronous sends between confirmations over a failover URL (see `Plan::checkpoint`).
+const FAILOVER_CHECKPOINT: u64 = 1000;
 
 enum Body {
     /// A bytes message, the same for every send.
@@ -293,6 +319,10 @@ impl Plan {
             group_id: options.msg_group_id.clone().filter(|id| !id.is_empty()),
             sleep: options.sleep,
             sync,
+            checkpoint: (options.broker.failover().is_some()
+                && !sync
+                && options.transaction_batch_size == 0)
+                .then_some(FAILOVER_CHECKPOINT),
             latency_label,
         }
     }
@@ -418,10 +448,13 @@ enum Sender {
 impl Sender {
     /// Over OpenWire: a session (transacted with a transaction batch size) and a producer
     /// (for thread `thread`'s destination, or an anonymous one when it has several).
+    /// `last_sequence` is the OpenWire producer sequence to resume after (see
+    /// [`ProducerSettings::last_sequence`]).
     async fn open(
         connection: Connection,
         plan: &Plan,
         thread: usize,
+        last_sequence: i64,
     ) -> Result<Sender, ClientError> {
         match connection {
             Connection::Stomp(client) => Ok(Sender::Stomp(client)),
@@ -436,7 +469,9 @@ impl Sender {
                     [only] => Some(only.openwire.clone()),
                     _ => None,
                 };
-                let producer = session.producer(destination).await?;
+                let settings =
+                    ProducerSettings { destination, last_sequence, ..ProducerSettings::default() };
+                let producer = session.producer_with(settings).await?;
                 Ok(Sender::OpenWire { client, session, producer })
             }
             Connection::Amqp(client) => {
@@ -446,6 +481,14 @@ impl Sender {
                 }
                 Ok(Sender::Amqp { client, links })
             }
+        }
+    }
+
+    /// The OpenWire producer sequence of the last message sent (0 for other protocols).
+    fn last_sequence(&self) -> i64 {
+        match self {
+            Sender::OpenWire { producer, .. } => producer.last_sequence(),
+            Sender::Stomp(_) | Sender::Amqp { .. } => 0,
         }
     }
 
@@ -516,31 +559,74 @@ impl Sender {
     }
 }
 
+/// One thread's connection and what it needs to replace it.
+struct Link {
+    dialer: Dialer,
+    reconnect: Reconnect,
+    /// `None` only while (re)connecting.
+    sender: Option<Sender>,
+}
+
+impl Link {
+    /// Connects (through the failover list, if any) and opens the thread's sender,
+    /// resuming the OpenWire producer sequence after `last_sequence`.
+    async fn open(
+        &mut self,
+        plan: &Plan,
+        thread: usize,
+        startup: bool,
+        last_sequence: i64,
+    ) -> Result<(), LoadError> {
+        let dialer = &self.dialer;
+        let sender = self
+            .reconnect
+            .connect(startup, |endpoint| async move {
+                let connection = dialer.connect(&endpoint).await?;
+                Sender::open(connection, plan, thread, last_sequence).await.map_err(|source| {
+                    LoadError::Connect {
+                        thread: dialer.thread.clone(),
+                        url: endpoint.to_string(),
+                        source,
+                    }
+                })
+            })
+            .await?;
+        self.sender = Some(sender);
+        Ok(())
+    }
+}
+
 /// One thread's sends: `plan.count` messages to each of its destinations, or as many as
 /// fit in `plan.duration`.
+///
+/// Over a failover URL a lost connection is replaced and the sends resume at the first
+/// message not confirmed: synchronous sends resend the one in flight, asynchronous ones
+/// those since the last confirmation, a transaction is replayed whole (the broker rolled
+/// it back). Over OpenWire the resent messages carry their first ids (same connection id,
+/// producer and sequence), so the broker's duplicate detection drops those it had stored;
+/// a replayed transaction gets new ids, since its first ones were rolled back. STOMP
+/// sends have ids the broker gives, so a message stored just before the connection died
+/// can arrive twice (at least once).
 async fn produce(
-    thread: &str,
     thread_index: usize,
-    sender: &Sender,
+    link: &mut Link,
     plan: &Plan,
     start: Instant,
 ) -> Result<Outcome, LoadError> {
+    let thread = link.dialer.thread.clone();
     let targets = plan.targets(thread_index);
     let deadline = plan.duration.map(|duration| start + duration);
     let limit = plan.expected(thread_index);
-    let mut sent = 0;
     let mut latencies = Histogram::default();
     let mut transaction: Option<String> = None;
     let mut transactions = 0u64;
     let mut in_transaction = 0u64;
-    let failed = |sent: u64| {
-        move |source: ClientError| LoadError::Failed {
-            thread: thread.to_owned(),
-            after: sent,
-            source,
-        }
-    };
+    // The next message to send, and how many from the first are confirmed (a synchronous
+    // send's receipt, an asynchronous one's later confirmation, a commit).
     let mut index = 0u64;
+    let mut confirmed = 0u64;
+    // Messages counted in the meter: a resent one is counted once.
+    let mut metered = 0u64;
     loop {
         let last = match deadline {
             // The first send after the time is up is the last: it commits or confirms.
@@ -549,47 +635,74 @@ async fn produce(
             None => index + 1 == limit,
         };
         let target = &targets[(index % targets.len() as u64) as usize];
-        if plan.transaction_batch > 0 && transaction.is_none() {
-            transactions += 1;
-            let id = format!("tx-{transactions}");
-            sender.begin(&id).await.map_err(failed(sent))?;
-            transaction = Some(id);
-        }
-        if plan.sync {
+        let Some(sender) = link.sender.as_ref() else {
+            return Err(LoadError::Aborted(format!("{thread} has no connection")));
+        };
+        let step: Result<(), ClientError> = async {
+            if plan.transaction_batch > 0 && transaction.is_none() {
+                transactions += 1;
+                let id = format!("tx-{transactions}");
+                sender.begin(&id).await?;
+                transaction = Some(id);
+            }
+            // Confirmations come in order: a confirmed send confirms every send before it.
+            let checkpoint = plan.checkpoint.is_some_and(|every| (index + 1) % every == 0);
+            let wait = plan.sync || ((last || checkpoint) && transaction.is_none());
             let asked = Instant::now();
-            sender
-                .send(plan, target, index, transaction.as_deref(), true)
-                .await
-                .map_err(failed(sent))?;
-            if plan.measuring() {
+            sender.send(plan, target, index, transaction.as_deref(), wait).await?;
+            if plan.sync && plan.measuring() {
                 latencies.record(asked.elapsed());
             }
-        } else {
-            // Confirmations come in order: the last one confirms every send before it.
-            let wait = last && transaction.is_none();
-            sender
-                .send(plan, target, index, transaction.as_deref(), wait)
-                .await
-                .map_err(failed(sent))?;
-        }
-        sent += 1;
-        index += 1;
-        if let Some(id) = &transaction {
-            in_transaction += 1;
-            if in_transaction == plan.transaction_batch || last {
-                in_transaction = 0;
-                let asked = Instant::now();
-                sender.commit(id).await.map_err(failed(sent))?;
-                if !plan.sync && plan.measuring() {
-                    latencies.record(asked.elapsed());
+            index += 1;
+            match &transaction {
+                None if wait => confirmed = index,
+                None => {}
+                Some(id) => {
+                    in_transaction += 1;
+                    if in_transaction == plan.transaction_batch || last {
+                        in_transaction = 0;
+                        let asked = Instant::now();
+                        sender.commit(id).await?;
+                        if !plan.sync && plan.measuring() {
+                            latencies.record(asked.elapsed());
+                        }
+                        transaction = None;
+                        confirmed = index;
+                    }
                 }
-                transaction = None;
             }
+            Ok(())
+        }
+        .await;
+        if let Err(error) = step {
+            if !link.reconnect.enabled() || !connection_lost(&error) {
+                return Err(LoadError::Failed { thread, after: confirmed, source: error });
+            }
+            tracing::warn!(thread, %error, resending = index - confirmed,
+                "connection lost; reconnecting through the failover URL");
+            // Outside transactions message N always has producer sequence N + 1, so the
+            // resends get their first ids; a replayed transaction goes on with new ones.
+            let last_sequence = match plan.transaction_batch {
+                0 => i64::try_from(confirmed).unwrap_or(i64::MAX),
+                _ => sender.last_sequence(),
+            };
+            if let Some(lost) = link.sender.take() {
+                // A dead connection closes at once; a hung one must not hold us up.
+                let _ = tokio::time::timeout(Duration::from_secs(1), lost.close()).await;
+            }
+            link.open(plan, thread_index, false, last_sequence).await?;
+            index = confirmed;
+            transaction = None;
+            in_transaction = 0;
+            continue;
         }
         // A message counts once sent (confirmed when the send waits); in a transaction a
         // sampler sees it when sent, as the perf plugin does.
-        if let Some(meter) = &plan.meter {
-            meter.count(thread_index);
+        if index > metered {
+            metered = index;
+            if let Some(meter) = &plan.meter {
+                meter.count(thread_index);
+            }
         }
         if last {
             break;
@@ -598,6 +711,6 @@ async fn produce(
             tokio::time::sleep(plan.sleep).await;
         }
     }
-    let finished = if sent == 0 { start } else { Instant::now() };
-    Ok(Outcome { sent, finished, latencies })
+    let finished = if index == 0 { start } else { Instant::now() };
+    Ok(Outcome { sent: index, finished, latencies })
 }
