@@ -678,7 +678,7 @@ async fn produce(
             if !link.reconnect.enabled() || !connection_lost(&error) {
                 return Err(LoadError::Failed { thread, after: confirmed, source: error });
             }
-            tracing::warn!(thread, %error, resending = index - confirmed,
+            tracing::warn!(thread, %error, resend_from = confirmed,
                 "connection lost; reconnecting through the failover URL");
             // Outside transactions message N always has producer sequence N + 1, so the
             // resends get their first ids; a replayed transaction goes on with new ones.

@@ -1,0 +1,286 @@
+//! ferromq's own load generator on `failover:` URLs, against an active/standby pair of real
+//! `ferromq start` processes on one journal directory (issue 12): the active broker is
+//! SIGKILLed in the middle of a run, the standby takes over, and the run carries on.
+//!
+//! - [`openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once`] and
+//!   [`stomp_load_threads_fail_over_to_the_standby_and_lose_no_confirmed_message`]:
+//!   `client::load` producers (persistent, synchronous sends) and a consumer (client or
+//!   auto acknowledgement) finish their counts; nothing confirmed is left behind, nothing
+//!   counted twice.
+//! - [`perf_keeps_running_through_a_takeover_and_its_samples_show_the_gap`]:
+//!   `ferromq perf` with seed 000's property files over a failover URL.
+//!
+//! Every broker is a [`Process`] (from `common/`), killed when the test ends.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use client::load::{
+    run_consumer, run_producer, BrokerUrl, ConsumerAckMode, ConsumerOptions, DestinationName,
+    LoadReport, Meter, ProducerOptions,
+};
+use common::{free_port, loopback, path_str, temp_dir, Process};
+
+/// How long a load run may take around the takeover (debug builds on two shared cores).
+const RUN_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// The failover options of every test: the list in order, a quick first retry, and a limit
+/// so that a broken takeover fails the test instead of hanging it.
+const FAILOVER_OPTIONS: &str =
+    "randomize=false&initialReconnectDelay=100&maxReconnectDelay=1000&maxReconnectAttempts=60";
+
+/// An active broker and its standby on one data directory, each with one connector of
+/// `scheme` (`tcp` or `stomp`).
+struct Pair {
+    active: Process,
+    standby: Process,
+    active_port: u16,
+    standby_port: u16,
+    scheme: &'static str,
+}
+
+impl Pair {
+    fn start(dir: &Path, scheme: &'static str) -> Pair {
+        let data = dir.join("data");
+        let config = dir.join("standby.toml");
+        // Both are started as standbys: the first finds the lock free and serves at once.
+        std::fs::write(&config, "[broker]\nstandby = true\nlock_retry_ms = 50\n")
+            .unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
+        let start = |name: &str, port: u16| {
+            let connector = format!("{scheme}://127.0.0.1:{port}");
+            let args = [
+                "start",
+                "--config",
+                path_str(&config),
+                "--connector",
+                &connector,
+                "--data-dir",
+                path_str(&data),
+                "--admin-bind",
+                "127.0.0.1:0",
+            ];
+            Process::start(dir, name, &args)
+        };
+        let active_port = free_port();
+        let mut active = start("active", active_port);
+        active.wait_accepting(loopback(active_port));
+        let standby_port = free_port();
+        let mut standby = start("standby", standby_port);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !standby.stderr().contains("waiting as its standby") {
+            assert!(standby.try_status().is_none(), "the standby exited:\n{}", standby.output());
+            assert!(Instant::now() < deadline, "the standby never waited:\n{}", standby.output());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Pair { active, standby, active_port, standby_port, scheme }
+    }
+
+    /// `failover:(A,B)?OPTIONS`.
+    fn failover_url(&self, options: &str) -> String {
+        let (scheme, a, b) = (self.scheme, self.active_port, self.standby_port);
+        format!("failover:({scheme}://127.0.0.1:{a},{scheme}://127.0.0.1:{b})?{options}")
+    }
+
+    /// SIGKILLs the active broker and waits for the standby to serve.
+    fn kill_active_and_wait_for_the_takeover(&mut self) {
+        self.active.kill_9();
+        self.standby.wait_accepting(loopback(self.standby_port));
+        assert!(self.standby.stderr().contains("taking over"), "{}", self.standby.output());
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    // The load threads' warnings (connection lost, reconnected) in the test's output.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("client=debug"))
+        .with_test_writer()
+        .try_init();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Waits until `meter` has counted `count` messages (the run is under way).
+fn wait_for_count(meter: &Meter, count: u64, pair: &Pair) {
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    while meter.grand_total() < count {
+        assert!(
+            Instant::now() < deadline,
+            "the producers sent only {} messages\n{}",
+            meter.grand_total(),
+            pair.active.output()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Producers and one consumer through the takeover; the queue's leftovers after it (read
+/// from the standby alone): messages sent twice that the consumer's count did not need.
+fn run_through_a_takeover(
+    scheme: &'static str,
+    ack_mode: ConsumerAckMode,
+) -> (LoadReport, LoadReport, u64) {
+    let dir = temp_dir();
+    let mut pair = Pair::start(dir.path(), scheme);
+    let url: BrokerUrl = pair.failover_url(FAILOVER_OPTIONS).parse().unwrap_or_else(|e| panic!("{e}"));
+    let queue = DestinationName::queue("failover.load");
+    let (threads, per_thread) = (2, 400u64);
+    let total = threads as u64 * per_thread;
+    let runtime = runtime();
+    let consumer = runtime.spawn(run_consumer(ConsumerOptions {
+        broker: url.clone(),
+        destination: queue.clone(),
+        message_count: total,
+        ack_mode,
+        // A consumer that waits longer than the takeover takes for its next message.
+        receive_timeout: Duration::from_secs(20),
+        ..ConsumerOptions::default()
+    }));
+    // The consumer subscribes first; the queue keeps what comes before anyway.
+    std::thread::sleep(Duration::from_millis(300));
+    let meter = Meter::new(threads);
+    let producer = runtime.spawn(run_producer(ProducerOptions {
+        broker: url,
+        destination: queue.clone(),
+        message_count: per_thread,
+        parallel_threads: threads,
+        persistent: true,
+        sync_send: Some(true),
+        meter: Some(meter.clone()),
+        ..ProducerOptions::default()
+    }));
+    wait_for_count(&meter, total / 4, &pair);
+    pair.kill_active_and_wait_for_the_takeover();
+    let killed_at = meter.grand_total();
+    assert!(killed_at < total, "the producers were done before the kill ({killed_at})");
+    let finish = |handle: tokio::task::JoinHandle<Result<LoadReport, client::load::LoadError>>,
+                  what: &str| {
+        runtime
+            .block_on(async { tokio::time::timeout(RUN_TIMEOUT, handle).await })
+            .unwrap_or_else(|_| panic!("the {what} did not finish\n{}", pair.standby.output()))
+            .unwrap_or_else(|e| panic!("the {what} panicked: {e}"))
+            .unwrap_or_else(|e| panic!("the {what} failed: {e}\n{}", pair.standby.output()))
+    };
+    let produced = finish(producer, "producer");
+    let consumed = finish(consumer, "consumer");
+    // What is left on the standby, read over the same protocol without failover.
+    let standby: BrokerUrl = format!("{scheme}://127.0.0.1:{}", pair.standby_port)
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let leftovers = runtime
+        .block_on(run_consumer(ConsumerOptions {
+            broker: standby,
+            destination: queue,
+            message_count: total,
+            receive_timeout: Duration::from_secs(1),
+            ..ConsumerOptions::default()
+        }))
+        .unwrap_or_else(|e| panic!("draining the standby: {e}"));
+    pair.standby.stop();
+    (produced, consumed, leftovers.messages)
+}
+
+/// Over OpenWire resends keep their message ids and the broker's duplicate detection drops
+/// those it had stored: exactly what was confirmed arrives, once.
+#[test]
+fn openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once() {
+    let (produced, consumed, leftovers) = run_through_a_takeover("tcp", ConsumerAckMode::Client);
+    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
+    // Every confirmed message was counted, none twice (a second count would have left
+    // another message uncounted on the queue).
+    assert_eq!(consumed.messages, 800, "{consumed}");
+    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+}
+
+/// Over STOMP the broker names the messages, so a send whose receipt died with the broker
+/// may be stored twice (at least once): nothing confirmed is lost, nothing counted twice,
+/// and at most one resend per producer thread is left over.
+#[test]
+fn stomp_load_threads_fail_over_to_the_standby_and_lose_no_confirmed_message() {
+    let (produced, consumed, leftovers) = run_through_a_takeover("stomp", ConsumerAckMode::Auto);
+    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
+    assert_eq!(consumed.messages, 800, "{consumed}");
+    assert!(leftovers <= 2, "{leftovers} messages left: more than one resend per producer");
+}
+
+/// Seed 000's `openwire-producer.properties` and `openwire-consumer.properties`.
+const SEED_PRODUCER: &str =
+    include_str!("../../client/src/load/perf/props/seed000/openwire-producer.properties");
+const SEED_CONSUMER: &str =
+    include_str!("../../client/src/load/perf/props/seed000/openwire-consumer.properties");
+const SEED_URL: &str = "tcp://127.0.0.1:61616";
+
+/// The `throughput` of every `<tpdata>` of an XML report, summed over the clients per
+/// sample index.
+fn samples_per_interval(path: &Path) -> Vec<u64> {
+    let xml = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read the report {}: {e}", path.display()));
+    let mut totals: Vec<u64> = Vec::new();
+    for line in xml.lines().filter(|line| line.starts_with("<tpdata ")) {
+        let attribute = |name: &str| -> u64 {
+            let start = line.find(&format!("{name}='")).expect("attribute") + name.len() + 2;
+            let end = line[start..].find('\'').expect("closing quote") + start;
+            line[start..end].parse().expect("a number")
+        };
+        let index = usize::try_from(attribute("index")).expect("an index");
+        if totals.len() <= index {
+            totals.resize(index + 1, 0);
+        }
+        totals[index] += attribute("throughput");
+    }
+    totals
+}
+
+/// `ferromq perf` over `failover:`, the active broker SIGKILLed mid-run: both sides run to
+/// the end, and the producer's samples show the gap (an interval far under the median) and
+/// the recovery after it.
+#[test]
+fn perf_keeps_running_through_a_takeover_and_its_samples_show_the_gap() {
+    let dir = temp_dir();
+    let mut pair = Pair::start(dir.path(), "tcp");
+    // A second between rounds: the standby takes over in a fraction of that, so the gap
+    // spans several 250 ms samples whatever the machine's speed.
+    let url = pair.failover_url(
+        "randomize=false&initialReconnectDelay=1000&useExponentialBackOff=false&\
+         maxReconnectAttempts=30",
+    );
+    let producer_file = dir.path().join("openwire-producer.properties");
+    let consumer_file = dir.path().join("openwire-consumer.properties");
+    std::fs::write(&producer_file, SEED_PRODUCER.replace(SEED_URL, &url)).expect("write");
+    std::fs::write(&consumer_file, SEED_CONSUMER.replace(SEED_URL, &url)).expect("write");
+    let common = ["--set", "sysTest.numClients=2", "--set", "sampler.interval=250"];
+    let mut args =
+        vec!["perf", "consumer", "--props", path_str(&consumer_file), "consumer.recvDuration=6000"];
+    args.extend(common);
+    let mut consumer = Process::start(dir.path(), "consumer", &args);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut args =
+        vec!["perf", "producer", "--props", path_str(&producer_file), "producer.sendDuration=6000"];
+    args.extend(common);
+    let mut producer = Process::start(dir.path(), "producer", &args);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(producer.try_status().is_none(), "perf ended early:\n{}", producer.output());
+    pair.kill_active_and_wait_for_the_takeover();
+    let produced = producer.succeed(RUN_TIMEOUT);
+    consumer.succeed(RUN_TIMEOUT);
+    assert!(producer.stderr().contains("reconnected"), "{}", producer.output());
+    let samples =
+        samples_per_interval(&dir.path().join("reports/JmsProducer_numClients2_numDests1_all.xml"));
+    let mut sorted = samples.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    assert!(median > 0, "no throughput: {samples:?}\n{produced}");
+    // The gap: an interval under a third of the median before the last one (a run's last
+    // interval may be partial), followed by one back to half the median or more.
+    let gap = samples[..samples.len() - 1].iter().position(|&n| n * 3 < median);
+    let gap = gap.unwrap_or_else(|| panic!("no dip in {samples:?} (median {median})"));
+    assert!(
+        samples[gap + 1..].iter().any(|&n| n * 2 >= median),
+        "no recovery after the dip at {gap}: {samples:?} (median {median})"
+    );
+    pair.standby.stop();
+}
