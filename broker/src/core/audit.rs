@@ -58,6 +58,13 @@ fn producer_and_sequence(message_id: &str) -> Option<(&str, i64)> {
     Some((producer, sequence))
 }
 
+/// Whether `message_id` has ActiveMQ's form `ID:<connection>:<session>:<producer>:<sequence>`,
+/// the form the audit judges (a STOMP producer may name its sends so, see
+/// `stomp::mapping::MESSAGE_ID_HEADER`).
+pub fn is_producer_message_id(message_id: &str) -> bool {
+    producer_and_sequence(message_id).is_some()
+}
+
 impl ProducerAudit {
     /// True when `message` repeats one this audit accepted before (same destination,
     /// producer and a sequence not above the highest seen). Otherwise records it and returns

@@ -64,7 +64,7 @@ use std::time::Duration;
 pub use consumer::{run_consumer, run_consumer_observed, ConsumerAckMode, ConsumerOptions};
 pub use failover::{FailoverOptions, FAILOVER_OPTION_NAMES};
 pub use meter::Meter;
-pub use producer::{run_producer, run_producer_observed, ProducerOptions};
+pub use producer::{run_producer, run_producer_observed, ProducerOptions, STOMP_MESSAGE_ID_HEADER};
 pub use report::{Latencies, LoadReport, Role};
 pub use target::{
     BrokerUrl, DestinationKind, DestinationName, Endpoint, WireProtocol, DEFAULT_AMQP_PORT,

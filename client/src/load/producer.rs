@@ -1,5 +1,6 @@
 //! [`ProducerOptions`] and [`run_producer`]: ActiveMQ's `producer` command.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -154,8 +155,9 @@ pub async fn run_producer_observed(
             user: options.user.clone(),
             password: options.password.clone(),
             client_id: None,
-            // Over failover, every connection of the thread announces one connection id,
-            // so that its producer id, and a resent message's id, stay the same.
+            // Over failover, every connection of the thread announces one connection id (and
+            // STOMP sends carry ids made from it), so that a resent message's id stays the
+            // one the broker's duplicate detection saw.
             connection_id: failover.then(crate::openwire::new_connection_id),
             thread,
         };
@@ -430,9 +432,24 @@ struct Outcome {
     latencies: Histogram,
 }
 
+/// The SEND header in which a STOMP producer names its message, in ActiveMQ's id form, so
+/// that ferromq's producer audit recognises a resend (the broker's
+/// `stomp::mapping::MESSAGE_ID_HEADER`; other brokers keep it as a property).
+pub const STOMP_MESSAGE_ID_HEADER: &str = "ferromq-message-id";
+
+/// The ids a STOMP thread gives its sends over a failover URL: `<connection id>:1:1:<n>`,
+/// the form of an OpenWire producer's, numbered like one.
+struct StompIds {
+    connection_id: String,
+    sequence: AtomicI64,
+}
+
 /// One thread's way to send, over the protocol of its connection.
 enum Sender {
-    Stomp(StompClient),
+    Stomp {
+        client: StompClient,
+        ids: Option<StompIds>,
+    },
     OpenWire {
         client: OpenWireClient,
         session: Session,
@@ -448,16 +465,24 @@ enum Sender {
 impl Sender {
     /// Over OpenWire: a session (transacted with a transaction batch size) and a producer
     /// (for thread `thread`'s destination, or an anonymous one when it has several).
-    /// `last_sequence` is the OpenWire producer sequence to resume after (see
-    /// [`ProducerSettings::last_sequence`]).
+    /// `last_sequence` is the producer sequence to resume after (see
+    /// [`ProducerSettings::last_sequence`]); with `connection_id`, STOMP sends carry ids
+    /// made from it.
     async fn open(
         connection: Connection,
         plan: &Plan,
         thread: usize,
+        connection_id: Option<&str>,
         last_sequence: i64,
     ) -> Result<Sender, ClientError> {
         match connection {
-            Connection::Stomp(client) => Ok(Sender::Stomp(client)),
+            Connection::Stomp(client) => {
+                let ids = connection_id.map(|id| StompIds {
+                    connection_id: id.to_owned(),
+                    sequence: AtomicI64::new(last_sequence),
+                });
+                Ok(Sender::Stomp { client, ids })
+            }
             Connection::OpenWire(client) => {
                 let mode = if plan.transaction_batch > 0 {
                     SessionMode::Transacted
@@ -484,11 +509,12 @@ impl Sender {
         }
     }
 
-    /// The OpenWire producer sequence of the last message sent (0 for other protocols).
+    /// The producer sequence of the last message sent (0 when the sends have no ids).
     fn last_sequence(&self) -> i64 {
         match self {
             Sender::OpenWire { producer, .. } => producer.last_sequence(),
-            Sender::Stomp(_) | Sender::Amqp { .. } => 0,
+            Sender::Stomp { ids: Some(ids), .. } => ids.sequence.load(Ordering::Relaxed),
+            Sender::Stomp { ids: None, .. } | Sender::Amqp { .. } => 0,
         }
     }
 
@@ -496,7 +522,7 @@ impl Sender {
     async fn begin(&self, id: &str) -> Result<(), ClientError> {
         match self {
             // Not waited for: an ERROR fails the next request.
-            Sender::Stomp(client) => {
+            Sender::Stomp { client, .. } => {
                 client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
             }
             Sender::OpenWire { .. } | Sender::Amqp { .. } => Ok(()),
@@ -513,8 +539,13 @@ impl Sender {
         wait: bool,
     ) -> Result<(), ClientError> {
         match self {
-            Sender::Stomp(client) => {
-                let frame = plan.frame(target, index, transaction);
+            Sender::Stomp { client, ids } => {
+                let mut frame = plan.frame(target, index, transaction);
+                if let Some(ids) = ids {
+                    let sequence = ids.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+                    let id = format!("{}:1:1:{sequence}", ids.connection_id);
+                    frame.push_header(STOMP_MESSAGE_ID_HEADER, id);
+                }
                 if wait {
                     client.request_receipt(frame).await
                 } else {
@@ -541,7 +572,7 @@ impl Sender {
     /// Commits transaction `id`, waiting for the broker.
     async fn commit(&self, id: &str) -> Result<(), ClientError> {
         match self {
-            Sender::Stomp(client) => client.commit(id).await,
+            Sender::Stomp { client, .. } => client.commit(id).await,
             Sender::OpenWire { session, .. } => session.commit().await,
             // Refused before connecting (`amqp_refusal`).
             Sender::Amqp { .. } => {
@@ -552,7 +583,7 @@ impl Sender {
 
     async fn close(self) {
         match self {
-            Sender::Stomp(client) => Connection::Stomp(client).close().await,
+            Sender::Stomp { client, .. } => Connection::Stomp(client).close().await,
             Sender::OpenWire { client, .. } => Connection::OpenWire(client).close().await,
             Sender::Amqp { client, .. } => Connection::Amqp(client).close().await,
         }
@@ -582,7 +613,8 @@ impl Link {
             .reconnect
             .connect(startup, |endpoint| async move {
                 let connection = dialer.connect(&endpoint).await?;
-                Sender::open(connection, plan, thread, last_sequence).await.map_err(|source| {
+                let ids = dialer.connection_id.as_deref();
+                Sender::open(connection, plan, thread, ids, last_sequence).await.map_err(|source| {
                     LoadError::Connect {
                         thread: dialer.thread.clone(),
                         url: endpoint.to_string(),
@@ -602,11 +634,12 @@ impl Link {
 /// Over a failover URL a lost connection is replaced and the sends resume at the first
 /// message not confirmed: synchronous sends resend the one in flight, asynchronous ones
 /// those since the last confirmation, a transaction is replayed whole (the broker rolled
-/// it back). Over OpenWire the resent messages carry their first ids (same connection id,
-/// producer and sequence), so the broker's duplicate detection drops those it had stored;
-/// a replayed transaction gets new ids, since its first ones were rolled back. STOMP
-/// sends have ids the broker gives, so a message stored just before the connection died
-/// can arrive twice (at least once).
+/// it back). The resent messages carry their first ids (OpenWire: the same connection id,
+/// producer and sequence; STOMP: the same [`STOMP_MESSAGE_ID_HEADER`]), so ferromq's
+/// duplicate detection drops those it had stored. A replayed transaction gets new ids:
+/// its first ones were rolled back, and a broker that outlived the connection still
+/// remembers them. Against a broker without duplicate detection for STOMP (Apache
+/// ActiveMQ), a STOMP message stored just before the connection died arrives twice.
 async fn produce(
     thread_index: usize,
     link: &mut Link,
