@@ -636,10 +636,11 @@ impl Link {
 /// those since the last confirmation, a transaction is replayed whole (the broker rolled
 /// it back). The resent messages carry their first ids (OpenWire: the same connection id,
 /// producer and sequence; STOMP: the same [`STOMP_MESSAGE_ID_HEADER`]), so ferromq's
-/// duplicate detection drops those it had stored. A replayed transaction gets new ids:
-/// its first ones were rolled back, and a broker that outlived the connection still
-/// remembers them. Against a broker without duplicate detection for STOMP (Apache
-/// ActiveMQ), a STOMP message stored just before the connection died arrives twice.
+/// duplicate detection drops those it had stored. A replayed transaction keeps its ids
+/// too: if its commit was done before the connection died, the replay is dropped as a
+/// duplicate; if it was rolled back, the broker's audit forgot them with the rollback.
+/// Against a broker without duplicate detection for STOMP (Apache ActiveMQ), a STOMP
+/// message stored just before the connection died arrives twice.
 async fn produce(
     thread_index: usize,
     link: &mut Link,
@@ -658,6 +659,9 @@ async fn produce(
     // send's receipt, an asynchronous one's later confirmation, a commit).
     let mut index = 0u64;
     let mut confirmed = 0u64;
+    // The producer sequence of the last confirmed message: a resend resumes after it, so
+    // every message gets the id it had the first time.
+    let mut confirmed_sequence = 0i64;
     // Messages counted in the meter: a resent one is counted once.
     let mut metered = 0u64;
     loop {
@@ -688,7 +692,10 @@ async fn produce(
             }
             index += 1;
             match &transaction {
-                None if wait => confirmed = index,
+                None if wait => {
+                    confirmed = index;
+                    confirmed_sequence = sender.last_sequence();
+                }
                 None => {}
                 Some(id) => {
                     in_transaction += 1;
@@ -701,6 +708,7 @@ async fn produce(
                         }
                         transaction = None;
                         confirmed = index;
+                        confirmed_sequence = sender.last_sequence();
                     }
                 }
             }
@@ -713,17 +721,11 @@ async fn produce(
             }
             tracing::warn!(thread, %error, resend_from = confirmed,
                 "connection lost; reconnecting through the failover URL");
-            // Outside transactions message N always has producer sequence N + 1, so the
-            // resends get their first ids; a replayed transaction goes on with new ones.
-            let last_sequence = match plan.transaction_batch {
-                0 => i64::try_from(confirmed).unwrap_or(i64::MAX),
-                _ => sender.last_sequence(),
-            };
             if let Some(lost) = link.sender.take() {
                 // A dead connection closes at once; a hung one must not hold us up.
                 let _ = tokio::time::timeout(Duration::from_secs(1), lost.close()).await;
             }
-            link.open(plan, thread_index, false, last_sequence).await?;
+            link.open(plan, thread_index, false, confirmed_sequence).await?;
             index = confirmed;
             transaction = None;
             in_transaction = 0;
