@@ -171,11 +171,12 @@ fn run_through_a_takeover(load: Load) -> (LoadReport, LoadReport, u64) {
     assert!(killed_at < total, "the producers were done before the kill ({killed_at})");
     let finish = |handle: tokio::task::JoinHandle<Result<LoadReport, client::load::LoadError>>,
                   what: &str| {
-        runtime
-            .block_on(async { tokio::time::timeout(RUN_TIMEOUT, handle).await })
-            .unwrap_or_else(|_| panic!("the {what} did not finish\n{}", pair.standby.output()))
-            .unwrap_or_else(|e| panic!("the {what} panicked: {e}"))
-            .unwrap_or_else(|e| panic!("the {what} failed: {e}\n{}", pair.standby.output()))
+        match runtime.block_on(async { tokio::time::timeout(RUN_TIMEOUT, handle).await }) {
+            Ok(Ok(Ok(report))) => report,
+            Ok(Ok(Err(e))) => panic!("the {what} failed: {e}\n{}", pair.standby.output()),
+            Ok(Err(e)) => panic!("the {what} panicked: {e}"),
+            Err(_) => panic!("the {what} did not finish\n{}", pair.standby.output()),
+        }
     };
     let produced = finish(producer, "producer");
     let consumed = finish(consumer, "consumer");

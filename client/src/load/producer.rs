@@ -683,7 +683,7 @@ async fn produce(
                 transaction = Some(id);
             }
             // Confirmations come in order: a confirmed send confirms every send before it.
-            let checkpoint = plan.checkpoint.is_some_and(|every| (index + 1) % every == 0);
+            let checkpoint = plan.checkpoint.is_some_and(|every| (index + 1).is_multiple_of(every));
             let wait = plan.sync || ((last || checkpoint) && transaction.is_none());
             let asked = Instant::now();
             sender.send(plan, target, index, transaction.as_deref(), wait).await?;
