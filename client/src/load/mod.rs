@@ -9,6 +9,13 @@
 //! `nio://`, the default, as with ActiveMQ's tools), STOMP (`stomp://`) or AMQP 1.0
 //! (`amqp://`), and refuses the others with the reason.
 //!
+//! **Failover.** A `failover:(tcp://a,tcp://b)?options` URL ([`FailoverOptions`], ActiveMQ's
+//! names and defaults) gives each thread a list to reconnect through when its connection is
+//! lost (`failover.rs`); producers resend what was not confirmed with the same message ids,
+//! which the broker's duplicate detection recognises, and consumers subscribe again and do
+//! not count a redelivered message twice (see `produce` and `consume`). OpenWire and STOMP
+//! only.
+//!
 //! **AMQP** goes through [`crate::amqp`], which has neither transactions nor pre-settled
 //! sends: a transaction batch size, a durable subscription or a selector over AMQP is refused
 //! before connecting ([`LoadError::InvalidOptions`]); every send waits for the broker's
