@@ -86,7 +86,16 @@ impl Pair {
 
     /// SIGKILLs the active broker and waits for the standby to serve.
     fn kill_active_and_wait_for_the_takeover(&mut self) {
-        self.active.kill_9();
+        self.stop_active_and_wait_for_the_takeover(false);
+    }
+
+    /// Stops the active broker (SIGTERM if `gracefully`, else SIGKILL) and waits for the
+    /// standby to serve.
+    fn stop_active_and_wait_for_the_takeover(&mut self, gracefully: bool) {
+        match gracefully {
+            true => self.active.stop(),
+            false => self.active.kill_9(),
+        }
         self.standby.wait_accepting(loopback(self.standby_port));
         assert!(self.standby.stderr().contains("taking over"), "{}", self.standby.output());
     }
@@ -127,10 +136,12 @@ struct Load {
     ack_mode: ConsumerAckMode,
     /// Messages per transaction (0: none) on each side.
     transaction_batch: u64,
+    /// SIGTERM instead of SIGKILL.
+    graceful_stop: bool,
 }
 
 fn run_through_a_takeover(load: Load) -> (LoadReport, LoadReport, u64) {
-    let Load { scheme, ack_mode, transaction_batch } = load;
+    let Load { scheme, ack_mode, transaction_batch, graceful_stop } = load;
     let dir = temp_dir();
     let mut pair = Pair::start(dir.path(), scheme);
     let url: BrokerUrl =
@@ -166,7 +177,7 @@ fn run_through_a_takeover(load: Load) -> (LoadReport, LoadReport, u64) {
         ..ProducerOptions::default()
     }));
     wait_for_count(&meter, total / 4, &pair);
-    pair.kill_active_and_wait_for_the_takeover();
+    pair.stop_active_and_wait_for_the_takeover(graceful_stop);
     let killed_at = meter.grand_total();
     assert!(killed_at < total, "the producers were done before the kill ({killed_at})");
     let finish = |handle: tokio::task::JoinHandle<Result<LoadReport, client::load::LoadError>>,
@@ -201,7 +212,12 @@ fn run_through_a_takeover(load: Load) -> (LoadReport, LoadReport, u64) {
 /// those it had stored: exactly what was confirmed arrives, once.
 #[test]
 fn openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once() {
-    let load = Load { scheme: "tcp", ack_mode: ConsumerAckMode::Client, transaction_batch: 0 };
+    let load = Load {
+        scheme: "tcp",
+        ack_mode: ConsumerAckMode::Client,
+        transaction_batch: 0,
+        graceful_stop: false,
+    };
     let (produced, consumed, leftovers) = run_through_a_takeover(load);
     assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
     // Every confirmed message was counted, none twice (a second count would have left
@@ -215,7 +231,12 @@ fn openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once()
 /// the broker's audit); the consumer acknowledges again what came back.
 #[test]
 fn openwire_transactions_are_replayed_whole_through_a_takeover() {
-    let load = Load { scheme: "tcp", ack_mode: ConsumerAckMode::Auto, transaction_batch: 10 };
+    let load = Load {
+        scheme: "tcp",
+        ack_mode: ConsumerAckMode::Auto,
+        transaction_batch: 10,
+        graceful_stop: false,
+    };
     let (produced, consumed, leftovers) = run_through_a_takeover(load);
     assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
     assert_eq!(consumed.messages, 800, "{consumed}");
@@ -226,7 +247,28 @@ fn openwire_transactions_are_replayed_whole_through_a_takeover() {
 /// keeps the name, so the same holds as over OpenWire.
 #[test]
 fn stomp_load_threads_fail_over_to_the_standby_and_count_every_message_once() {
-    let load = Load { scheme: "stomp", ack_mode: ConsumerAckMode::Auto, transaction_batch: 0 };
+    let load = Load {
+        scheme: "stomp",
+        ack_mode: ConsumerAckMode::Auto,
+        transaction_batch: 0,
+        graceful_stop: false,
+    };
+    let (produced, consumed, leftovers) = run_through_a_takeover(load);
+    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
+    assert_eq!(consumed.messages, 800, "{consumed}");
+    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+}
+
+/// A stopped broker (SIGTERM: it answers what it stored, then closes every connection) is
+/// failed over like a dead one.
+#[test]
+fn a_graceful_stop_of_the_active_broker_is_failed_over_too() {
+    let load = Load {
+        scheme: "stomp",
+        ack_mode: ConsumerAckMode::ClientIndividual,
+        transaction_batch: 0,
+        graceful_stop: true,
+    };
     let (produced, consumed, leftovers) = run_through_a_takeover(load);
     assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
     assert_eq!(consumed.messages, 800, "{consumed}");

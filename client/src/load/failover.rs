@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::target::Endpoint;
 use super::{BrokerUrl, LoadError};
+use crate::ClientError;
 
 /// The options of a `failover:(...)?options` URL, with ActiveMQ's names and defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -230,6 +231,7 @@ impl Reconnect {
                         self.last = Some(index);
                         return Ok(connected);
                     }
+                    Err(error) if is_permanent(&error, startup) => return Err(error),
                     Err(error) => {
                         tracing::debug!(thread = %self.thread, broker = %endpoints[index],
                             %error, "connect attempt failed");
@@ -279,6 +281,27 @@ impl Reconnect {
             order.push(last);
         }
         order
+    }
+}
+
+/// Whether trying again cannot help: a broker that refuses the credentials, the
+/// certificate or the selector refuses them the next time too. At startup every refusal
+/// is final (the broker is up and says no); later a refusal may be passing (the client id
+/// or durable subscription still held by the connection that died), so only those three
+/// stop the reconnecting.
+fn is_permanent(error: &LoadError, startup: bool) -> bool {
+    let (LoadError::Connect { source, .. } | LoadError::Subscribe { source, .. }) = error else {
+        return true;
+    };
+    match source {
+        ClientError::Tls { .. } => true,
+        ClientError::Exception { class, .. } => {
+            startup
+                || class.ends_with("SecurityException")
+                || class.ends_with("InvalidSelectorException")
+        }
+        ClientError::ServerError { .. } | ClientError::Refused { .. } => startup,
+        _ => false,
     }
 }
 
@@ -364,6 +387,22 @@ mod tests {
         };
         // 0 still makes one round; the startup limit applies to the first connection only.
         assert_eq!((limited.round_limit(false), limited.round_limit(true)), (Some(1), Some(4)));
+    }
+
+    #[test]
+    fn refusals_stop_reconnecting_where_trying_again_cannot_help() {
+        let connect =
+            |source| LoadError::Connect { thread: "t".into(), url: "tcp://a".into(), source };
+        let exception = |class: &str| {
+            connect(ClientError::Exception { class: class.into(), message: String::new() })
+        };
+        let in_use = || exception("javax.jms.InvalidClientIDException");
+        assert!(is_permanent(&in_use(), true));
+        assert!(!is_permanent(&in_use(), false), "a client id the dead connection held");
+        assert!(is_permanent(&exception("java.lang.SecurityException"), false));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!is_permanent(&connect(refused.into()), true));
+        assert!(!is_permanent(&connect(ClientError::Closed), false));
     }
 
     #[test]

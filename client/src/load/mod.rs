@@ -242,9 +242,11 @@ pub(crate) fn amqp_refusal(broker: &BrokerUrl, asked: &[(bool, &str)]) -> Option
 /// How long connecting and each confirmation may take.
 const TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Whether `error` means the connection is gone (rather than the broker refusing what was
-/// asked): the cases a `failover:` URL reconnects on. A timeout counts: the broker did not
-/// answer in 15 s, and a resend is harmless where duplicate detection absorbs it.
+/// Whether `error` means the connection is gone or unusable (rather than the broker
+/// refusing what was asked): the cases a `failover:` URL reconnects on, as ActiveMQ's
+/// failover transport does on any transport failure. A timeout counts: the broker did not
+/// answer in 15 s, and a resend is harmless where duplicate detection absorbs it; so do
+/// bytes that break the protocol, and OpenWire's ConnectionControl asking the client to go.
 pub(crate) fn connection_lost(error: &ClientError) -> bool {
     matches!(
         error,
@@ -254,6 +256,7 @@ pub(crate) fn connection_lost(error: &ClientError) -> bool {
             | ClientError::Wire(_)
             | ClientError::OpenWire(_)
             | ClientError::Amqp(_)
+            | ClientError::Protocol { .. }
     )
 }
 
