@@ -56,7 +56,7 @@ impl Default for FailoverOptions {
     }
 }
 
-/// The option names [`FailoverOptions::parse`] knows, as the error lists them.
+/// The option names a failover URL may carry, as an unknown option's error lists them.
 pub const FAILOVER_OPTION_NAMES: [&str; 8] = [
     "randomize",
     "initialReconnectDelay",
