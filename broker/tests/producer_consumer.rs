@@ -271,9 +271,20 @@ fn bad_broker_urls_and_options_give_clear_errors() {
         let stderr = refused(dir, "amqp-tx", &args);
         assert!(stderr.contains("a transaction batch size is not supported over AMQP"), "{stderr}");
 
-        let failover = "failover:(tcp://a:61616,tcp://b:61616)";
-        let stderr = refused(dir, "failover", &[command, "--brokerUrl", failover]);
-        assert!(stderr.contains("failover: URLs are not implemented"), "{stderr}");
+        let mixed = "failover:(tcp://a:61616,stomp://b:61613)";
+        let stderr = refused(dir, "failover-mixed", &[command, "--brokerUrl", mixed]);
+        assert!(stderr.contains("the brokers of a failover URL speak one protocol"), "{stderr}");
+        let amqp = "failover:(amqp://a:5672,amqp://b:5672)";
+        let stderr = refused(dir, "failover-amqp", &[command, "--brokerUrl", amqp]);
+        assert!(stderr.contains("failover: over AMQP is not implemented"), "{stderr}");
+        // Nobody at either broker: the attempts allowed, then the last broker's error.
+        let (a, b) = (free_port(), free_port());
+        let nobody = format!(
+            "failover:(tcp://127.0.0.1:{a},tcp://127.0.0.1:{b})?randomize=false&\
+             initialReconnectDelay=10&maxReconnectAttempts=2"
+        );
+        let stderr = refused(dir, "failover-nobody", &[command, "--brokerUrl", &nobody]);
+        assert!(stderr.contains(&format!("cannot connect to tcp://127.0.0.1:{b}")), "{stderr}");
 
         // Nothing listens there: the error names the URL and the reason, over either
         // protocol.

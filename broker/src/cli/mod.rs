@@ -30,8 +30,13 @@ pub struct CommonArgs {
     /// The broker: tcp://HOST:PORT or nio://HOST:PORT for OpenWire (default port 61616),
     /// stomp://HOST:PORT for STOMP (default port 61613), amqp://HOST:PORT for AMQP 1.0
     /// (default port 5672; no transactions or durable subscriptions); over TLS ssl://
-    /// (61617), stomp+ssl:// (61612), amqp+ssl:// or amqps:// (5671). failover: and MQTT URLs
-    /// are refused with the reason.
+    /// (61617), stomp+ssl:// (61612), amqp+ssl:// or amqps:// (5671). Several brokers of one
+    /// protocol (OpenWire or STOMP) as failover:(URL,URL)?OPTIONS, with ActiveMQ's failover
+    /// options randomize, initialReconnectDelay, maxReconnectDelay, useExponentialBackOff,
+    /// backOffMultiplier, maxReconnectAttempts, startupMaxReconnectAttempts and timeout: a
+    /// lost connection is replaced, unconfirmed sends are resent with their message ids (the
+    /// broker's duplicate detection drops copies), consumers subscribe again. MQTT URLs are
+    /// refused with the reason.
     #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
     broker_url: String,
     /// The user name.

@@ -17,7 +17,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use client::load::perf::{
     run_perf, write_reports, CpuRecord, CpuSummary, PerfOutcome, PerfRole, PerfSettings, RunBasis,
 };
-use client::load::{LoadEvent, Meter, Observer, WireProtocol};
+use client::load::{BrokerUrl, Endpoint, LoadEvent, Meter, Observer, WireProtocol};
 
 use super::{load_error, runtime};
 
@@ -49,7 +49,9 @@ struct PerfRunArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// The broker, overriding factory.brokerURL: tcp://HOST:PORT or nio://HOST:PORT
-    /// (OpenWire), stomp://HOST:PORT (STOMP), amqp://HOST:PORT (AMQP 1.0).
+    /// (OpenWire), stomp://HOST:PORT (STOMP), amqp://HOST:PORT (AMQP 1.0), or several
+    /// OpenWire or STOMP brokers as failover:(URL,URL)?OPTIONS (ActiveMQ's failover
+    /// options; a lost connection is replaced and the clients carry on).
     #[arg(long = "broker-url", value_name = "URL")]
     broker_url: Option<String>,
     /// The protocol, overriding the URL's scheme (a port that is the other protocol's
@@ -131,25 +133,43 @@ fn settings(role: PerfRole, args: &PerfRunArgs) -> anyhow::Result<PerfSettings> 
     Ok(PerfSettings::parse(role, file, &overrides)?)
 }
 
-/// The broker URL of `settings` over `protocol`.
+/// The broker URL of `settings` over `protocol`: each broker's scheme replaced (and its
+/// port, where it was the old protocol's default); a failover URL keeps its list and
+/// options.
 fn with_protocol(settings: &PerfSettings, protocol: ProtocolArg) -> anyhow::Result<String> {
     let wanted = match protocol {
         ProtocolArg::Openwire => WireProtocol::OpenWire,
         ProtocolArg::Stomp => WireProtocol::Stomp,
         ProtocolArg::Amqp => WireProtocol::Amqp,
     };
-    let broker = &settings.broker;
-    let mut port = broker.port();
-    if port == broker.protocol().default_port() {
-        port = wanted.default_port();
-    }
-    let scheme = wanted.scheme();
-    let host = if broker.host().contains(':') {
-        format!("[{}]", broker.host())
-    } else {
-        broker.host().to_owned()
+    Ok(rewrite_protocol(&settings.broker, wanted))
+}
+
+fn rewrite_protocol(broker: &BrokerUrl, wanted: WireProtocol) -> String {
+    let rewrite = |endpoint: &Endpoint| {
+        let mut port = endpoint.port();
+        if port == endpoint.protocol().default_port() {
+            port = wanted.default_port();
+        }
+        let scheme = wanted.scheme();
+        let host = endpoint.host();
+        match host.contains(':') {
+            true => format!("{scheme}://[{host}]:{port}"),
+            false => format!("{scheme}://{host}:{port}"),
+        }
     };
-    Ok(format!("{scheme}://{host}:{port}"))
+    let brokers: Vec<String> = broker.endpoints().iter().map(rewrite).collect();
+    if broker.failover().is_none() {
+        return brokers.join(",");
+    }
+    // The options as written, so that the rewritten URL reads like the given one.
+    let options = broker
+        .as_str()
+        .rsplit_once(')')
+        .and_then(|(_, after)| after.strip_prefix('?'))
+        .map(|query| format!("?{query}"))
+        .unwrap_or_default();
+    format!("failover:({}){options}", brokers.join(","))
 }
 
 /// `Running 25 producer clients (JmsProducer0..24) against tcp://... : ...`
@@ -246,4 +266,27 @@ fn print_results(settings: &PerfSettings, outcome: &PerfOutcome) {
 
 fn absolute(path: PathBuf) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(url: &str, wanted: WireProtocol) -> String {
+        rewrite_protocol(&url.parse().unwrap_or_else(|e| panic!("{e}")), wanted)
+    }
+
+    #[test]
+    fn protocol_rewrites_every_broker_of_a_failover_url() {
+        assert_eq!(rewritten("tcp://h", WireProtocol::Stomp), "stomp://h:61613");
+        assert_eq!(rewritten("tcp://[::1]:7000", WireProtocol::Amqp), "amqp://[::1]:7000");
+        assert_eq!(
+            rewritten("failover:(tcp://a:61616,tcp://b:9)?randomize=false", WireProtocol::Stomp),
+            "failover:(stomp://a:61613,stomp://b:9)?randomize=false"
+        );
+        assert_eq!(
+            rewritten("failover:tcp://a,tcp://b", WireProtocol::Stomp),
+            "failover:(stomp://a:61613,stomp://b:61613)"
+        );
+    }
 }

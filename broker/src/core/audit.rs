@@ -58,6 +58,13 @@ fn producer_and_sequence(message_id: &str) -> Option<(&str, i64)> {
     Some((producer, sequence))
 }
 
+/// Whether `message_id` has ActiveMQ's form `ID:<connection>:<session>:<producer>:<sequence>`,
+/// the form the audit judges (a STOMP producer may name its sends so, see
+/// `stomp::mapping::MESSAGE_ID_HEADER`).
+pub fn is_producer_message_id(message_id: &str) -> bool {
+    producer_and_sequence(message_id).is_some()
+}
+
 impl ProducerAudit {
     /// True when `message` repeats one this audit accepted before (same destination,
     /// producer and a sequence not above the highest seen). Otherwise records it and returns
@@ -96,6 +103,26 @@ impl ProducerAudit {
         let _ = self.is_duplicate(message);
     }
 
+    /// Forgets the sends of a rolled-back transaction, so that the producer may send them
+    /// again with the same ids (a client replaying a transaction its lost connection rolled
+    /// back; ActiveMQ's audit rolls back too). A producer's transacted sends are its latest
+    /// (its session has one transaction open at a time), so its highest sequence goes back
+    /// to just below the first of them.
+    pub fn roll_back<'a>(&mut self, messages: impl IntoIterator<Item = &'a Message>) {
+        for message in messages {
+            let Some((producer, sequence)) = producer_and_sequence(&message.message_id) else {
+                continue;
+            };
+            let seen = self
+                .destinations
+                .get_mut(&message.destination)
+                .and_then(|producers| producers.get_mut(producer));
+            if let Some(seen) = seen {
+                seen.sequence = seen.sequence.min(sequence - 1);
+            }
+        }
+    }
+
     /// Forgets a destination's producers when the destination is deleted (temporary
     /// destinations come and go by the thousand with request/reply).
     pub fn forget(&mut self, destination: &Destination) {
@@ -120,6 +147,24 @@ mod tests {
         assert!(audit.is_duplicate(&message("q", "ID:host-1-2-3:1:1:1:2")));
         assert!(audit.is_duplicate(&message("q", "ID:host-1-2-3:1:1:1:1")));
         assert!(!audit.is_duplicate(&message("q", "ID:host-1-2-3:1:1:1:3")));
+    }
+
+    #[test]
+    fn a_rolled_back_transaction_may_be_sent_again_with_its_ids() {
+        let mut audit = ProducerAudit::default();
+        let sends: Vec<Message> =
+            (1..=5).map(|n| message("q", &format!("ID:host-1-2-3:1:1:1:{n}"))).collect();
+        // 1 and 2 committed before; 3 to 5 in the transaction that is rolled back.
+        for sent in &sends {
+            assert!(!audit.is_duplicate(sent));
+        }
+        audit.roll_back(&sends[2..]);
+        assert!(audit.is_duplicate(&sends[1]), "a committed send stays a duplicate");
+        for replayed in &sends[2..] {
+            assert!(!audit.is_duplicate(replayed), "{}", replayed.message_id);
+        }
+        // Unknown producers and other id forms are ignored.
+        audit.roll_back([&message("q", "ID:other-9:1:1:1:1"), &message("q", "stomp-1")]);
     }
 
     #[test]

@@ -42,6 +42,7 @@ use store::{
 pub use advisory::{
     consumer_topic, ADVISORY_CLIENT_ID, ADVISORY_KIND, ADVISORY_SUBJECT, CONSUMER_COUNT,
 };
+pub use audit::is_producer_message_id;
 pub use composite::{CompositeRule, CompositeTarget, Composites};
 use dead_letter::DeadLetters;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};

@@ -181,6 +181,11 @@ impl Core {
     /// Rolls back: nothing sent becomes visible; acknowledged messages are delivered again,
     /// marked redelivered.
     pub fn rollback(&self, transaction: Transaction) -> Completion {
+        // Its sends may come again with the same ids (a client replaying the transaction
+        // after a failover): they are not duplicates of anything stored.
+        let sent = transaction.sends.iter().map(|(_, message, _)| &**message);
+        let scheduled = transaction.scheduled.iter().map(|(message, _)| &**message);
+        self.registry.lock().audit.roll_back(sent.chain(scheduled));
         let completion = if transaction.has_store_records {
             self.store().submit(UnitOfWork::with(Operation::Rollback(transaction.id)))
         } else {

@@ -15,8 +15,18 @@ use store::{
 
 use crate::core::queue::now_millis;
 
+/// A ferromq extension: the message id a STOMP producer gives its SEND, in ActiveMQ's form
+/// `ID:<connection>:<session>:<producer>:<sequence>`, used instead of one the broker makes.
+/// A producer that resends after losing its connection (ferromq's load generator on a
+/// `failover:` URL) sends the same id again, and the producer audit drops the copy the
+/// broker had already stored, as it does for OpenWire's resends. ActiveMQ ignores SEND's
+/// `message-id`, and clients that forward a received MESSAGE copy it, so this is a header
+/// of its own.
+pub const MESSAGE_ID_HEADER: &str = "ferromq-message-id";
+
 /// Headers of a SEND frame that are consumed by the mapping and never become properties.
 const SEND_CONTROL_HEADERS: &[&str] = &[
+    MESSAGE_ID_HEADER,
     "destination",
     "persistent",
     "priority",

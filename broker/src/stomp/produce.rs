@@ -33,11 +33,25 @@ impl Connection {
         }
         let core = self.context.core.clone();
         let id = core.next_message_id();
-        let message_id = format!(
-            "ID:{}-{}:1:1:{}",
-            self.context.id_prefix, self.connection_id, self.next_message_seq
-        );
-        self.next_message_seq += 1;
+        let message_id = match frame.get(mapping::MESSAGE_ID_HEADER) {
+            Some(id) if crate::core::is_producer_message_id(id) => id.to_owned(),
+            Some(id) => {
+                return Err(Fatal(error_frame(&format!(
+                    "invalid {} header `{id}`: expected ActiveMQ's form \
+                     ID:<connection>:<session>:<producer>:<sequence>",
+                    mapping::MESSAGE_ID_HEADER
+                ))))
+            }
+            None => {
+                self.next_message_seq += 1;
+                format!(
+                    "ID:{}-{}:1:1:{}",
+                    self.context.id_prefix,
+                    self.connection_id,
+                    self.next_message_seq - 1
+                )
+            }
+        };
         let mut created = Vec::new();
         let mapped =
             mapping::message_from_send(frame, id, message_id, &mut self.temp_names, &mut created);

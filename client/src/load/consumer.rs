@@ -1,16 +1,19 @@
 //! [`ConsumerOptions`] and [`run_consumer`]: ActiveMQ's `consumer` command.
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use protocol::stomp::{Command, Frame, Version};
 use tokio::task::JoinSet;
 
+use super::failover::Reconnect;
 use super::producer::panicked;
 use super::report::Histogram;
 use super::{
-    amqp_refusal, no_observer, now_micros, thread_label, BrokerUrl, Connection, DestinationName,
-    LoadError, LoadEvent, LoadReport, Meter, Observer, Role, WireProtocol, SENT_AT_PROPERTY,
+    amqp_failover_refusal, amqp_refusal, connection_lost, no_observer, now_micros, thread_label,
+    BrokerUrl, Connection, DestinationName, Dialer, LoadError, LoadEvent, LoadReport, Meter,
+    Observer, Role, WireProtocol, SENT_AT_PROPERTY,
 };
 use crate::amqp::{self, AmqpClient};
 use crate::openwire::{self, Consumer, OpenWireClient, Session, SessionMode, SubscribeOptions};
@@ -166,6 +169,9 @@ impl ConsumerOptions {
         if let Some(refused) = amqp_refusal(&self.broker, &asked) {
             return Err(refused);
         }
+        if let Some(refused) = amqp_failover_refusal(&self.broker) {
+            return Err(refused);
+        }
         if let Some(list) = &self.thread_destinations {
             if list.len() != self.parallel_threads {
                 return invalid(format!(
@@ -218,30 +224,31 @@ pub async fn run_consumer_observed(
         let client_id = options.thread_client_id(index);
         let (options, plan, observer) = (options.clone(), plan.clone(), observer.clone());
         workers.spawn(async move {
-            let connection = super::connect(
-                &options.broker,
-                &options.user,
-                &options.password,
+            let dialer = Dialer {
+                broker: options.broker.clone(),
+                user: options.user.clone(),
+                password: options.password.clone(),
                 client_id,
-                &thread,
-            )
-            .await?;
-            let target = plan.target(index);
-            let durable_name = plan.durable_name(&thread);
-            let mut receiver =
-                Receiver::subscribe(connection, &plan, target, durable_name.as_deref())
-                    .await
-                    .map_err(|source| LoadError::Subscribe {
-                        thread: thread.clone(),
-                        destination: target.name.clone(),
-                        source,
-                    })?;
+                connection_id: None,
+                thread: thread.clone(),
+            };
+            let mut link = Link {
+                reconnect: Reconnect::new(options.broker.clone(), thread.clone()),
+                durable_name: plan.durable_name(&thread),
+                target: index,
+                receiver: None,
+                dialer,
+            };
+            link.open(&plan, true).await?;
             observer(&LoadEvent::Ready { thread: thread.clone() });
-            let outcome = consume(&thread, index, &mut receiver, &plan).await;
+            let outcome = consume(index, &mut link, &plan).await;
             // Closing also releases the messages pushed to us and not counted; a durable
             // subscription stays (closing is not unsubscribing) unless asked to go.
-            let unsubscribe = durable_name.filter(|_| plan.unsubscribe);
-            let closed = receiver.close(unsubscribe.as_deref()).await;
+            let unsubscribe = link.durable_name.filter(|_| plan.unsubscribe);
+            let closed = match link.receiver {
+                Some(receiver) => receiver.close(unsubscribe.as_deref()).await,
+                None => Ok(()),
+            };
             let outcome = outcome?;
             if let Err(source) = closed {
                 return Err(LoadError::Failed { thread, after: outcome.received, source });
@@ -449,6 +456,18 @@ enum Received {
     Stomp(ReceivedMessage),
     OpenWire(Box<openwire::Message>),
     Amqp(Box<amqp::Delivery>),
+}
+
+impl Received {
+    /// The message id, the key under which a thread remembers what it counted.
+    fn id(&self) -> Option<String> {
+        match self {
+            Received::Stomp(message) => message.message_id().map(str::to_owned),
+            Received::OpenWire(message) => message.message_id(),
+            // Failover is refused over AMQP, the only case that needs the id.
+            Received::Amqp(_) => None,
+        }
+    }
 }
 
 impl Receiver {
@@ -673,14 +692,85 @@ impl Outcome {
 /// How long one receive of a timed run waits before looking at the clock again.
 const CLOCK_SLICE: Duration = Duration::from_millis(100);
 
+/// One thread's subscription and what it needs to subscribe again.
+struct Link {
+    dialer: Dialer,
+    reconnect: Reconnect,
+    /// The thread's index, which picks its destination.
+    target: usize,
+    durable_name: Option<String>,
+    /// `None` only while (re)subscribing.
+    receiver: Option<Receiver>,
+}
+
+impl Link {
+    /// Connects (through the failover list, if any) and subscribes: the same
+    /// destination, selector, durable subscription and client id every time.
+    async fn open(&mut self, plan: &Plan, startup: bool) -> Result<(), LoadError> {
+        let (dialer, durable_name) = (&self.dialer, self.durable_name.as_deref());
+        let target = plan.target(self.target);
+        let receiver = self
+            .reconnect
+            .connect(startup, |endpoint| async move {
+                let connection = dialer.connect(&endpoint).await?;
+                Receiver::subscribe(connection, plan, target, durable_name).await.map_err(
+                    |source| LoadError::Subscribe {
+                        thread: dialer.thread.clone(),
+                        destination: target.name.clone(),
+                        source,
+                    },
+                )
+            })
+            .await?;
+        self.receiver = Some(receiver);
+        Ok(())
+    }
+}
+
+/// The ids of the messages a thread counted lately, so that one redelivered after a
+/// reconnect (its acknowledgement lost with the connection) is acknowledged again but not
+/// counted twice. Bounded: a redelivery comes back within the prefetch window of the lost
+/// connection, far fewer than this many messages later.
+#[derive(Default)]
+struct CountedIds {
+    ids: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+/// How many ids [`CountedIds`] keeps.
+const COUNTED_IDS_KEPT: usize = 65_536;
+
+impl CountedIds {
+    fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+
+    fn insert(&mut self, id: String) {
+        if self.ids.insert(id.clone()) {
+            self.order.push_back(id);
+            if self.order.len() > COUNTED_IDS_KEPT {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.ids.remove(&oldest);
+                }
+            }
+        }
+    }
+}
+
+/// What one step of [`consume`] says next.
+enum Next {
+    Receive,
+    Stop,
+}
+
 /// One thread's receives: `plan.count` messages, or all that come until `plan.duration`
 /// after the run's first message.
-async fn consume(
-    thread: &str,
-    thread_index: usize,
-    receiver: &mut Receiver,
-    plan: &Plan,
-) -> Result<Outcome, LoadError> {
+///
+/// Over a failover URL a lost connection is replaced and the thread subscribes again;
+/// what the broker had pushed and not seen acknowledged comes again (to this thread or
+/// another): a message this thread already counted is acknowledged again, not counted.
+async fn consume(thread_index: usize, link: &mut Link, plan: &Plan) -> Result<Outcome, LoadError> {
+    let thread = link.dialer.thread.clone();
     let idle_limit = (!plan.receive_timeout.is_zero()).then_some(plan.receive_timeout);
     let mut outcome = Outcome {
         received: 0,
@@ -695,9 +785,7 @@ async fn consume(
     let mut in_batch = 0u64;
     // Client mode: the last message received and not yet acknowledged.
     let mut unacked: Option<Received> = None;
-    let failed = |after: u64| {
-        move |source: ClientError| LoadError::Failed { thread: thread.to_owned(), after, source }
-    };
+    let mut counted = link.reconnect.enabled().then(CountedIds::default);
     let mut idle_since = Instant::now();
     loop {
         let wait = match plan.duration {
@@ -714,104 +802,158 @@ async fn consume(
                 None => CLOCK_SLICE,
             },
         };
-        if let (Acking::Transacted(_), None) = (plan.acking, &transaction) {
-            transactions += 1;
-            let id = format!("tx-{transactions}");
-            receiver.begin(&id).await.map_err(failed(outcome.received))?;
-            transaction = Some(id);
-        }
-        let message = match receiver.receive(wait).await {
-            Ok(Some(message)) => message,
-            Ok(None) if !receiver.is_closed() => {
-                // A timed run's slice ended: look at the clock (and the idle limit) again.
-                let idle_over = idle_limit.is_some_and(|limit| idle_since.elapsed() >= limit);
-                if plan.duration.is_some() && !idle_over {
-                    continue;
-                }
-                outcome.timed_out = true;
-                break;
-            }
-            Ok(None) => return Err(failed(outcome.received)(ClientError::Closed)),
-            Err(error) => return Err(failed(outcome.received)(error)),
+        let Some(receiver) = link.receiver.as_mut() else {
+            return Err(LoadError::Aborted(format!("{thread} has no subscription")));
         };
-        let now = Instant::now();
-        idle_since = now;
-        plan.start_clock();
-        let measuring = plan.measuring();
-        if plan.end_to_end {
-            if let (Some(sent), true) = (Receiver::sent_at(&message), measuring) {
-                let micros = u64::try_from(now_micros().saturating_sub(sent)).unwrap_or(0);
-                outcome.latencies.record(Duration::from_micros(micros));
+        let step: Result<Next, ClientError> = async {
+            if let (Acking::Transacted(_), None) = (plan.acking, &transaction) {
+                transactions += 1;
+                let id = format!("tx-{transactions}");
+                receiver.begin(&id).await?;
+                transaction = Some(id);
             }
-        } else if plan.acking == Acking::Auto && measuring {
-            if let Some(previous) = outcome.last {
-                outcome.latencies.record(now - previous);
+            let message = match receiver.receive(wait).await {
+                Ok(Some(message)) => message,
+                Ok(None) if !receiver.is_closed() => {
+                    // A timed run's slice ended: look at the clock (and the idle limit)
+                    // again.
+                    let idle_over = idle_limit.is_some_and(|limit| idle_since.elapsed() >= limit);
+                    if plan.duration.is_some() && !idle_over {
+                        return Ok(Next::Receive);
+                    }
+                    outcome.timed_out = true;
+                    return Ok(Next::Stop);
+                }
+                Ok(None) => return Err(ClientError::Closed),
+                Err(error) => return Err(error),
+            };
+            let now = Instant::now();
+            idle_since = now;
+            let id = counted.as_ref().and(message.id());
+            if let (Some(counted), Some(id)) = (&counted, &id) {
+                if counted.contains(id) {
+                    // Counted before the reconnect; its acknowledgement was lost with the
+                    // connection.
+                    match plan.acking {
+                        Acking::Transacted(_) => {
+                            let tx = transaction.as_deref().unwrap_or_default();
+                            receiver.ack_in_transaction(&message, tx).await?;
+                        }
+                        Acking::Auto => receiver.auto_ack(&message, false).await?,
+                        Acking::Cumulative(_) | Acking::Individual => {
+                            receiver.ack(&message).await?
+                        }
+                    }
+                    return Ok(Next::Receive);
+                }
             }
-        }
-        // The waits of acknowledging, unless end-to-end latency is measured instead.
-        let record_waits = measuring && !plan.end_to_end;
-        outcome.first.get_or_insert(now);
-        outcome.received += 1;
-        let received = outcome.received;
-        let last = plan.duration.is_none() && received == plan.count;
-        let fail = failed(received);
-        match plan.acking {
-            Acking::Transacted(batch) => {
-                let id = transaction.as_deref().unwrap_or_default();
-                receiver.ack_in_transaction(&message, id).await.map_err(&fail)?;
-                in_batch += 1;
-                if in_batch == batch || last {
-                    in_batch = 0;
+            plan.start_clock();
+            let measuring = plan.measuring();
+            if plan.end_to_end {
+                if let (Some(sent), true) = (Receiver::sent_at(&message), measuring) {
+                    let micros = u64::try_from(now_micros().saturating_sub(sent)).unwrap_or(0);
+                    outcome.latencies.record(Duration::from_micros(micros));
+                }
+            } else if plan.acking == Acking::Auto && measuring {
+                if let Some(previous) = outcome.last {
+                    outcome.latencies.record(now - previous);
+                }
+            }
+            // The waits of acknowledging, unless end-to-end latency is measured instead.
+            let record_waits = measuring && !plan.end_to_end;
+            outcome.first.get_or_insert(now);
+            outcome.received += 1;
+            if let (Some(counted), Some(id)) = (&mut counted, id) {
+                counted.insert(id);
+            }
+            if let Some(meter) = &plan.meter {
+                meter.count(thread_index);
+            }
+            let last = plan.duration.is_none() && outcome.received == plan.count;
+            match plan.acking {
+                Acking::Transacted(batch) => {
+                    let id = transaction.as_deref().unwrap_or_default();
+                    receiver.ack_in_transaction(&message, id).await?;
+                    in_batch += 1;
+                    if in_batch == batch || last {
+                        in_batch = 0;
+                        let asked = Instant::now();
+                        receiver.commit(id).await?;
+                        if record_waits {
+                            outcome.latencies.record(asked.elapsed());
+                        }
+                        transaction = None;
+                    }
+                }
+                Acking::Auto => receiver.auto_ack(&message, last).await?,
+                Acking::Cumulative(batch) => {
+                    in_batch += 1;
+                    if in_batch == batch || last {
+                        in_batch = 0;
+                        let asked = Instant::now();
+                        receiver.ack(&message).await?;
+                        if record_waits {
+                            outcome.latencies.record(asked.elapsed());
+                        }
+                        unacked = None;
+                    } else {
+                        unacked = Some(message);
+                    }
+                }
+                Acking::Individual => {
                     let asked = Instant::now();
-                    receiver.commit(id).await.map_err(&fail)?;
+                    receiver.ack(&message).await?;
                     if record_waits {
                         outcome.latencies.record(asked.elapsed());
                     }
-                    transaction = None;
                 }
             }
-            Acking::Auto => receiver.auto_ack(&message, last).await.map_err(&fail)?,
-            Acking::Cumulative(batch) => {
-                in_batch += 1;
-                if in_batch == batch || last {
-                    in_batch = 0;
-                    let asked = Instant::now();
-                    receiver.ack(&message).await.map_err(&fail)?;
-                    if record_waits {
-                        outcome.latencies.record(asked.elapsed());
-                    }
-                    unacked = None;
-                } else {
-                    unacked = Some(message);
+            outcome.last = Some(Instant::now());
+            Ok(Next::Receive)
+        }
+        .await;
+        match step {
+            Ok(Next::Receive) => {}
+            Ok(Next::Stop) => break,
+            Err(error) if link.reconnect.enabled() && connection_lost(&error) => {
+                tracing::warn!(%thread, %error, received = outcome.received,
+                    "connection lost; subscribing again through the failover URL");
+                if let Some(lost) = link.receiver.take() {
+                    // A dead connection closes at once; a hung one must not hold us up.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), lost.close(None)).await;
                 }
+                // The broker rolled back the open transaction and forgot what was not
+                // acknowledged: those messages come again, and are acknowledged then.
+                transaction = None;
+                in_batch = 0;
+                unacked = None;
+                link.open(plan, false).await?;
+                idle_since = Instant::now();
+                continue;
             }
-            Acking::Individual => {
-                let asked = Instant::now();
-                receiver.ack(&message).await.map_err(&fail)?;
-                if record_waits {
-                    outcome.latencies.record(asked.elapsed());
-                }
+            Err(source) => {
+                return Err(LoadError::Failed { thread, after: outcome.received, source })
             }
         }
-        if let Some(meter) = &plan.meter {
-            meter.count(thread_index);
-        }
-        outcome.last = Some(Instant::now());
         if !plan.sleep.is_zero() {
             tokio::time::sleep(plan.sleep).await;
         }
     }
     // Stopped by the clock or the receive timeout: settle what was counted.
-    let fail = failed(outcome.received);
+    let failed =
+        |source| LoadError::Failed { thread: thread.clone(), after: outcome.received, source };
+    let Some(receiver) = link.receiver.as_ref() else {
+        return Ok(outcome);
+    };
     if let Some(id) = transaction {
         if outcome.received > 0 {
-            receiver.commit(&id).await.map_err(&fail)?;
+            receiver.commit(&id).await.map_err(failed)?;
         } else {
-            receiver.abort(&id).await.map_err(&fail)?;
+            receiver.abort(&id).await.map_err(failed)?;
         }
     }
     if let Some(message) = unacked {
-        receiver.ack(&message).await.map_err(&fail)?;
+        receiver.ack(&message).await.map_err(failed)?;
     }
     Ok(outcome)
 }

@@ -9,6 +9,13 @@
 //! `nio://`, the default, as with ActiveMQ's tools), STOMP (`stomp://`) or AMQP 1.0
 //! (`amqp://`), and refuses the others with the reason.
 //!
+//! **Failover.** A `failover:(tcp://a,tcp://b)?options` URL ([`FailoverOptions`], ActiveMQ's
+//! names and defaults) gives each thread a list to reconnect through when its connection is
+//! lost (`failover.rs`); producers resend what was not confirmed with the same message ids,
+//! which the broker's duplicate detection recognises, and consumers subscribe again and do
+//! not count a redelivered message twice (see `produce` and `consume`). OpenWire and STOMP
+//! only.
+//!
 //! **AMQP** goes through [`crate::amqp`], which has neither transactions nor pre-settled
 //! sends: a transaction batch size, a durable subscription or a selector over AMQP is refused
 //! before connecting ([`LoadError::InvalidOptions`]); every send waits for the broker's
@@ -51,6 +58,7 @@
 //! An [`Observer`] sees each thread become ready and finish.
 
 mod consumer;
+mod failover;
 mod meter;
 pub mod perf;
 mod producer;
@@ -61,11 +69,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use consumer::{run_consumer, run_consumer_observed, ConsumerAckMode, ConsumerOptions};
+pub use failover::{FailoverOptions, FAILOVER_OPTION_NAMES};
 pub use meter::Meter;
-pub use producer::{run_producer, run_producer_observed, ProducerOptions};
+pub use producer::{run_producer, run_producer_observed, ProducerOptions, STOMP_MESSAGE_ID_HEADER};
 pub use report::{Latencies, LoadReport, Role};
 pub use target::{
-    BrokerUrl, DestinationKind, DestinationName, WireProtocol, DEFAULT_AMQP_PORT,
+    BrokerUrl, DestinationKind, DestinationName, Endpoint, WireProtocol, DEFAULT_AMQP_PORT,
     DEFAULT_OPENWIRE_PORT, DEFAULT_STOMP_PORT,
 };
 
@@ -233,83 +242,134 @@ pub(crate) fn amqp_refusal(broker: &BrokerUrl, asked: &[(bool, &str)]) -> Option
 /// How long connecting and each confirmation may take.
 const TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Opens one thread's connection, trying every address the host resolves to.
-async fn connect(
-    broker: &BrokerUrl,
-    user: &Option<String>,
-    password: &Option<String>,
-    client_id: Option<String>,
-    thread: &str,
-) -> Result<Connection, LoadError> {
-    let failed =
-        |source| LoadError::Connect { thread: thread.to_owned(), url: broker.to_string(), source };
-    match broker.protocol() {
-        WireProtocol::Stomp => {
-            let options = ConnectOptions {
-                login: user.clone(),
-                passcode: password.clone(),
-                client_id,
-                timeout: TIMEOUT,
-                ..ConnectOptions::default()
-            };
-            let client = match broker.uses_tls() {
-                true => {
-                    let stream = tls_stream(broker).await.map_err(failed)?;
-                    StompClient::connect_stream(stream, options).await
-                }
-                false => {
-                    let stream = crate::connect_tcp(broker.host(), broker.port(), TIMEOUT)
-                        .await
-                        .map_err(failed)?;
-                    StompClient::connect_stream(stream, options).await
-                }
-            };
-            Ok(Connection::Stomp(client.map_err(failed)?))
+/// Whether `error` means the connection is gone or unusable (rather than the broker
+/// refusing what was asked): the cases a `failover:` URL reconnects on, as ActiveMQ's
+/// failover transport does on any transport failure. A timeout counts: the broker did not
+/// answer in 15 s, and a resend is harmless where duplicate detection absorbs it; so do
+/// bytes that break the protocol, and OpenWire's ConnectionControl asking the client to go.
+pub(crate) fn connection_lost(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::Io(_)
+            | ClientError::Closed
+            | ClientError::Timeout { .. }
+            | ClientError::Wire(_)
+            | ClientError::OpenWire(_)
+            | ClientError::Amqp(_)
+            | ClientError::Protocol { .. }
+    )
+}
+
+/// What one thread needs to open (and reopen) its connection.
+pub(crate) struct Dialer {
+    pub(crate) broker: BrokerUrl,
+    pub(crate) user: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) client_id: Option<String>,
+    /// The OpenWire connection id every connection of the thread announces (a producer's:
+    /// its message ids then stay those of one producer across reconnects); `None`: a new
+    /// one each time.
+    pub(crate) connection_id: Option<String>,
+    pub(crate) thread: String,
+}
+
+impl Dialer {
+    /// Opens a connection to `endpoint`, trying every address its host resolves to.
+    async fn connect(&self, endpoint: &Endpoint) -> Result<Connection, LoadError> {
+        let failed = |source| LoadError::Connect {
+            thread: self.thread.clone(),
+            url: endpoint.to_string(),
+            source,
+        };
+        let (user, password, client_id) =
+            (self.user.clone(), self.password.clone(), self.client_id.clone());
+        match endpoint.protocol() {
+            WireProtocol::Stomp => {
+                let options = ConnectOptions {
+                    login: user,
+                    passcode: password,
+                    client_id,
+                    timeout: TIMEOUT,
+                    ..ConnectOptions::default()
+                };
+                let client = match endpoint.uses_tls() {
+                    true => {
+                        let stream = self.tls_stream(endpoint).await.map_err(failed)?;
+                        StompClient::connect_stream(stream, options).await
+                    }
+                    false => {
+                        let stream = crate::connect_tcp(endpoint.host(), endpoint.port(), TIMEOUT)
+                            .await
+                            .map_err(failed)?;
+                        StompClient::connect_stream(stream, options).await
+                    }
+                };
+                Ok(Connection::Stomp(client.map_err(failed)?))
+            }
+            WireProtocol::OpenWire => {
+                let options = OpenWireOptions {
+                    user,
+                    password,
+                    client_id,
+                    timeout: TIMEOUT,
+                    connection_id: self.connection_id.clone(),
+                    ..OpenWireOptions::default()
+                };
+                let client = match endpoint.uses_tls() {
+                    true => {
+                        let stream = self.tls_stream(endpoint).await.map_err(failed)?;
+                        OpenWireClient::connect_stream(stream, options).await
+                    }
+                    false => {
+                        OpenWireClient::connect(endpoint.host(), endpoint.port(), options).await
+                    }
+                };
+                Ok(Connection::OpenWire(client.map_err(failed)?))
+            }
+            WireProtocol::Amqp => {
+                // The AMQP container id plays the client id's part (durable subscriptions are
+                // keyed by it).
+                let options = AmqpOptions {
+                    container_id: client_id,
+                    user,
+                    password,
+                    timeout: TIMEOUT,
+                    ..AmqpOptions::default()
+                };
+                let client = match endpoint.uses_tls() {
+                    true => {
+                        let stream = self.tls_stream(endpoint).await.map_err(failed)?;
+                        AmqpClient::connect_stream(stream, options).await
+                    }
+                    false => AmqpClient::connect(endpoint.host(), endpoint.port(), options).await,
+                };
+                Ok(Connection::Amqp(client.map_err(failed)?))
+            }
         }
-        WireProtocol::OpenWire => {
-            let options = OpenWireOptions {
-                user: user.clone(),
-                password: password.clone(),
-                client_id,
-                timeout: TIMEOUT,
-                ..OpenWireOptions::default()
-            };
-            let client = match broker.uses_tls() {
-                true => {
-                    let stream = tls_stream(broker).await.map_err(failed)?;
-                    OpenWireClient::connect_stream(stream, options).await
-                }
-                false => OpenWireClient::connect(broker.host(), broker.port(), options).await,
-            };
-            Ok(Connection::OpenWire(client.map_err(failed)?))
-        }
-        WireProtocol::Amqp => {
-            // The AMQP container id plays the client id's part (durable subscriptions are
-            // keyed by it).
-            let options = AmqpOptions {
-                container_id: client_id,
-                user: user.clone(),
-                password: password.clone(),
-                timeout: TIMEOUT,
-                ..AmqpOptions::default()
-            };
-            let client = match broker.uses_tls() {
-                true => {
-                    let stream = tls_stream(broker).await.map_err(failed)?;
-                    AmqpClient::connect_stream(stream, options).await
-                }
-                false => AmqpClient::connect(broker.host(), broker.port(), options).await,
-            };
-            Ok(Connection::Amqp(client.map_err(failed)?))
-        }
+    }
+
+    /// A TLS connection to `endpoint`, trusting the URL's trust store.
+    async fn tls_stream(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, crate::ClientError> {
+        crate::connect_tls(endpoint.host(), endpoint.port(), self.broker.trust_store(), TIMEOUT)
+            .await
     }
 }
 
-/// A TLS connection to `broker`, trusting its trust store.
-async fn tls_stream(
-    broker: &BrokerUrl,
-) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, crate::ClientError> {
-    crate::connect_tls(broker.host(), broker.port(), broker.trust_store(), TIMEOUT).await
+/// Refuses a failover URL over AMQP: the AMQP client has no way to resend with the same
+/// identity or to resume a subscription, so reconnecting would lose or duplicate silently.
+pub(crate) fn amqp_failover_refusal(broker: &BrokerUrl) -> Option<LoadError> {
+    (broker.protocol() == WireProtocol::Amqp && broker.failover().is_some()).then(|| {
+        LoadError::InvalidUrl {
+            url: broker.to_string(),
+            reason: "failover: over AMQP is not implemented in ferromq's load generator \
+                     (no reconnecting with AMQP's link recovery yet); use one amqp:// URL, or \
+                     failover: over OpenWire (tcp://) or STOMP (stomp://)"
+                .into(),
+        }
+    })
 }
 
 /// Microseconds since the Unix epoch (for [`SENT_AT_PROPERTY`]).

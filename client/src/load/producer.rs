@@ -1,5 +1,6 @@
 //! [`ProducerOptions`] and [`run_producer`]: ActiveMQ's `producer` command.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -7,15 +8,17 @@ use bytes::Bytes;
 use protocol::stomp::{Command, Frame};
 use tokio::task::JoinSet;
 
+use super::failover::Reconnect;
 use super::report::Histogram;
 use super::{
-    amqp_refusal, no_observer, now_micros, now_millis, thread_label, BrokerUrl, Connection,
-    DestinationName, LoadError, LoadEvent, LoadReport, Meter, Observer, Role, WireProtocol,
-    SENT_AT_PROPERTY,
+    amqp_failover_refusal, amqp_refusal, connection_lost, no_observer, now_micros, now_millis,
+    thread_label, BrokerUrl, Connection, DestinationName, Dialer, LoadError, LoadEvent, LoadReport,
+    Meter, Observer, Role, WireProtocol, SENT_AT_PROPERTY,
 };
 use crate::amqp::{self, AmqpClient};
 use crate::openwire::{
-    Destination, OpenWireClient, OutgoingMessage, Producer, SendMode, Session, SessionMode,
+    Destination, OpenWireClient, OutgoingMessage, Producer, ProducerSettings, SendMode, Session,
+    SessionMode,
 };
 use crate::{ClientError, StompClient};
 
@@ -137,42 +140,60 @@ pub async fn run_producer_observed(
     {
         return Err(refused);
     }
+    if let Some(refused) = amqp_failover_refusal(&options.broker) {
+        return Err(refused);
+    }
     let plan = Arc::new(Plan::new(&options));
+    let failover = options.broker.failover().is_some();
 
     // Connect every thread before the clock starts.
     let mut connecting = JoinSet::new();
     for index in 0..options.parallel_threads {
         let thread = thread_label(options.thread_prefix.as_deref(), "producer", index);
-        let (broker, user, password) =
-            (options.broker.clone(), options.user.clone(), options.password.clone());
+        let dialer = Dialer {
+            broker: options.broker.clone(),
+            user: options.user.clone(),
+            password: options.password.clone(),
+            client_id: None,
+            // Over failover, every connection of the thread announces one connection id (and
+            // STOMP sends carry ids made from it), so that a resent message's id stays the
+            // one the broker's duplicate detection saw.
+            connection_id: failover.then(crate::openwire::new_connection_id),
+            thread,
+        };
         let plan = plan.clone();
         connecting.spawn(async move {
-            let connection = super::connect(&broker, &user, &password, None, &thread).await?;
-            let sender = Sender::open(connection, &plan, index).await.map_err(|source| {
-                LoadError::Connect { thread: thread.clone(), url: broker.to_string(), source }
-            })?;
-            Ok::<_, LoadError>((index, thread, sender))
+            let mut link = Link {
+                reconnect: Reconnect::new(dialer.broker.clone(), dialer.thread.clone()),
+                sender: None,
+                dialer,
+            };
+            link.open(&plan, index, true, 0).await?;
+            Ok::<_, LoadError>((index, link))
         });
     }
     let mut clients = Vec::with_capacity(options.parallel_threads);
     while let Some(joined) = connecting.join_next().await {
         clients.push(joined.map_err(panicked)??);
     }
-    clients.sort_by_key(|(index, _, _)| *index);
+    clients.sort_by_key(|(index, _)| *index);
 
     let start = match &options.meter {
         Some(meter) => meter.mark_start(),
         None => Instant::now(),
     };
     let mut workers = JoinSet::new();
-    for (index, thread, sender) in clients {
+    for (index, mut link) in clients {
+        let thread = link.dialer.thread.clone();
         observer(&LoadEvent::Ready { thread: thread.clone() });
         let (plan, observer) = (plan.clone(), observer.clone());
         workers.spawn(async move {
-            let outcome = produce(&thread, index, &sender, &plan, start).await;
+            let outcome = produce(index, &mut link, &plan, start).await;
             // The messages are confirmed (or the run failed): the goodbye's outcome adds
             // nothing.
-            sender.close().await;
+            if let Some(sender) = link.sender.take() {
+                sender.close().await;
+            }
             let outcome = outcome?;
             observer(&LoadEvent::Finished {
                 thread,
@@ -245,8 +266,15 @@ struct Plan {
     group_id: Option<String>,
     sleep: Duration,
     sync: bool,
+    /// Over failover, asynchronous sends outside transactions wait for a confirmation
+    /// every this many messages, so that a reconnect resends at most that many (they are
+    /// rebuilt from their numbers, so nothing is kept in memory for them).
+    checkpoint: Option<u64>,
     latency_label: Option<&'static str>,
 }
+
+/// Asynchronous sends between confirmations over a failover URL (see `Plan::checkpoint`).
+const FAILOVER_CHECKPOINT: u64 = 1000;
 
 enum Body {
     /// A bytes message, the same for every send.
@@ -293,6 +321,10 @@ impl Plan {
             group_id: options.msg_group_id.clone().filter(|id| !id.is_empty()),
             sleep: options.sleep,
             sync,
+            checkpoint: (options.broker.failover().is_some()
+                && !sync
+                && options.transaction_batch_size == 0)
+                .then_some(FAILOVER_CHECKPOINT),
             latency_label,
         }
     }
@@ -400,9 +432,24 @@ struct Outcome {
     latencies: Histogram,
 }
 
+/// The SEND header in which a STOMP producer names its message, in ActiveMQ's id form, so
+/// that ferromq's producer audit recognises a resend (the broker's
+/// `stomp::mapping::MESSAGE_ID_HEADER`; other brokers keep it as a property).
+pub const STOMP_MESSAGE_ID_HEADER: &str = "ferromq-message-id";
+
+/// The ids a STOMP thread gives its sends over a failover URL: `<connection id>:1:1:<n>`,
+/// the form of an OpenWire producer's, numbered like one.
+struct StompIds {
+    connection_id: String,
+    sequence: AtomicI64,
+}
+
 /// One thread's way to send, over the protocol of its connection.
 enum Sender {
-    Stomp(StompClient),
+    Stomp {
+        client: StompClient,
+        ids: Option<StompIds>,
+    },
     OpenWire {
         client: OpenWireClient,
         session: Session,
@@ -418,13 +465,24 @@ enum Sender {
 impl Sender {
     /// Over OpenWire: a session (transacted with a transaction batch size) and a producer
     /// (for thread `thread`'s destination, or an anonymous one when it has several).
+    /// `last_sequence` is the producer sequence to resume after (see
+    /// [`ProducerSettings::last_sequence`]); with `connection_id`, STOMP sends carry ids
+    /// made from it.
     async fn open(
         connection: Connection,
         plan: &Plan,
         thread: usize,
+        connection_id: Option<&str>,
+        last_sequence: i64,
     ) -> Result<Sender, ClientError> {
         match connection {
-            Connection::Stomp(client) => Ok(Sender::Stomp(client)),
+            Connection::Stomp(client) => {
+                let ids = connection_id.map(|id| StompIds {
+                    connection_id: id.to_owned(),
+                    sequence: AtomicI64::new(last_sequence),
+                });
+                Ok(Sender::Stomp { client, ids })
+            }
             Connection::OpenWire(client) => {
                 let mode = if plan.transaction_batch > 0 {
                     SessionMode::Transacted
@@ -436,7 +494,9 @@ impl Sender {
                     [only] => Some(only.openwire.clone()),
                     _ => None,
                 };
-                let producer = session.producer(destination).await?;
+                let settings =
+                    ProducerSettings { destination, last_sequence, ..ProducerSettings::default() };
+                let producer = session.producer_with(settings).await?;
                 Ok(Sender::OpenWire { client, session, producer })
             }
             Connection::Amqp(client) => {
@@ -449,11 +509,20 @@ impl Sender {
         }
     }
 
+    /// The producer sequence of the last message sent (0 when the sends have no ids).
+    fn last_sequence(&self) -> i64 {
+        match self {
+            Sender::OpenWire { producer, .. } => producer.last_sequence(),
+            Sender::Stomp { ids: Some(ids), .. } => ids.sequence.load(Ordering::Relaxed),
+            Sender::Stomp { ids: None, .. } | Sender::Amqp { .. } => 0,
+        }
+    }
+
     /// Starts transaction `id` (OpenWire sessions begin with their first send).
     async fn begin(&self, id: &str) -> Result<(), ClientError> {
         match self {
             // Not waited for: an ERROR fails the next request.
-            Sender::Stomp(client) => {
+            Sender::Stomp { client, .. } => {
                 client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
             }
             Sender::OpenWire { .. } | Sender::Amqp { .. } => Ok(()),
@@ -470,8 +539,13 @@ impl Sender {
         wait: bool,
     ) -> Result<(), ClientError> {
         match self {
-            Sender::Stomp(client) => {
-                let frame = plan.frame(target, index, transaction);
+            Sender::Stomp { client, ids } => {
+                let mut frame = plan.frame(target, index, transaction);
+                if let Some(ids) = ids {
+                    let sequence = ids.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+                    let id = format!("{}:1:1:{sequence}", ids.connection_id);
+                    frame.push_header(STOMP_MESSAGE_ID_HEADER, id);
+                }
                 if wait {
                     client.request_receipt(frame).await
                 } else {
@@ -498,7 +572,7 @@ impl Sender {
     /// Commits transaction `id`, waiting for the broker.
     async fn commit(&self, id: &str) -> Result<(), ClientError> {
         match self {
-            Sender::Stomp(client) => client.commit(id).await,
+            Sender::Stomp { client, .. } => client.commit(id).await,
             Sender::OpenWire { session, .. } => session.commit().await,
             // Refused before connecting (`amqp_refusal`).
             Sender::Amqp { .. } => {
@@ -509,38 +583,87 @@ impl Sender {
 
     async fn close(self) {
         match self {
-            Sender::Stomp(client) => Connection::Stomp(client).close().await,
+            Sender::Stomp { client, .. } => Connection::Stomp(client).close().await,
             Sender::OpenWire { client, .. } => Connection::OpenWire(client).close().await,
             Sender::Amqp { client, .. } => Connection::Amqp(client).close().await,
         }
     }
 }
 
+/// One thread's connection and what it needs to replace it.
+struct Link {
+    dialer: Dialer,
+    reconnect: Reconnect,
+    /// `None` only while (re)connecting.
+    sender: Option<Sender>,
+}
+
+impl Link {
+    /// Connects (through the failover list, if any) and opens the thread's sender,
+    /// resuming the OpenWire producer sequence after `last_sequence`.
+    async fn open(
+        &mut self,
+        plan: &Plan,
+        thread: usize,
+        startup: bool,
+        last_sequence: i64,
+    ) -> Result<(), LoadError> {
+        let dialer = &self.dialer;
+        let sender = self
+            .reconnect
+            .connect(startup, |endpoint| async move {
+                let connection = dialer.connect(&endpoint).await?;
+                let ids = dialer.connection_id.as_deref();
+                Sender::open(connection, plan, thread, ids, last_sequence).await.map_err(|source| {
+                    LoadError::Connect {
+                        thread: dialer.thread.clone(),
+                        url: endpoint.to_string(),
+                        source,
+                    }
+                })
+            })
+            .await?;
+        self.sender = Some(sender);
+        Ok(())
+    }
+}
+
 /// One thread's sends: `plan.count` messages to each of its destinations, or as many as
 /// fit in `plan.duration`.
+///
+/// Over a failover URL a lost connection is replaced and the sends resume at the first
+/// message not confirmed: synchronous sends resend the one in flight, asynchronous ones
+/// those since the last confirmation, a transaction is replayed whole (the broker rolled
+/// it back). The resent messages carry their first ids (OpenWire: the same connection id,
+/// producer and sequence; STOMP: the same [`STOMP_MESSAGE_ID_HEADER`]), so ferromq's
+/// duplicate detection drops those it had stored. A replayed transaction keeps its ids
+/// too: if its commit was done before the connection died, the replay is dropped as a
+/// duplicate; if it was rolled back, the broker's audit forgot them with the rollback.
+/// Against a broker without duplicate detection for STOMP (Apache ActiveMQ), a STOMP
+/// message stored just before the connection died arrives twice.
 async fn produce(
-    thread: &str,
     thread_index: usize,
-    sender: &Sender,
+    link: &mut Link,
     plan: &Plan,
     start: Instant,
 ) -> Result<Outcome, LoadError> {
+    let thread = link.dialer.thread.clone();
     let targets = plan.targets(thread_index);
     let deadline = plan.duration.map(|duration| start + duration);
     let limit = plan.expected(thread_index);
-    let mut sent = 0;
     let mut latencies = Histogram::default();
     let mut transaction: Option<String> = None;
     let mut transactions = 0u64;
     let mut in_transaction = 0u64;
-    let failed = |sent: u64| {
-        move |source: ClientError| LoadError::Failed {
-            thread: thread.to_owned(),
-            after: sent,
-            source,
-        }
-    };
+    // The next message to send, and how many from the first are confirmed (a synchronous
+    // send's receipt, an asynchronous one's later confirmation, a commit).
     let mut index = 0u64;
+    let mut confirmed = 0u64;
+    // The producer sequence of the last confirmed message: a resend resumes after it, so
+    // every message gets the id it had the first time.
+    let mut confirmed_sequence = 0i64;
+    // Messages counted in the meter: a resent one is counted once.
+    let mut metered = 0u64;
     loop {
         let last = match deadline {
             // The first send after the time is up is the last: it commits or confirms.
@@ -549,47 +672,72 @@ async fn produce(
             None => index + 1 == limit,
         };
         let target = &targets[(index % targets.len() as u64) as usize];
-        if plan.transaction_batch > 0 && transaction.is_none() {
-            transactions += 1;
-            let id = format!("tx-{transactions}");
-            sender.begin(&id).await.map_err(failed(sent))?;
-            transaction = Some(id);
-        }
-        if plan.sync {
+        let Some(sender) = link.sender.as_ref() else {
+            return Err(LoadError::Aborted(format!("{thread} has no connection")));
+        };
+        let step: Result<(), ClientError> = async {
+            if plan.transaction_batch > 0 && transaction.is_none() {
+                transactions += 1;
+                let id = format!("tx-{transactions}");
+                sender.begin(&id).await?;
+                transaction = Some(id);
+            }
+            // Confirmations come in order: a confirmed send confirms every send before it.
+            let checkpoint = plan.checkpoint.is_some_and(|every| (index + 1).is_multiple_of(every));
+            let wait = plan.sync || ((last || checkpoint) && transaction.is_none());
             let asked = Instant::now();
-            sender
-                .send(plan, target, index, transaction.as_deref(), true)
-                .await
-                .map_err(failed(sent))?;
-            if plan.measuring() {
+            sender.send(plan, target, index, transaction.as_deref(), wait).await?;
+            if plan.sync && plan.measuring() {
                 latencies.record(asked.elapsed());
             }
-        } else {
-            // Confirmations come in order: the last one confirms every send before it.
-            let wait = last && transaction.is_none();
-            sender
-                .send(plan, target, index, transaction.as_deref(), wait)
-                .await
-                .map_err(failed(sent))?;
-        }
-        sent += 1;
-        index += 1;
-        if let Some(id) = &transaction {
-            in_transaction += 1;
-            if in_transaction == plan.transaction_batch || last {
-                in_transaction = 0;
-                let asked = Instant::now();
-                sender.commit(id).await.map_err(failed(sent))?;
-                if !plan.sync && plan.measuring() {
-                    latencies.record(asked.elapsed());
+            index += 1;
+            match &transaction {
+                None if wait => {
+                    confirmed = index;
+                    confirmed_sequence = sender.last_sequence();
                 }
-                transaction = None;
+                None => {}
+                Some(id) => {
+                    in_transaction += 1;
+                    if in_transaction == plan.transaction_batch || last {
+                        in_transaction = 0;
+                        let asked = Instant::now();
+                        sender.commit(id).await?;
+                        if !plan.sync && plan.measuring() {
+                            latencies.record(asked.elapsed());
+                        }
+                        transaction = None;
+                        confirmed = index;
+                        confirmed_sequence = sender.last_sequence();
+                    }
+                }
             }
+            Ok(())
+        }
+        .await;
+        if let Err(error) = step {
+            if !link.reconnect.enabled() || !connection_lost(&error) {
+                return Err(LoadError::Failed { thread, after: confirmed, source: error });
+            }
+            tracing::warn!(thread, %error, resend_from = confirmed,
+                "connection lost; reconnecting through the failover URL");
+            if let Some(lost) = link.sender.take() {
+                // A dead connection closes at once; a hung one must not hold us up.
+                let _ = tokio::time::timeout(Duration::from_secs(1), lost.close()).await;
+            }
+            link.open(plan, thread_index, false, confirmed_sequence).await?;
+            index = confirmed;
+            transaction = None;
+            in_transaction = 0;
+            continue;
         }
         // A message counts once sent (confirmed when the send waits); in a transaction a
         // sampler sees it when sent, as the perf plugin does.
-        if let Some(meter) = &plan.meter {
-            meter.count(thread_index);
+        if index > metered {
+            metered = index;
+            if let Some(meter) = &plan.meter {
+                meter.count(thread_index);
+            }
         }
         if last {
             break;
@@ -598,6 +746,6 @@ async fn produce(
             tokio::time::sleep(plan.sleep).await;
         }
     }
-    let finished = if sent == 0 { start } else { Instant::now() };
-    Ok(Outcome { sent, finished, latencies })
+    let finished = if index == 0 { start } else { Instant::now() };
+    Ok(Outcome { sent: index, finished, latencies })
 }

@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use super::failover::FailoverOptions;
 use super::LoadError;
 
 /// The STOMP port ActiveMQ and ferromq listen on by default, used when a `stomp://` URL has
@@ -59,28 +60,18 @@ impl WireProtocol {
     }
 }
 
-/// A broker to connect to, parsed from an ActiveMQ-style URL such as
-/// `tcp://localhost:61616` or `stomp://127.0.0.1:61613`.
-///
-/// `tcp://` and `nio://` are OpenWire, `stomp://` and `stomp+nio://` STOMP, `amqp://` and
-/// `amqp+nio://` AMQP 1.0 (the `nio` forms are the same protocol on the wire; they name a
-/// server-side transport). Over TLS: `ssl://` and `nio+ssl://` (OpenWire, port 61617),
-/// `stomp+ssl://` (61612), `amqp+ssl://` and `amqps://` (5671); the broker's certificate is
-/// checked against [`trust_store`](Self::trust_store), else the system's authorities.
-/// Everything else an ActiveMQ user may type is refused with the reason: `failover:(...)`,
-/// MQTT, `vm://`. URL options (`?name=value`) are refused too, since the client implements
-/// none of them.
+/// One broker address: protocol, host, port and whether over TLS, parsed from an
+/// ActiveMQ-style URL such as `tcp://localhost:61616` or `stomp://127.0.0.1:61613`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerUrl {
+pub struct Endpoint {
     text: String,
     protocol: WireProtocol,
     host: String,
     port: u16,
     tls: bool,
-    trust_store: Option<PathBuf>,
 }
 
-impl BrokerUrl {
+impl Endpoint {
     /// The protocol the scheme names.
     pub fn protocol(&self) -> WireProtocol {
         self.protocol
@@ -96,14 +87,82 @@ impl BrokerUrl {
         self.port
     }
 
+    /// Whether connections are TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The URL as it was given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A broker to connect to: one [`Endpoint`] (`tcp://localhost:61616`), or several behind
+/// ActiveMQ's failover syntax (`failover:(tcp://a:61616,tcp://b:61616)?randomize=false`,
+/// or without parentheses and options `failover:tcp://a:61616,tcp://b:61616`), with its
+/// [`FailoverOptions`].
+///
+/// `tcp://` and `nio://` are OpenWire, `stomp://` and `stomp+nio://` STOMP, `amqp://` and
+/// `amqp+nio://` AMQP 1.0 (the `nio` forms are the same protocol on the wire; they name a
+/// server-side transport). Over TLS: `ssl://` and `nio+ssl://` (OpenWire, port 61617),
+/// `stomp+ssl://` (61612), `amqp+ssl://` and `amqps://` (5671); the broker's certificate is
+/// checked against [`trust_store`](Self::trust_store) (for every endpoint), else the
+/// system's authorities. The endpoints of a failover URL speak one protocol. Everything
+/// else an ActiveMQ user may type is refused with the reason: `discovery:`, `fanout:`,
+/// MQTT, `vm://`. Options of a single URL (`?name=value`) are refused too, since the client
+/// implements none of them; a failover URL's options are ActiveMQ's failover options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerUrl {
+    text: String,
+    /// Never empty; one unless `failover` is set.
+    endpoints: Vec<Endpoint>,
+    failover: Option<FailoverOptions>,
+    trust_store: Option<PathBuf>,
+}
+
+impl BrokerUrl {
+    /// The protocol of every endpoint.
+    pub fn protocol(&self) -> WireProtocol {
+        self.first().protocol
+    }
+
+    /// The first endpoint's host (for a failover URL, the first of the list).
+    pub fn host(&self) -> &str {
+        &self.first().host
+    }
+
+    /// The first endpoint's port (for a failover URL, the first of the list).
+    pub fn port(&self) -> u16 {
+        self.first().port
+    }
+
     /// The URL as it was given.
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
-    /// Whether connections are TLS.
+    /// Whether connections are TLS (the first endpoint's; a failover URL may mix TLS and
+    /// plain endpoints of one protocol, as ActiveMQ allows).
     pub fn uses_tls(&self) -> bool {
-        self.tls
+        self.first().tls
+    }
+
+    /// The brokers, in the URL's order: one, or those of a failover URL.
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// The failover options of a `failover:` URL; `None` for a single broker (no
+    /// reconnecting: a lost connection fails the run).
+    pub fn failover(&self) -> Option<&FailoverOptions> {
+        self.failover.as_ref()
     }
 
     /// The PEM file of the authorities a TLS broker's certificate must chain to; `None`: the
@@ -112,23 +171,33 @@ impl BrokerUrl {
         self.trust_store.as_deref()
     }
 
-    /// This URL with `trust_store` as its trust store (the tools' `--trustStore`, perf's
-    /// `factory.trustStore`).
+    /// This URL with `trust_store` as its trust store, for every endpoint (the tools'
+    /// `--trustStore`, perf's `factory.trustStore`).
     pub fn with_trust_store(mut self, trust_store: Option<PathBuf>) -> BrokerUrl {
         self.trust_store = trust_store;
         self
+    }
+
+    fn first(&self) -> &Endpoint {
+        // `endpoints` is never empty: every constructor puts one in.
+        &self.endpoints[0]
     }
 }
 
 impl Default for BrokerUrl {
     /// `tcp://localhost:61616`: OpenWire to a broker on this machine, ActiveMQ's default.
     fn default() -> BrokerUrl {
+        let text = format!("tcp://localhost:{DEFAULT_OPENWIRE_PORT}");
         BrokerUrl {
-            text: format!("tcp://localhost:{DEFAULT_OPENWIRE_PORT}"),
-            protocol: WireProtocol::OpenWire,
-            host: "localhost".to_owned(),
-            port: DEFAULT_OPENWIRE_PORT,
-            tls: false,
+            endpoints: vec![Endpoint {
+                text: text.clone(),
+                protocol: WireProtocol::OpenWire,
+                host: "localhost".to_owned(),
+                port: DEFAULT_OPENWIRE_PORT,
+                tls: false,
+            }],
+            text,
+            failover: None,
             trust_store: None,
         }
     }
@@ -150,49 +219,121 @@ impl FromStr for BrokerUrl {
             return Err(refuse(format!("the URL is empty; {USE_INSTEAD}")));
         }
         let lower = trimmed.to_ascii_lowercase();
-        for composite in ["failover:", "discovery:", "fanout:", "static:", "multicast:"] {
+        if lower.starts_with("failover:") {
+            let (endpoints, failover) =
+                parse_failover(&trimmed["failover:".len()..]).map_err(refuse)?;
+            return Ok(BrokerUrl {
+                text: trimmed.to_owned(),
+                endpoints,
+                failover: Some(failover),
+                trust_store: None,
+            });
+        }
+        for composite in ["discovery:", "fanout:", "static:", "multicast:"] {
             if lower.starts_with(composite) {
                 let scheme = composite.trim_end_matches(':');
                 return Err(refuse(format!(
-                    "{scheme}: URLs are not implemented in ferromq's client yet; give one \
-                     broker URL such as tcp://host:61616"
+                    "{scheme}: URLs are not implemented in ferromq's client; give one broker \
+                     URL such as tcp://host:61616, or several as failover:(tcp://a:61616,tcp://b:61616)"
                 )));
             }
         }
-        let Some((scheme, rest)) = trimmed.split_once("://") else {
-            return Err(refuse(format!(
-                "expected SCHEME://HOST:PORT, for example tcp://127.0.0.1:{DEFAULT_OPENWIRE_PORT}"
-            )));
-        };
-        let (protocol, tls) = check_scheme(&scheme.to_ascii_lowercase()).map_err(refuse)?;
-        let (authority, query) = match rest.split_once('?') {
-            Some((authority, query)) => (authority, Some(query)),
-            None => (rest, None),
-        };
-        if let Some(query) = query.filter(|q| !q.is_empty()) {
-            return Err(refuse(format!(
-                "URL options are not implemented in ferromq's client yet (got `?{query}`); \
-                 remove them"
-            )));
-        }
-        let authority = authority.strip_suffix('/').unwrap_or(authority);
-        if authority.contains('/') {
-            return Err(refuse("a broker URL has no path; expected SCHEME://HOST:PORT".into()));
-        }
-        if authority.contains('@') {
-            return Err(refuse(
-                "credentials do not go in the URL; use --user and --password".into(),
-            ));
-        }
-        let default_port = match (tls, protocol) {
-            (false, protocol) => protocol.default_port(),
-            (true, WireProtocol::OpenWire) => DEFAULT_TLS_PORTS.0,
-            (true, WireProtocol::Stomp) => DEFAULT_TLS_PORTS.1,
-            (true, WireProtocol::Amqp) => DEFAULT_TLS_PORTS.2,
-        };
-        let (host, port) = split_host_port(authority, default_port).map_err(refuse)?;
-        Ok(BrokerUrl { text: trimmed.to_owned(), protocol, host, port, tls, trust_store: None })
+        let endpoint = parse_endpoint(trimmed).map_err(refuse)?;
+        Ok(BrokerUrl {
+            text: trimmed.to_owned(),
+            endpoints: vec![endpoint],
+            failover: None,
+            trust_store: None,
+        })
     }
+}
+
+/// The endpoints and options of a failover URL after `failover:`: `(uri,uri)?options`,
+/// `//(uri,uri)?options` or `uri,uri`.
+fn parse_failover(rest: &str) -> Result<(Vec<Endpoint>, FailoverOptions), String> {
+    let rest = rest.trim();
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    if rest.to_ascii_lowercase().contains("failover:") {
+        return Err("a failover URL cannot nest another".into());
+    }
+    let (list, query) = match rest.strip_prefix('(') {
+        Some(inside) => {
+            let Some((list, after)) = inside.split_once(')') else {
+                return Err("unclosed `(`; expected failover:(URI,URI)?OPTIONS".into());
+            };
+            let query = match after {
+                "" => "",
+                _ => after.strip_prefix('?').ok_or_else(|| {
+                    format!("unexpected `{after}` after `)`; expected ?NAME=VALUE&...")
+                })?,
+            };
+            (list, query)
+        }
+        // As in ActiveMQ, without parentheses there is no place for failover options: a
+        // `?` belongs to the last URI (and is refused there).
+        None => (rest, ""),
+    };
+    let mut endpoints: Vec<Endpoint> = Vec::new();
+    for uri in list.split(',').map(str::trim) {
+        if uri.is_empty() {
+            return Err("an empty broker URI in the list; expected failover:(URI,URI)".into());
+        }
+        let endpoint = parse_endpoint(uri).map_err(|reason| {
+            let hint = if uri.contains('?') && !rest.starts_with('(') {
+                " (failover options go after parentheses: failover:(URI,URI)?randomize=false)"
+            } else {
+                ""
+            };
+            format!("`{uri}`: {reason}{hint}")
+        })?;
+        if let Some(first) = endpoints.first() {
+            if first.protocol != endpoint.protocol {
+                return Err(format!(
+                    "the brokers of a failover URL speak one protocol; `{first}` is {:?} and \
+                     `{endpoint}` is {:?}",
+                    first.protocol, endpoint.protocol
+                ));
+            }
+        }
+        endpoints.push(endpoint);
+    }
+    let failover = FailoverOptions::parse(query)?;
+    Ok((endpoints, failover))
+}
+
+/// One broker URI: `SCHEME://HOST[:PORT][/]`.
+fn parse_endpoint(trimmed: &str) -> Result<Endpoint, String> {
+    let Some((scheme, rest)) = trimmed.split_once("://") else {
+        return Err(format!(
+            "expected SCHEME://HOST:PORT, for example tcp://127.0.0.1:{DEFAULT_OPENWIRE_PORT}"
+        ));
+    };
+    let (protocol, tls) = check_scheme(&scheme.to_ascii_lowercase())?;
+    let (authority, query) = match rest.split_once('?') {
+        Some((authority, query)) => (authority, Some(query)),
+        None => (rest, None),
+    };
+    if let Some(query) = query.filter(|q| !q.is_empty()) {
+        return Err(format!(
+            "URL options are not implemented in ferromq's client yet (got `?{query}`); \
+             remove them"
+        ));
+    }
+    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    if authority.contains('/') {
+        return Err("a broker URL has no path; expected SCHEME://HOST:PORT".into());
+    }
+    if authority.contains('@') {
+        return Err("credentials do not go in the URL; use --user and --password".into());
+    }
+    let default_port = match (tls, protocol) {
+        (false, protocol) => protocol.default_port(),
+        (true, WireProtocol::OpenWire) => DEFAULT_TLS_PORTS.0,
+        (true, WireProtocol::Stomp) => DEFAULT_TLS_PORTS.1,
+        (true, WireProtocol::Amqp) => DEFAULT_TLS_PORTS.2,
+    };
+    let (host, port) = split_host_port(authority, default_port)?;
+    Ok(Endpoint { text: trimmed.to_owned(), protocol, host, port, tls })
 }
 
 /// The protocol of an implemented scheme, and whether it is over TLS; explains every other
@@ -449,9 +590,59 @@ mod tests {
     }
 
     #[test]
-    fn failover_and_other_protocols_are_refused() {
-        let error = url_error("failover:(tcp://a:61616,tcp://b:61616)?randomize=false");
-        assert!(error.contains("failover: URLs are not implemented"), "{error}");
+    fn failover_urls_list_their_brokers_and_options() {
+        let parsed = url("failover:(tcp://a:61616,tcp://b:61617)?randomize=false&timeout=3000");
+        let brokers: Vec<(&str, u16)> =
+            parsed.endpoints().iter().map(|e| (e.host(), e.port())).collect();
+        assert_eq!(brokers, [("a", 61616), ("b", 61617)]);
+        assert_eq!(
+            (parsed.protocol(), parsed.host(), parsed.port()),
+            (WireProtocol::OpenWire, "a", 61616)
+        );
+        let options = parsed.failover().expect("failover options");
+        assert!(!options.randomize);
+        assert_eq!(options.timeout, Some(std::time::Duration::from_secs(3)));
+        assert_eq!(
+            parsed.to_string(),
+            "failover:(tcp://a:61616,tcp://b:61617)?randomize=false&timeout=3000"
+        );
+        // Without parentheses (ActiveMQ accepts both), with `//`, with spaces, one broker.
+        let bare = url("failover:stomp://a:1, stomp://b");
+        assert_eq!(bare.endpoints()[1].port(), DEFAULT_STOMP_PORT);
+        assert_eq!(bare.failover(), Some(&FailoverOptions::default()));
+        assert_eq!(url("FAILOVER://(tcp://a)").endpoints().len(), 1);
+        assert_eq!(url("failover:(ssl://a,tcp://b)").endpoints().len(), 2);
+        assert!(url("tcp://a").failover().is_none());
+        // The trust store is the URL's, so it applies to every endpoint.
+        let trusted = url("failover:(ssl://a,ssl://b)").with_trust_store(Some("ca.pem".into()));
+        assert_eq!(trusted.trust_store(), Some(std::path::Path::new("ca.pem")));
+    }
+
+    #[test]
+    fn bad_failover_urls_are_refused_with_the_reason() {
+        let mixed = url_error("failover:(tcp://a:61616,stomp://b:61613)");
+        assert!(
+            mixed.contains("speak one protocol") && mixed.contains("stomp://b:61613"),
+            "{mixed}"
+        );
+        let unknown = url_error("failover:(tcp://a,tcp://b)?randomise=false");
+        assert!(unknown.contains("unknown failover option `randomise`"), "{unknown}");
+        assert!(unknown.contains("initialReconnectDelay"), "{unknown}");
+        let misplaced = url_error("failover:tcp://a,tcp://b?randomize=false");
+        assert!(misplaced.contains("go after parentheses"), "{misplaced}");
+        assert!(url_error("failover:(tcp://a,tcp://b").contains("unclosed `(`"));
+        assert!(url_error("failover:(tcp://a,,tcp://b)").contains("empty broker URI"));
+        assert!(url_error("failover:()").contains("empty broker URI"));
+        assert!(url_error("failover:(tcp://a)x").contains("unexpected `x`"));
+        assert!(url_error("failover:(failover:(tcp://a))").contains("nest"));
+        assert!(url_error("failover:(tcp://a,mqtt://b)").contains("MQTT"));
+        assert!(url_error("failover:(tcp://a)?timeout=soon").contains("timeout"));
+    }
+
+    #[test]
+    fn other_composites_and_protocols_are_refused() {
+        let error = url_error("discovery:(multicast://default)");
+        assert!(error.contains("discovery: URLs are not implemented"), "{error}");
         let amqp = url("amqp://127.0.0.1");
         assert_eq!((amqp.protocol(), amqp.port()), (WireProtocol::Amqp, DEFAULT_AMQP_PORT));
         assert_eq!(url("AMQP+NIO://h:1").protocol(), WireProtocol::Amqp);

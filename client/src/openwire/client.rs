@@ -116,7 +116,10 @@ impl OpenWireClient {
             shutting_down: false,
         };
         let task = tokio::spawn(connection.run());
-        let connection_id = new_connection_id();
+        let connection_id = match options.connection_id.clone().filter(|id| !id.is_empty()) {
+            Some(id) => id,
+            None => new_connection_id(),
+        };
         // Like ActiveMQ's client, one is generated when none is given: Apache ActiveMQ
         // refuses a connection without a client id.
         let client_id = match options.client_id.clone().filter(|id| !id.is_empty()) {
@@ -379,7 +382,7 @@ fn not_openwire(why: &str, received: &[u8]) -> ClientError {
 }
 
 /// `ID:<host>-<pid>-<milliseconds>-<n>:1`, unique like ActiveMQ's connection ids.
-fn new_connection_id() -> String {
+pub(crate) fn new_connection_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())

@@ -60,6 +60,7 @@ mod options;
 mod producer;
 mod session;
 
+pub(crate) use client::new_connection_id;
 pub use client::OpenWireClient;
 pub use consumer::Consumer;
 pub use message::{Message, OutgoingMessage};

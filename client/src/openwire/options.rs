@@ -29,6 +29,11 @@ pub struct OpenWireOptions {
     pub cache_enabled: bool,
     /// The `ProviderName` we announce; default `ferromq`.
     pub provider_name: String,
+    /// The connection id (`ID:<host>-<pid>-<millis>-<n>:1`) to announce instead of a new
+    /// one: a connection that replaces a lost one (failover) reuses its id, so that its
+    /// producers keep their producer ids and a resent message keeps the message id the
+    /// broker's duplicate detection knows. Default `None`: a new unique id.
+    pub connection_id: Option<String>,
 }
 
 impl Default for OpenWireOptions {
@@ -43,6 +48,7 @@ impl Default for OpenWireOptions {
             tight_encoding: true,
             cache_enabled: true,
             provider_name: "ferromq".to_owned(),
+            connection_id: None,
         }
     }
 }

@@ -22,6 +22,11 @@ pub struct ProducerSettings {
     /// not yet acknowledged by the broker (ProducerAck). 0 (the default): no window, TCP
     /// back-pressure only.
     pub window_size: usize,
+    /// The producer sequence of the last message sent before (the first send gets the next
+    /// one); default 0. A producer that replaces one on a lost connection (same connection
+    /// id, session and producer number) resumes where that one's confirmed sends ended, so
+    /// that a resend carries the message id of the original.
+    pub last_sequence: i64,
 }
 
 /// Sends messages from one session. Every method takes `&self`.
@@ -63,10 +68,16 @@ impl Producer {
             id,
             destination: settings.destination,
             send_mode: settings.send_mode,
-            sequence: AtomicI64::new(0),
+            sequence: AtomicI64::new(settings.last_sequence),
             window,
             closed: AtomicBool::new(false),
         })
+    }
+
+    /// The producer sequence of the last message sent (0 before the first): the number in
+    /// the last message id.
+    pub fn last_sequence(&self) -> i64 {
+        self.sequence.load(Ordering::Relaxed)
     }
 
     /// The producer's fixed destination, if it has one.

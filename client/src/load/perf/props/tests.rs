@@ -152,10 +152,16 @@ fn bad_values_name_key_and_value() {
     assert!(message.contains("all, equal or divide"), "{message}");
     let message = error(
         PerfRole::Producer,
-        "factory.brokerURL=failover:(ssl://a:61617,ssl://b:61617)\n",
+        "factory.brokerURL=failover:(ssl://a:61617,stomp://b:61613)\n",
         &[],
     );
-    assert!(message.contains("failover: URLs are not implemented"), "{message}");
+    assert!(message.contains("speak one protocol"), "{message}");
+    let message = error(
+        PerfRole::Producer,
+        "factory.brokerURL=failover:(ssl://a:61617,ssl://b:61617)?randomise=false\n",
+        &[],
+    );
+    assert!(message.contains("unknown failover option `randomise`"), "{message}");
     let message = error(PerfRole::Producer, "factory.brokerURL=mqtt://h:1883\n", &[]);
     assert!(message.contains("MQTT is not implemented"), "{message}");
     let message = error(
@@ -286,6 +292,25 @@ fn seed_000s_ssl_url_takes_the_trust_store_of_factory_trust_store() -> Result<()
     )?;
     assert!(settings.broker.uses_tls());
     assert_eq!(settings.broker.port(), 61617);
+    assert_eq!(settings.broker.trust_store(), Some(std::path::Path::new("/etc/ferromq/ca.pem")));
+    Ok(())
+}
+
+#[test]
+fn a_failover_broker_url_keeps_its_brokers_options_and_trust_store() -> Result<(), PropsError> {
+    let settings = parse(
+        PerfRole::Consumer,
+        &format!(
+            "{SEED_CONSUMER}factory.brokerURL=failover:(ssl://broker-1:61617,ssl://broker-2:61617)\
+             ?randomize=false&maxReconnectAttempts=5\nfactory.trustStore=/etc/ferromq/ca.pem\n"
+        ),
+        &[],
+    )?;
+    let hosts: Vec<&str> = settings.broker.endpoints().iter().map(|e| e.host()).collect();
+    assert_eq!(hosts, ["broker-1", "broker-2"]);
+    let failover = settings.broker.failover().expect("failover options");
+    assert!(!failover.randomize);
+    assert_eq!(failover.max_reconnect_attempts, Some(5));
     assert_eq!(settings.broker.trust_store(), Some(std::path::Path::new("/etc/ferromq/ca.pem")));
     Ok(())
 }
