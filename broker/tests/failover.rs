@@ -1,6 +1,7 @@
 //! ferromq's own load generator on `failover:` URLs, against an active/standby pair of real
-//! `ferromq start` processes on one journal directory (issue 12): the active broker is
-//! SIGKILLed in the middle of a run, the standby takes over, and the run carries on.
+//! `ferromq start` processes on one journal directory, or on one PostgreSQL database with
+//! the lease deciding (issue 12): the active broker is SIGKILLed in the middle of a run, the
+//! standby takes over, and the run carries on.
 //!
 //! - [`openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once`] and
 //!   [`stomp_load_threads_fail_over_to_the_standby_and_count_every_message_once`]:
@@ -32,8 +33,18 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(40);
 const FAILOVER_OPTIONS: &str =
     "randomize=false&initialReconnectDelay=100&maxReconnectDelay=1000&maxReconnectAttempts=60";
 
-/// An active broker and its standby on one data directory, each with one connector of
-/// `scheme` (`tcp` or `stomp`).
+/// Where a [`Pair`] keeps its messages.
+#[derive(Clone, Copy)]
+enum SharedStore<'a> {
+    /// One journal directory, the directory's lock deciding.
+    Journal,
+    /// One PostgreSQL database (this url); each broker has a data directory of its own and
+    /// the lease decides, short so that the takeover is quick.
+    Postgres(&'a str),
+}
+
+/// An active broker and its standby on one store, each with one connector of `scheme`
+/// (`tcp` or `stomp`).
 struct Pair {
     active: Process,
     standby: Process,
@@ -44,12 +55,25 @@ struct Pair {
 
 impl Pair {
     fn start(dir: &Path, scheme: &'static str) -> Pair {
-        let data = dir.join("data");
+        Pair::start_on(dir, scheme, SharedStore::Journal)
+    }
+
+    fn start_on(dir: &Path, scheme: &'static str, store: SharedStore) -> Pair {
         let config = dir.join("standby.toml");
         // Both are started as standbys: the first finds the lock free and serves at once.
-        std::fs::write(&config, "[broker]\nstandby = true\nlock_retry_ms = 50\n")
+        let mut text = "[broker]\nstandby = true\nlock_retry_ms = 50\n".to_owned();
+        if let SharedStore::Postgres(url) = store {
+            text.push_str(&format!(
+                "[store]\nkind = \"jdbc\"\nurl = \"{url}\"\nlease_ms = 1500\nlease_renew_ms = 300\n"
+            ));
+        }
+        std::fs::write(&config, text)
             .unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
         let start = |name: &str, port: u16| {
+            let data = match store {
+                SharedStore::Journal => dir.join("data"),
+                SharedStore::Postgres(_) => dir.join(format!("data-{name}")),
+            };
             let connector = format!("{scheme}://127.0.0.1:{port}");
             let args = [
                 "start",
@@ -128,11 +152,10 @@ fn wait_for_count(meter: &Meter, count: u64, pair: &Pair) {
     }
 }
 
-/// Producers and one consumer through the takeover; the queue's leftovers after it (read
-/// from the standby alone): messages sent twice that the consumer's count did not need.
 /// What the producers and the consumer of [`run_through_a_takeover`] do.
-struct Load {
+struct Load<'a> {
     scheme: &'static str,
+    store: SharedStore<'a>,
     ack_mode: ConsumerAckMode,
     /// Messages per transaction (0: none) on each side.
     transaction_batch: u64,
@@ -140,10 +163,12 @@ struct Load {
     graceful_stop: bool,
 }
 
+/// Producers and one consumer through the takeover; the queue's leftovers after it (read
+/// from the standby alone): messages sent twice that the consumer's count did not need.
 fn run_through_a_takeover(load: Load) -> (LoadReport, LoadReport, u64) {
-    let Load { scheme, ack_mode, transaction_batch, graceful_stop } = load;
+    let Load { scheme, store, ack_mode, transaction_batch, graceful_stop } = load;
     let dir = temp_dir();
-    let mut pair = Pair::start(dir.path(), scheme);
+    let mut pair = Pair::start_on(dir.path(), scheme, store);
     let url: BrokerUrl =
         pair.failover_url(FAILOVER_OPTIONS).parse().unwrap_or_else(|e| panic!("{e}"));
     let queue = DestinationName::queue("failover.load");
@@ -214,6 +239,7 @@ fn run_through_a_takeover(load: Load) -> (LoadReport, LoadReport, u64) {
 fn openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once() {
     let load = Load {
         scheme: "tcp",
+        store: SharedStore::Journal,
         ack_mode: ConsumerAckMode::Client,
         transaction_batch: 0,
         graceful_stop: false,
@@ -226,6 +252,26 @@ fn openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once()
     assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
 }
 
+/// The same on PostgreSQL: two brokers with data directories of their own share one
+/// database, the lease makes the second wait and lets it take over once the first's lease
+/// expired after the SIGKILL.
+#[test]
+fn openwire_load_threads_fail_over_on_postgres_and_count_every_message_once() {
+    let Some(cluster) = store_jdbc::testing::PgCluster::shared() else { return };
+    let url = cluster.create_database();
+    let load = Load {
+        scheme: "tcp",
+        store: SharedStore::Postgres(&url),
+        ack_mode: ConsumerAckMode::Client,
+        transaction_batch: 0,
+        graceful_stop: false,
+    };
+    let (produced, consumed, leftovers) = run_through_a_takeover(load);
+    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
+    assert_eq!(consumed.messages, 800, "{consumed}");
+    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+}
+
 /// Transactions on both sides: the producers replay the transaction the takeover rolled
 /// back, with its ids (a commit that was done is recognised, a rolled back one forgotten by
 /// the broker's audit); the consumer acknowledges again what came back.
@@ -233,6 +279,7 @@ fn openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once()
 fn openwire_transactions_are_replayed_whole_through_a_takeover() {
     let load = Load {
         scheme: "tcp",
+        store: SharedStore::Journal,
         ack_mode: ConsumerAckMode::Auto,
         transaction_batch: 10,
         graceful_stop: false,
@@ -249,6 +296,7 @@ fn openwire_transactions_are_replayed_whole_through_a_takeover() {
 fn stomp_load_threads_fail_over_to_the_standby_and_count_every_message_once() {
     let load = Load {
         scheme: "stomp",
+        store: SharedStore::Journal,
         ack_mode: ConsumerAckMode::Auto,
         transaction_batch: 0,
         graceful_stop: false,
@@ -265,6 +313,7 @@ fn stomp_load_threads_fail_over_to_the_standby_and_count_every_message_once() {
 fn a_graceful_stop_of_the_active_broker_is_failed_over_too() {
     let load = Load {
         scheme: "stomp",
+        store: SharedStore::Journal,
         ack_mode: ConsumerAckMode::ClientIndividual,
         transaction_batch: 0,
         graceful_stop: true,
