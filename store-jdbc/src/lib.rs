@@ -65,7 +65,7 @@
 //! ## Crashes and power cuts
 //!
 //! A child process writing with several threads is SIGKILLed six times on one database
-//! (SQLite and PostgreSQL), and on SQLite the same rounds run as power cuts under
+//! (SQLite and PostgreSQL; the shared harness `store::kit::crash`), and on SQLite the same rounds run as power cuts under
 //! [`store::powercut`] (the database directory replaced by its durable image: data
 //! durable once its file is fsynced, names once their directory is). The power-cut test
 //! fails if `synchronous=FULL` is weakened to `NORMAL`. PostgreSQL has no power-cut test

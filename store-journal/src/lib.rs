@@ -136,7 +136,10 @@
 //!
 //! Every I/O checks a failpoint first ([`FAILPOINTS`]). All file I/O goes through
 //! [`Disk`]; [`testing::SimulatedDisk`] keeps synced and unsynced bytes apart and can lose
-//! power, and [`testing::JournalHarness`] runs the conformance kit.
+//! power, and [`testing::JournalHarness`] runs the conformance kit. The crash tests
+//! (`tests/crash.rs`) run the shared harness `store::kit::crash`: power lost in-process over
+//! the simulated disk, a child process killed over a real directory, and the same as power
+//! cuts under `store::powercut`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod checkpoint;

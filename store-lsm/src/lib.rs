@@ -65,9 +65,10 @@
 //!
 //! ## Crashes and power cuts
 //!
-//! The tests kill a child process writing with several threads (`tests/crash.rs`), six
-//! times on one directory, and check its ledger after each reopen: every confirmed unit
-//! there and whole, no unit half there, no confirmed ack undone. The power-loss variant
+//! The tests kill a child process writing with several threads (`tests/crash.rs`, over the
+//! shared harness `store::kit::crash`), six times on one directory, and check its ledger
+//! after each reopen: every confirmed unit there and whole, no unit half there, no
+//! confirmed ack undone. The power-loss variant
 //! runs the child under [`store::powercut`] (an `LD_PRELOAD` library that keeps the
 //! durable image of the directory: data durable once its file is fsynced, names once their
 //! directory is) and reopens the image. It found that sled never syncs its directory, so a

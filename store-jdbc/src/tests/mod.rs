@@ -23,11 +23,9 @@ mod crash;
 mod failures;
 mod lease;
 
-use store::{MessageStore, QueueKey};
+use store::MessageStore;
 
-pub use store::kit::units::{
-    ack_id as ack, add, ids, message, queue, read_flags as read_all, submit, submit_ok,
-};
+pub use store::kit::units::{ack_id as ack, add, ids, message, queue, submit, submit_ok};
 
 #[test]
 fn sqlite_reads_a_page_as_one_primary_key_range() {

@@ -21,8 +21,6 @@ mod store_tests;
 
 use std::sync::Arc;
 
-use store::MessageStore;
-
 pub use store::kit::units::{ack_id, add, message, queue, read_flags as read_all, submit};
 
 pub fn engines() -> Vec<crate::EngineKind> {

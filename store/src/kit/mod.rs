@@ -22,6 +22,8 @@
 //! Layout: this file holds the harness trait, the macro and helpers; the cases live in
 //! `cases_basic` (adds, reads, acks, destinations, restarts), `cases_txn` (transactions) and
 //! `cases_failure` (closing and failpoints). Every case function is re-exported here.
+//! Beside the cases: [`units`] (building blocks for an engine's own tests) and [`crash`]
+//! (the crash and power-loss harness every engine's crash tests run).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,6 +41,7 @@ use crate::message::{Destination, Message, MessageId};
 mod cases_basic;
 mod cases_failure;
 mod cases_txn;
+pub mod crash;
 mod ports;
 #[cfg(test)]
 mod self_tests;
