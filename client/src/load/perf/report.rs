@@ -237,13 +237,19 @@ pub fn svg_chart(settings: &PerfSettings, outcome: &PerfOutcome) -> String {
     );
     let _ = writeln!(svg, "<rect width='100%' height='100%' fill='white'/>");
     let title = format!(
-        "{}: {} clients, {} (msgs/s per {} ms sample)",
+        "{}: {} clients (msgs/s per {} ms sample)",
         settings.report_name(),
         settings.num_clients,
-        settings.broker,
         outcome.interval.as_millis()
     );
-    let _ = writeln!(svg, "<text x='{LEFT}' y='22' font-size='14'>{}</text>", escape(&title));
+    let _ = writeln!(svg, "<text x='{LEFT}' y='18' font-size='14'>{}</text>", escape(&title));
+    // The broker URL on a line of its own, in a smaller font: a failover URL with options is
+    // longer than the chart is wide.
+    let _ = writeln!(
+        svg,
+        "<text x='{LEFT}' y='33' font-size='10' fill='#555'>{}</text>",
+        escape(&settings.broker.to_string())
+    );
     // Horizontal grid lines with their values.
     for step in 0..=4 {
         let value = top * f64::from(step) / 4.0;
