@@ -41,8 +41,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    free_port, is_timeout, loopback, path_str, temp_dir, Process, RawFrame, RawStomp, EXIT_TIMEOUT,
-    FRAME_TIMEOUT,
+    free_port, is_timeout, loopback, path_str, receive_exactly, send_confirmed, temp_dir, Process,
+    RawFrame, RawStomp, EXIT_TIMEOUT, FRAME_TIMEOUT,
 };
 
 /// Rounds of the crash test; every [`EARLY_KILL_EVERY`]th one kills the broker while it
@@ -588,55 +588,6 @@ fn kill_9_rounds_on(store_config: &str, pair: Pair) {
 }
 
 // ----- data directory lock and clean restart -----
-
-/// Sends `count` persistent messages `<prefix>-<n>` to `queue`, each confirmed by a RECEIPT.
-fn send_confirmed(stomp: &mut RawStomp, queue: &str, prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|n| {
-            let body = format!("{prefix}-{n}");
-            let headers = [("destination", queue), ("persistent", "true")];
-            stomp.request("SEND", &headers, body.as_bytes(), &format!("{prefix}-r{n}"));
-            body
-        })
-        .collect()
-}
-
-/// Subscribes to `queue` (client-individual) and receives exactly `expected` (in order),
-/// then checks nothing more arrives. Acks them (with receipts) when `ack`; returns the
-/// frames.
-fn receive_exactly(
-    stomp: &mut RawStomp,
-    queue: &str,
-    expected: &[String],
-    ack: bool,
-) -> Vec<RawFrame> {
-    stomp.request(
-        "SUBSCRIBE",
-        &[("destination", queue), ("id", "s"), ("ack", "client-individual")],
-        b"",
-        "subscribed",
-    );
-    let mut frames = Vec::new();
-    for body in expected {
-        let frame = stomp.expect_frame("MESSAGE");
-        assert_eq!(String::from_utf8_lossy(&frame.body), *body, "{}", frame.describe());
-        frames.push(frame);
-    }
-    stomp.set_read_timeout(Duration::from_millis(500));
-    match stomp.read_frame() {
-        Err(e) if is_timeout(&e) => {}
-        Ok(frame) => panic!("unexpected extra frame {}", frame.describe()),
-        Err(e) => panic!("{e}"),
-    }
-    stomp.set_read_timeout(FRAME_TIMEOUT);
-    if ack {
-        for (n, frame) in frames.iter().enumerate() {
-            let id = frame.header("ack").expect("an ack header").to_owned();
-            stomp.request("ACK", &[("id", &id)], b"", &format!("ack-{n}"));
-        }
-    }
-    frames
-}
 
 #[test]
 fn second_broker_on_the_same_data_dir_refuses_and_the_first_is_unharmed() {

@@ -233,6 +233,16 @@ fn run_through_a_takeover(load: Load) -> (LoadReport, LoadReport, u64) {
     (produced, consumed, leftovers.messages)
 }
 
+/// Runs `load` through a takeover ([`run_through_a_takeover`]): the producers sent all 800,
+/// the consumer counted all 800, and nothing is left on the standby. Every confirmed message
+/// was counted, none twice (a second count would have left another message uncounted).
+fn every_message_arrives_once_through_a_takeover(load: Load) {
+    let (produced, consumed, leftovers) = run_through_a_takeover(load);
+    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
+    assert_eq!(consumed.messages, 800, "{consumed}");
+    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+}
+
 /// Over OpenWire resends keep their message ids and the broker's duplicate detection drops
 /// those it had stored: exactly what was confirmed arrives, once.
 #[test]
@@ -244,12 +254,7 @@ fn openwire_load_threads_fail_over_to_the_standby_and_count_every_message_once()
         transaction_batch: 0,
         graceful_stop: false,
     };
-    let (produced, consumed, leftovers) = run_through_a_takeover(load);
-    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
-    // Every confirmed message was counted, none twice (a second count would have left
-    // another message uncounted on the queue).
-    assert_eq!(consumed.messages, 800, "{consumed}");
-    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+    every_message_arrives_once_through_a_takeover(load);
 }
 
 /// The same on PostgreSQL: two brokers with data directories of their own share one
@@ -266,10 +271,7 @@ fn openwire_load_threads_fail_over_on_postgres_and_count_every_message_once() {
         transaction_batch: 0,
         graceful_stop: false,
     };
-    let (produced, consumed, leftovers) = run_through_a_takeover(load);
-    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
-    assert_eq!(consumed.messages, 800, "{consumed}");
-    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+    every_message_arrives_once_through_a_takeover(load);
 }
 
 /// Transactions on both sides: the producers replay the transaction the takeover rolled
@@ -284,10 +286,7 @@ fn openwire_transactions_are_replayed_whole_through_a_takeover() {
         transaction_batch: 10,
         graceful_stop: false,
     };
-    let (produced, consumed, leftovers) = run_through_a_takeover(load);
-    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
-    assert_eq!(consumed.messages, 800, "{consumed}");
-    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+    every_message_arrives_once_through_a_takeover(load);
 }
 
 /// Over STOMP the load generator names its sends (`ferromq-message-id`) and a resend
@@ -301,10 +300,7 @@ fn stomp_load_threads_fail_over_to_the_standby_and_count_every_message_once() {
         transaction_batch: 0,
         graceful_stop: false,
     };
-    let (produced, consumed, leftovers) = run_through_a_takeover(load);
-    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
-    assert_eq!(consumed.messages, 800, "{consumed}");
-    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+    every_message_arrives_once_through_a_takeover(load);
 }
 
 /// A stopped broker (SIGTERM: it answers what it stored, then closes every connection) is
@@ -318,10 +314,7 @@ fn a_graceful_stop_of_the_active_broker_is_failed_over_too() {
         transaction_batch: 0,
         graceful_stop: true,
     };
-    let (produced, consumed, leftovers) = run_through_a_takeover(load);
-    assert_eq!((produced.messages, produced.expected), (800, 800), "{produced}");
-    assert_eq!(consumed.messages, 800, "{consumed}");
-    assert_eq!(leftovers, 0, "messages left on the standby after the consumer's 800");
+    every_message_arrives_once_through_a_takeover(load);
 }
 
 /// The broker side of the STOMP resend: a SEND named with `ferromq-message-id` is stored

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use broker::admin::{AdminClient, BrokerRole, BrokerStatus};
 use common::{
-    free_port, loopback, path_str, temp_dir, Process, RawStomp, EXIT_TIMEOUT, FRAME_TIMEOUT,
-    START_TIMEOUT,
+    free_port, loopback, path_str, receive_exactly, send_confirmed, temp_dir, Process, RawStomp,
+    EXIT_TIMEOUT, START_TIMEOUT,
 };
 
 const LEASE_MS: u64 = 1500;
@@ -102,44 +102,6 @@ impl StatusReader {
     }
 }
 
-/// Sends `count` persistent messages, each confirmed by a RECEIPT.
-fn send_confirmed(stomp: &mut RawStomp, queue: &str, prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|n| {
-            let body = format!("{prefix}-{n}");
-            let headers = [("destination", queue), ("persistent", "true")];
-            stomp.request("SEND", &headers, body.as_bytes(), &format!("{prefix}-r{n}"));
-            body
-        })
-        .collect()
-}
-
-/// Receives exactly `expected` from `queue`, in order, acking each.
-fn receive_exactly(stomp: &mut RawStomp, queue: &str, expected: &[String]) {
-    stomp.request(
-        "SUBSCRIBE",
-        &[("destination", queue), ("id", "s"), ("ack", "client-individual")],
-        b"",
-        "subscribed",
-    );
-    let mut acks = Vec::new();
-    for body in expected {
-        let frame = stomp.expect_frame("MESSAGE");
-        assert_eq!(String::from_utf8_lossy(&frame.body), *body, "{}", frame.describe());
-        acks.push(frame.header("ack").expect("an ack header").to_owned());
-    }
-    stomp.set_read_timeout(Duration::from_millis(500));
-    match stomp.read_frame() {
-        Err(e) if common::is_timeout(&e) => {}
-        Ok(frame) => panic!("unexpected extra frame {}", frame.describe()),
-        Err(e) => panic!("{e}"),
-    }
-    stomp.set_read_timeout(FRAME_TIMEOUT);
-    for (n, ack) in acks.iter().enumerate() {
-        stomp.request("ACK", &[("id", ack)], b"", &format!("ack-{n}"));
-    }
-}
-
 #[test]
 fn a_postgres_standby_waits_for_the_lease_and_takes_over_when_the_active_broker_dies() {
     let Some(cluster) = store_jdbc::testing::PgCluster::shared() else { return };
@@ -199,7 +161,7 @@ fn a_postgres_standby_waits_for_the_lease_and_takes_over_when_the_active_broker_
     );
     assert!(b.stderr().contains("taking over"), "{}", b.output());
     let mut stomp = RawStomp::open(loopback(port_b));
-    receive_exactly(&mut stomp, queue, &expected);
+    receive_exactly(&mut stomp, queue, &expected, true);
     drop(stomp);
     b.stop();
     assert!(b.stderr().contains("PostgreSQL lease released"), "{}", b.output());
@@ -241,7 +203,7 @@ fn without_standby_a_held_lease_refuses_to_start_and_a_restart_on_the_same_data_
         restarted.elapsed()
     );
     let mut stomp = RawStomp::open(loopback(port_a));
-    receive_exactly(&mut stomp, "/queue/lease.single", &expected);
+    receive_exactly(&mut stomp, "/queue/lease.single", &expected, true);
     drop(stomp);
     a.stop();
 }
@@ -410,7 +372,7 @@ fn a_broker_cut_off_from_postgres_stops_serving_before_its_standby_takes_over() 
     );
     // Everything A confirmed before the cut is B's to deliver.
     let mut stomp = RawStomp::open(loopback(port_b));
-    receive_exactly(&mut stomp, queue, &expected);
+    receive_exactly(&mut stomp, queue, &expected, true);
     drop(stomp);
     b.stop();
 }

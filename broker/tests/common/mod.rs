@@ -490,3 +490,59 @@ impl RawStomp {
 pub fn is_timeout(error: &std::io::Error) -> bool {
     matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
+
+// ----- confirmed sends and exact receives over RawStomp -----
+
+/// Sends `count` persistent messages `<prefix>-<n>` to `queue`, each confirmed by a RECEIPT.
+pub fn send_confirmed(
+    stomp: &mut RawStomp,
+    queue: &str,
+    prefix: &str,
+    count: usize,
+) -> Vec<String> {
+    (0..count)
+        .map(|n| {
+            let body = format!("{prefix}-{n}");
+            let headers = [("destination", queue), ("persistent", "true")];
+            stomp.request("SEND", &headers, body.as_bytes(), &format!("{prefix}-r{n}"));
+            body
+        })
+        .collect()
+}
+
+/// Subscribes to `queue` (client-individual) and receives exactly `expected` (in order),
+/// then checks nothing more arrives. Acks them (with receipts) when `ack`; returns the
+/// frames.
+pub fn receive_exactly(
+    stomp: &mut RawStomp,
+    queue: &str,
+    expected: &[String],
+    ack: bool,
+) -> Vec<RawFrame> {
+    stomp.request(
+        "SUBSCRIBE",
+        &[("destination", queue), ("id", "s"), ("ack", "client-individual")],
+        b"",
+        "subscribed",
+    );
+    let mut frames = Vec::new();
+    for body in expected {
+        let frame = stomp.expect_frame("MESSAGE");
+        assert_eq!(String::from_utf8_lossy(&frame.body), *body, "{}", frame.describe());
+        frames.push(frame);
+    }
+    stomp.set_read_timeout(Duration::from_millis(500));
+    match stomp.read_frame() {
+        Err(e) if is_timeout(&e) => {}
+        Ok(frame) => panic!("unexpected extra frame {}", frame.describe()),
+        Err(e) => panic!("{e}"),
+    }
+    stomp.set_read_timeout(FRAME_TIMEOUT);
+    if ack {
+        for (n, frame) in frames.iter().enumerate() {
+            let id = frame.header("ack").expect("an ack header").to_owned();
+            stomp.request("ACK", &[("id", &id)], b"", &format!("ack-{n}"));
+        }
+    }
+    frames
+}
