@@ -9,6 +9,10 @@
 //! unit (the journal's fdatasyncs; the SQL store's COMMITs, each one sync under `always`),
 //! which shows how much group commit shares.
 //!
+//! PostgreSQL runs twice: as a lone store, and fenced by a lease as a broker of an
+//! active/standby pair runs it (`SqlOptions::lease_holder`: each batch's transaction first
+//! reads the lease row `FOR SHARE`), so that the fence's cost is a ratio measured in one run.
+//!
 //! Output: a markdown table on stdout and in `target/bench-results/sql_stores.md`.
 //! `-- --quick` (what `scripts/test` passes) runs a tenth of the pairs. Without PostgreSQL
 //! installed its rows are skipped with a message (unless `FERROMQ_REQUIRE_POSTGRES` is set).
@@ -24,7 +28,7 @@ use store::{
     SyncPolicy, UnitOfWork,
 };
 use store_jdbc::testing::PgCluster;
-use store_jdbc::{SqlOptions, SqlStore};
+use store_jdbc::{Lease, LeaseOptions, SqlOptions, SqlStore};
 use store_journal::{JournalOptions, JournalStore};
 
 const BODY_SIZE: usize = 1024;
@@ -49,6 +53,8 @@ struct Subject {
     name: &'static str,
     store: Arc<dyn MessageStore>,
     syncs: Box<dyn Fn() -> u64>,
+    /// Held for the subject's life when its writes are fenced by a lease.
+    _lease: Option<Lease>,
 }
 
 struct Row {
@@ -107,14 +113,43 @@ fn journal(dir: &Path) -> Subject {
     let store =
         Arc::new(JournalStore::open(&dir.join("journal"), options).expect("open the journal"));
     let counter = Arc::clone(&store);
-    Subject { name: "journal", store, syncs: Box::new(move || counter.stats().fsyncs) }
+    Subject {
+        name: "journal",
+        store,
+        syncs: Box::new(move || counter.stats().fsyncs),
+        _lease: None,
+    }
 }
 
 fn sql(name: &'static str, url: &str, dir: &Path) -> Subject {
-    let store =
-        Arc::new(SqlStore::open(url, dir, SqlOptions::default()).expect("open the SQL store"));
+    sql_with(name, url, dir, SqlOptions::default(), None)
+}
+
+fn sql_with(
+    name: &'static str,
+    url: &str,
+    dir: &Path,
+    options: SqlOptions,
+    lease: Option<Lease>,
+) -> Subject {
+    let store = Arc::new(SqlStore::open(url, dir, options).expect("open the SQL store"));
     let counter = Arc::clone(&store);
-    Subject { name, store, syncs: Box::new(move || counter.stats().commits) }
+    Subject { name, store, syncs: Box::new(move || counter.stats().commits), _lease: lease }
+}
+
+/// PostgreSQL with its writes fenced by a lease this bench holds (longer than the run).
+fn fenced_postgres(url: &str, dir: &Path) -> Subject {
+    let holder = "sql_stores bench".to_owned();
+    let options = LeaseOptions {
+        holder: holder.clone(),
+        predecessor: None,
+        duration: Duration::from_secs(3600),
+        io_timeout: Duration::from_secs(5),
+    };
+    let mut lease = Lease::new(url, options).expect("a PostgreSQL url");
+    lease.try_acquire().expect("take the lease");
+    let options = SqlOptions { lease_holder: Some(holder), ..SqlOptions::default() };
+    sql_with("postgres (lease-fenced)", url, dir, options, Some(lease))
 }
 
 fn results_dir() -> PathBuf {
@@ -136,10 +171,13 @@ fn main() {
     let mut subjects = vec![journal(dir.path()), sql("sqlite", "sqlite://ferromq.db", dir.path())];
     if let Some(cluster) = &cluster {
         subjects.push(sql("postgres", &cluster.create_database(), dir.path()));
+        subjects.push(fenced_postgres(&cluster.create_database(), dir.path()));
     }
     let mut rows = Vec::new();
-    for subject in &subjects {
-        for writers in WRITERS {
+    // Writer counts outermost: the stores take turns at each, so that a noisy phase of the
+    // shared machine hits all of them alike.
+    for writers in WRITERS {
+        for subject in &subjects {
             let row = run(subject, writers, quick);
             eprintln!(
                 "store={} writers={} units={} syncs={} syncs_per_unit={:.3} units_per_sec={:.0}",
@@ -152,6 +190,8 @@ fn main() {
             );
             rows.push(row);
         }
+    }
+    for subject in &subjects {
         subject.store.close().expect("close");
     }
     let mut table = String::from(
