@@ -92,7 +92,15 @@ impl BrokerBuilder {
         let mut stop_on_failure = CancelOnDrop(Some(shutdown.clone()));
         let standby = locks && config.broker.standby;
         let first_role = if standby { BrokerRole::Waiting } else { BrokerRole::Starting };
-        let admin_state = Arc::new(AdminState::new(&config.broker.name, first_role));
+        let security = Arc::new(
+            crate::security::Authenticator::new(&config)
+                .map_err(|error| BrokerError::Security(error.to_string()))?,
+        );
+        let admin_access = security.enabled().then(|| crate::admin::AdminAccess {
+            authenticator: security.clone(),
+            groups: config.admin.groups.clone(),
+        });
+        let admin_state = Arc::new(AdminState::new(&config.broker.name, first_role, admin_access));
         // A standby's admin endpoint serves while it waits, to say so (`/api/status`); others
         // bind it once they hold the lock, so that a second broker on a locked directory
         // reports the lock, not a taken admin port.
@@ -165,10 +173,6 @@ impl BrokerBuilder {
         core.start_store_watch();
         core.start_inactive_sweep();
 
-        let security = Arc::new(
-            crate::security::Authenticator::new(&config)
-                .map_err(|error| BrokerError::Security(error.to_string()))?,
-        );
         let mut listeners = Vec::with_capacity(config.transport.connectors.len());
         for warning in config.warnings() {
             tracing::warn!("{warning}");

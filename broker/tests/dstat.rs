@@ -150,3 +150,65 @@ fn start_refuses_a_taken_admin_port_naming_it_and_the_key() {
     assert_eq!(stderr.matches("in use").count(), 1, "the cause once:\n{stderr}");
     drop(taken);
 }
+
+/// With `[authentication]` enabled, dstat needs `--user`/`--password` of a user in `[admin]
+/// groups`: without them it fails with the endpoint's 401, with them it prints the table.
+#[test]
+fn dstat_logs_in_when_the_broker_checks_logins() {
+    let dir = temp_dir();
+    let hash = run_ferromq_passwd(dir.path(), "secret");
+    let config = dir.path().join("ferromq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[authentication]\nenabled = true\n\n[[users]]\nname = \"root\"\npassword = \
+             \"{hash}\"\ngroups = [\"admins\"]\n"
+        ),
+    )
+    .expect("write the configuration");
+    let (stomp, admin) = (free_port(), free_port());
+    let connector = format!("stomp://127.0.0.1:{stomp}");
+    let admin_bind = format!("127.0.0.1:{admin}");
+    let data = dir.path().join("data");
+    let args = [
+        "start",
+        "--config",
+        path_str(&config),
+        "--connector",
+        &connector,
+        "--data-dir",
+        path_str(&data),
+        "--admin-bind",
+        &admin_bind,
+    ];
+    let mut broker = Process::start(dir.path(), "broker", &args);
+    broker.wait_accepting(loopback(admin));
+    let url = format!("http://{admin_bind}");
+    let stderr = refused_start(dir.path(), "anonymous", &["dstat", "--url", &url], DSTAT_TIMEOUT);
+    assert!(stderr.contains("401") && stderr.contains("credentials required"), "{stderr}");
+    let login = ["dstat", "--url", &url, "--user", "root", "--password", "secret"];
+    let mut dstat = Process::start(dir.path(), "dstat", &login);
+    let table = dstat.succeed(DSTAT_TIMEOUT);
+    assert!(table.contains("Name"), "{table}");
+    broker.stop();
+}
+
+/// `ferromq passwd`'s hash of `password` (read from stdin).
+fn run_ferromq_passwd(dir: &std::path::Path, password: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ferromq"))
+        .arg("passwd")
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ferromq passwd");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{password}").expect("write the password");
+    drop(stdin);
+    let output = child.wait_with_output().expect("ferromq passwd");
+    assert!(output.status.success(), "ferromq passwd failed");
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines().find(|line| line.starts_with("$argon2")).expect("a PHC hash").trim().to_owned()
+}

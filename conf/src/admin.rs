@@ -13,12 +13,17 @@ pub struct AdminConfig {
     /// Serve the admin endpoint. Default true.
     pub enabled: bool,
     /// Where it listens, as `host:port` (`[::1]:8161` for IPv6); port 0 picks a free port.
-    /// It has no authentication yet: keep it on a loopback address. Default
-    /// `"127.0.0.1:8161"`, ActiveMQ's web console port.
+    /// Default `"127.0.0.1:8161"`, ActiveMQ's web console port. Without `[authentication]`
+    /// anyone who reaches it reads the statistics: keep it on a loopback address then.
     pub bind: String,
     /// Serve HTTPS with `[tls]`'s certificate and key instead of HTTP (`ferromq dstat --url
     /// https://...`). Default false.
     pub tls: bool,
+    /// With `[authentication] enabled`, every request but `GET /api/status` (the role, for
+    /// health checks and a standby's supervisor) needs HTTP Basic credentials of a
+    /// `[[users]]` entry in one of these groups (ActiveMQ's web console admits its `admins`).
+    /// Default `["admins"]`.
+    pub groups: Vec<String>,
 }
 
 impl AdminConfig {
@@ -52,6 +57,11 @@ impl AdminConfig {
 
 impl Default for AdminConfig {
     fn default() -> Self {
-        AdminConfig { enabled: true, bind: Self::DEFAULT_BIND.to_owned(), tls: false }
+        AdminConfig {
+            enabled: true,
+            bind: Self::DEFAULT_BIND.to_owned(),
+            tls: false,
+            groups: vec!["admins".to_owned()],
+        }
     }
 }

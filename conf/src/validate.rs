@@ -200,6 +200,14 @@ impl Config {
             self.tls.check_for_connector("admin (tls = true)", false)?;
         }
         self.authentication.check("authentication", &self.users)?;
+        if self.admin.enabled && self.authentication.enabled && self.admin.groups.is_empty() {
+            return Err(Invalid::new(
+                "admin.groups",
+                "is empty, so nobody could read the admin endpoint with [authentication] \
+                 enabled: name a group of [[users]] (e.g. [\"admins\"]), or set [admin] \
+                 enabled = false",
+            ));
+        }
         for (index, entry) in self.authorization.iter().enumerate() {
             let key = format!("authorization[{index}]");
             entry.check(&key).map_err(|invalid| invalid.or_else(&key))?;

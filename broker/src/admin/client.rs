@@ -75,6 +75,8 @@ pub struct AdminClient {
     /// For `https://`: the PEM authorities the endpoint's certificate must chain to; `None`:
     /// the system's.
     trust_store: Option<std::path::PathBuf>,
+    /// `Authorization: Basic ...`, sent with every request when set.
+    authorization: Option<String>,
 }
 
 impl AdminClient {
@@ -103,6 +105,7 @@ impl AdminClient {
             authority,
             tls: scheme == "https",
             trust_store: None,
+            authorization: None,
         })
     }
 
@@ -110,6 +113,18 @@ impl AdminClient {
     /// `trust_store` (PEM) instead of the system's.
     pub fn with_trust_store(mut self, trust_store: Option<std::path::PathBuf>) -> AdminClient {
         self.trust_store = trust_store;
+        self
+    }
+
+    /// Sends `(user, password)` with every request (HTTP Basic), for a broker with
+    /// `[authentication]` enabled.
+    pub fn with_credentials(mut self, credentials: Option<(String, String)>) -> AdminClient {
+        use base64::Engine as _;
+        self.authorization = credentials.map(|(user, password)| {
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            format!("Basic {token}")
+        });
         self
     }
 
@@ -170,9 +185,13 @@ impl AdminClient {
             url: self.url.clone(),
             reason: format!("`{port}` is not a port"),
         })?;
+        let authorization = match &self.authorization {
+            Some(value) => format!("Authorization: {value}\r\n"),
+            None => String::new(),
+        };
         let request = format!(
             "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAccept: */*\r\nContent-Length: 0\r\n\
-             Connection: close\r\nUser-Agent: ferromq\r\n\r\n"
+             {authorization}Connection: close\r\nUser-Agent: ferromq\r\n\r\n"
         );
         if self.tls {
             let stream = client::connect_tls(name, port, self.trust_store.as_deref(), TIMEOUT)

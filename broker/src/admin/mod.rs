@@ -16,9 +16,10 @@
 //! `ferromq dstat`, which deserializes them); `metrics.rs` writes the Prometheus text;
 //! `client.rs` is the tiny HTTP GET client `ferromq dstat` and the tests use.
 //!
-//! The endpoint is read-only for now, without authentication of its own. Write operations
-//! (purge a queue, delete a destination) would become more [`Route`]s with their method,
-//! behind a login. With `[admin] tls`, TLS wraps the accepted stream before
+//! The endpoint is read-only for now. With `[authentication]` enabled, every route but
+//! `/api/status` needs HTTP Basic credentials of a user in `[admin] groups`, checked by the
+//! connectors' `Authenticator` (`AdminAccess`, `refuse_unauthorized`). Write operations
+//! (purge a queue, delete a destination) would become more [`Route`]s with their method. With `[admin] tls`, TLS wraps the accepted stream before
 //! [`serve_connection`] (which takes any byte stream). A standby's endpoint serves
 //! `/api/status` while it waits for the data directory's lock or the PostgreSQL lease
 //! (`AdminState`).
@@ -35,7 +36,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -63,6 +64,16 @@ pub(crate) struct AdminState {
     /// Set once the broker serves: before, only `/api/status` answers (a standby's endpoint
     /// runs while it waits for the lock).
     active: std::sync::OnceLock<ActiveBroker>,
+    /// Who may read more than the status; `None`: anyone (authentication is off).
+    access: Option<AdminAccess>,
+}
+
+/// With `[authentication]` enabled: the users of `[admin] groups` may read the endpoint,
+/// with HTTP Basic credentials checked (and failures rate-limited per address) as the
+/// connectors check theirs.
+pub(crate) struct AdminAccess {
+    pub authenticator: Arc<crate::security::Authenticator>,
+    pub groups: Vec<String>,
 }
 
 /// What the statistics are read from, once the broker serves.
@@ -74,7 +85,7 @@ pub(crate) struct ActiveBroker {
 
 impl AdminState {
     /// The endpoint's state of a broker in `role` from now on.
-    pub fn new(name: &str, role: BrokerRole) -> AdminState {
+    pub fn new(name: &str, role: BrokerRole, access: Option<AdminAccess>) -> AdminState {
         AdminState {
             name: name.to_owned(),
             role: parking_lot::Mutex::new((
@@ -83,6 +94,7 @@ impl AdminState {
                 (role == BrokerRole::Waiting).then(|| model::DATA_DIR_LOCK.to_owned()),
             )),
             active: std::sync::OnceLock::new(),
+            access,
         }
     }
 
@@ -211,11 +223,11 @@ impl AdminServer {
                     tracker.spawn(async move {
                         let serve = async move {
                             match tls {
-                                None => serve_connection(stream, state).await,
+                                None => serve_connection(stream, state, peer).await,
                                 Some(acceptor) => {
                                     let handshake = acceptor.accept(stream);
                                     match tokio::time::timeout(HANDSHAKE_LIMIT, handshake).await {
-                                        Ok(Ok(stream)) => serve_connection(stream, state).await,
+                                        Ok(Ok(stream)) => serve_connection(stream, state, peer).await,
                                         Ok(Err(error)) => tracing::debug!(%peer, %error, "admin endpoint: TLS handshake failed"),
                                         Err(_) => tracing::debug!(%peer, "admin endpoint: TLS handshake timed out"),
                                     }
@@ -241,13 +253,24 @@ impl AdminServer {
 
 /// Serves HTTP/1 requests on one connection until the client closes it; a client that takes
 /// more than hyper's 30 s to send a request's headers is disconnected.
-pub(crate) async fn serve_connection<S>(stream: S, state: Arc<AdminState>)
+pub(crate) async fn serve_connection<S>(stream: S, state: Arc<AdminState>, peer: SocketAddr)
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let state = state.clone();
-        async move { Ok::<_, Infallible>(answer(&state, request.method(), request.uri().path()).await) }
+        async move {
+            let path = request.uri().path();
+            let refused = match Route::of(path) {
+                Some(Route::Status) | None => None,
+                Some(_) => refuse_unauthorized(&state, &request, peer).await,
+            };
+            let response = match refused {
+                Some(refused) => refused,
+                None => answer(&state, request.method(), path).await,
+            };
+            Ok::<_, Infallible>(response)
+        }
     });
     if let Err(error) = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -293,6 +316,62 @@ impl Route {
 }
 
 /// The response to `method path`.
+/// With authentication on, the refusal of a request without the credentials of a user in
+/// `[admin] groups`: 401 (with the challenge a browser or Prometheus answers) for missing or
+/// wrong credentials, 403 for a user outside the groups. `None`: go ahead.
+async fn refuse_unauthorized(
+    state: &AdminState,
+    request: &Request<Incoming>,
+    peer: SocketAddr,
+) -> Option<Response<Full<Bytes>>> {
+    let access = state.access.as_ref()?;
+    let challenge = |message: String| {
+        let mut response = error(StatusCode::UNAUTHORIZED, message);
+        response
+            .headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"ferromq\""));
+        response
+    };
+    let Some(header) = request.headers().get(AUTHORIZATION) else {
+        return Some(challenge("credentials required (HTTP Basic)".to_owned()));
+    };
+    let Some((user, password)) = basic_credentials(header) else {
+        return Some(challenge("the Authorization header is not HTTP Basic".to_owned()));
+    };
+    let subject = match access
+        .authenticator
+        .authenticate(&peer.to_string(), Some(&user), Some(&password))
+        .await
+    {
+        Ok(subject) => subject,
+        Err(refused) => return Some(challenge(refused.to_string())),
+    };
+    let admitted = subject.groups.iter().any(|group| access.groups.iter().any(|g| **g == **group));
+    match admitted {
+        true => None,
+        false => {
+            tracing::warn!(%peer, user = %subject.user, "admin endpoint: user not in [admin] groups");
+            Some(error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "user {} is not in a group allowed to read the admin endpoint",
+                    subject.user
+                ),
+            ))
+        }
+    }
+}
+
+/// The user and password of an `Authorization: Basic base64(user:password)` header.
+fn basic_credentials(header: &HeaderValue) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let encoded = header.to_str().ok()?.strip_prefix("Basic ")?.trim();
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
 async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes>> {
     let Some(route) = Route::of(path) else {
         return error(StatusCode::NOT_FOUND, format!("no such resource: {path}"));

@@ -37,13 +37,23 @@ pub struct DstatArgs {
     /// certificate must chain to (default: the system's).
     #[arg(long = "trustStore", value_name = "PEM")]
     trust_store: Option<std::path::PathBuf>,
+    /// A user of `[admin] groups`, when the broker has `[authentication]` enabled (HTTP
+    /// Basic: use an https:// endpoint beyond this host).
+    #[arg(long)]
+    user: Option<String>,
+    /// The user's password.
+    #[arg(long)]
+    password: Option<String>,
 }
 
 pub fn run(args: DstatArgs) -> anyhow::Result<()> {
     // An AdminClientError's message already ends with its cause: print it once, not once more
     // as the `{:#}` chain's next link.
     let one_line = |error: broker::admin::AdminClientError| anyhow::anyhow!("{error}");
-    let client = AdminClient::new(&args.url).map_err(one_line)?.with_trust_store(args.trust_store);
+    let client = AdminClient::new(&args.url)
+        .map_err(one_line)?
+        .with_trust_store(args.trust_store)
+        .with_credentials(args.user.map(|user| (user, args.password.unwrap_or_default())));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

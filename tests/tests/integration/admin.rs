@@ -278,3 +278,52 @@ async fn expired_dead_lettered_and_durable_subscriptions_are_counted() -> anyhow
     broker.shutdown().await;
     Ok(())
 }
+
+/// With `[authentication]` enabled the endpoint asks for HTTP Basic credentials of a user in
+/// `[admin] groups`: none or wrong ones get 401 with the challenge, a user outside the groups
+/// 403, an admin the statistics; `/api/status` stays open for health checks.
+#[tokio::test]
+async fn with_authentication_only_admins_read_the_statistics() -> anyhow::Result<()> {
+    let hash =
+        |password: &str| broker::security::hash_password(password).map_err(anyhow::Error::msg);
+    let user = |name: &str, password: &str, group: &str| -> anyhow::Result<conf::UserEntry> {
+        Ok(conf::UserEntry {
+            name: name.to_owned(),
+            password: hash(password)?,
+            groups: vec![group.to_owned()],
+        })
+    };
+    let users = vec![user("root", "secret", "admins")?, user("alice", "wonderland", "users")?];
+    let broker = start_broker(|config| {
+        config.admin.enabled = true;
+        config.admin.bind = "127.0.0.1:0".to_owned();
+        config.authentication.enabled = true;
+        config.users = users;
+    })
+    .await?;
+    let anonymous = admin(&broker)?;
+    let as_user = |name: &str, password: &str| -> anyhow::Result<AdminClient> {
+        Ok(admin(&broker)?.with_credentials(Some((name.to_owned(), password.to_owned()))))
+    };
+
+    for path in ["/api/broker", "/api/destinations", "/metrics", "/api/destinations/queue/q"] {
+        let answer = anonymous.request("GET", path).await?;
+        ensure!(answer.status == 401, "{path} without credentials: {answer:?}");
+        ensure!(answer.header("www-authenticate") == Some("Basic realm=\"ferromq\""), "{answer:?}");
+    }
+    let wrong = as_user("root", "guess")?.request("GET", "/api/broker").await?;
+    ensure!(wrong.status == 401, "a wrong password: {wrong:?}");
+    ensure!(!wrong.body.contains("guess"), "the password is not echoed: {wrong:?}");
+    let unknown = as_user("mallory", "secret")?.request("GET", "/api/broker").await?;
+    ensure!(unknown.status == 401, "an unknown user: {unknown:?}");
+    let outsider = as_user("alice", "wonderland")?.request("GET", "/metrics").await?;
+    ensure!(outsider.status == 403, "a user outside [admin] groups: {outsider:?}");
+
+    let root = as_user("root", "secret")?;
+    let stats: BrokerStats = root.broker().await?;
+    ensure!(root.request("GET", "/metrics").await?.status == 200);
+    let status = anonymous.status().await?;
+    ensure!(status.name == stats.name, "{status:?}");
+    broker.shutdown().await;
+    Ok(())
+}
