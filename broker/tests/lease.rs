@@ -43,7 +43,18 @@ fn write_config(dir: &Path, name: &str, url: &str, standby: bool) -> std::path::
 
 /// A broker on its own data directory `dir/<name>-data`, STOMP on `port`, admin on `admin`.
 fn start(dir: &Path, name: &str, config: &Path, port: u16, admin: SocketAddr) -> Process {
-    let data = dir.join(format!("{name}-data"));
+    start_on(dir, name, &dir.join(format!("{name}-data")), config, port, admin)
+}
+
+/// [`start`] on the data directory `data` (a restart of another process's broker).
+fn start_on(
+    dir: &Path,
+    name: &str,
+    data: &Path,
+    config: &Path,
+    port: u16,
+    admin: SocketAddr,
+) -> Process {
     let stomp = format!("stomp://127.0.0.1:{port}");
     let admin = admin.to_string();
     let args = [
@@ -53,7 +64,7 @@ fn start(dir: &Path, name: &str, config: &Path, port: u16, admin: SocketAddr) ->
         "--connector",
         &stomp,
         "--data-dir",
-        path_str(&data),
+        path_str(data),
         "--admin-bind",
         &admin,
     ];
@@ -374,5 +385,32 @@ fn a_broker_cut_off_from_postgres_stops_serving_before_its_standby_takes_over() 
     let mut stomp = RawStomp::open(loopback(port_b));
     receive_exactly(&mut stomp, queue, &expected, true);
     drop(stomp);
+
+    // A's supervisor restarts it, the network healed: on its own data directory it finds
+    // the lease held by B (not by a dead predecessor of its own) and comes back as B's
+    // standby, serving nothing.
+    let config_a = write_config(dir.path(), "a-again", &url, true);
+    let mut again =
+        start_on(dir.path(), "a-again", &dir.path().join("a-data"), &config_a, port_a, admin_a);
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let waiting = reader.status(admin_a).and_then(|s| s.waiting_for);
+        if waiting.as_deref().is_some_and(|what| what.contains(&format!("pid {}", b.pid()))) {
+            break;
+        }
+        assert!(again.try_status().is_none(), "the restarted A exited:\n{}", again.output());
+        assert!(Instant::now() < deadline, "the restarted A never waited:\n{}", again.output());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(2 * LEASE_MS));
+    assert_eq!(reader.status(admin_a).map(|s| s.role), Some(BrokerRole::Waiting));
+    assert!(
+        TcpStream::connect_timeout(&loopback(port_a), Duration::from_millis(200)).is_err(),
+        "the restarted A serves while B holds the lease"
+    );
+    // And takes over when B stops cleanly (releasing the lease).
     b.stop();
+    again.wait_accepting(loopback(port_a));
+    assert_eq!(reader.wait_role(&mut again, admin_a, BrokerRole::Active).role, BrokerRole::Active);
+    again.stop();
 }
