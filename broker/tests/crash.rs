@@ -658,18 +658,8 @@ fn a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies() {
     let port_b = free_port();
     let admin_b = loopback(free_port());
     let (stomp_b, admin_bind) = (format!("stomp://127.0.0.1:{port_b}"), admin_b.to_string());
-    let args = [
-        "start",
-        "--config",
-        path_str(&config),
-        "--connector",
-        &stomp_b,
-        "--data-dir",
-        path_str(&data),
-        "--admin-bind",
-        &admin_bind,
-    ];
-    let mut b = Process::start(dir.path(), "standby", &args);
+    let mut b =
+        Process::start_listening(dir.path(), "standby", &config, &data, &stomp_b, &admin_bind);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !b.stderr().contains("waiting as its standby") {
         assert!(b.try_status().is_none(), "the standby exited:\n{}", b.output());

@@ -170,18 +170,8 @@ fn dstat_logs_in_when_the_broker_checks_logins() {
     let connector = format!("stomp://127.0.0.1:{stomp}");
     let admin_bind = format!("127.0.0.1:{admin}");
     let data = dir.path().join("data");
-    let args = [
-        "start",
-        "--config",
-        path_str(&config),
-        "--connector",
-        &connector,
-        "--data-dir",
-        path_str(&data),
-        "--admin-bind",
-        &admin_bind,
-    ];
-    let mut broker = Process::start(dir.path(), "broker", &args);
+    let mut broker =
+        Process::start_listening(dir.path(), "broker", &config, &data, &connector, &admin_bind);
     broker.wait_accepting(loopback(admin));
     let url = format!("http://{admin_bind}");
     let stderr = refused_start(dir.path(), "anonymous", &["dstat", "--url", &url], DSTAT_TIMEOUT);

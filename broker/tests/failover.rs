@@ -75,18 +75,7 @@ impl Pair {
                 SharedStore::Postgres(_) => dir.join(format!("data-{name}")),
             };
             let connector = format!("{scheme}://127.0.0.1:{port}");
-            let args = [
-                "start",
-                "--config",
-                path_str(&config),
-                "--connector",
-                &connector,
-                "--data-dir",
-                path_str(&data),
-                "--admin-bind",
-                "127.0.0.1:0",
-            ];
-            Process::start(dir, name, &args)
+            Process::start_listening(dir, name, &config, &data, &connector, "127.0.0.1:0")
         };
         let active_port = free_port();
         let mut active = start("active", active_port);

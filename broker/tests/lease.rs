@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use broker::admin::{AdminClient, BrokerRole, BrokerStatus};
 use common::{
-    free_port, loopback, path_str, receive_exactly, send_confirmed, temp_dir, Process, RawStomp,
+    free_port, loopback, receive_exactly, send_confirmed, temp_dir, Process, RawStomp,
     EXIT_TIMEOUT, START_TIMEOUT,
 };
 
@@ -56,19 +56,7 @@ fn start_on(
     admin: SocketAddr,
 ) -> Process {
     let stomp = format!("stomp://127.0.0.1:{port}");
-    let admin = admin.to_string();
-    let args = [
-        "start",
-        "--config",
-        path_str(config),
-        "--connector",
-        &stomp,
-        "--data-dir",
-        path_str(data),
-        "--admin-bind",
-        &admin,
-    ];
-    Process::start(dir, name, &args)
+    Process::start_listening(dir, name, config, data, &stomp, &admin.to_string())
 }
 
 fn unix_ms() -> u64 {

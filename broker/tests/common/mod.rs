@@ -72,17 +72,30 @@ impl Process {
         data: &Path,
         port: u16,
     ) -> Process {
-        let uri = format!("stomp://127.0.0.1:{port}");
+        let connector = format!("stomp://127.0.0.1:{port}");
+        Process::start_listening(dir, name, config, data, &connector, "127.0.0.1:0")
+    }
+
+    /// `ferromq start` with the configuration file `config` on `data`, one `connector` URI and
+    /// the admin endpoint on `admin` (`host:port`).
+    pub fn start_listening(
+        dir: &Path,
+        name: &str,
+        config: &Path,
+        data: &Path,
+        connector: &str,
+        admin: &str,
+    ) -> Process {
         let args = [
             "start",
             "--config",
             path_str(config),
             "--connector",
-            &uri,
+            connector,
             "--data-dir",
             path_str(data),
             "--admin-bind",
-            "127.0.0.1:0",
+            admin,
         ];
         Process::start(dir, name, &args)
     }
