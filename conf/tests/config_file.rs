@@ -785,3 +785,18 @@ fn users_need_hashed_passwords_and_someone_must_be_able_to_connect() {
         "ferromq.toml:1: `users[0]`: missing key `password` (its Argon2 hash, made by `ferromq passwd`)"
     );
 }
+
+#[test]
+fn an_empty_admin_groups_list_is_refused_when_logins_are_checked() -> Result<(), ConfigError> {
+    let config = Config::parse("[admin]\ngroups = [\"ops\"]\n", "ferromq.toml")?;
+    assert_eq!(config.admin.groups, ["ops"]);
+    assert_eq!(Config::default().admin.groups, ["admins"]);
+    // Without authentication nobody is asked for credentials, so the list does not matter.
+    Config::parse("[admin]\ngroups = []\n", "ferromq.toml")?;
+    let error = error_of(
+        "[authentication]\nenabled = true\nanonymous_access = true\n\n[admin]\ngroups = []\n",
+    );
+    assert!(error.contains("`admin.groups`"), "{error}");
+    assert!(error.contains("nobody could read the admin endpoint"), "{error}");
+    Ok(())
+}
