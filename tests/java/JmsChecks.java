@@ -112,7 +112,8 @@ public final class JmsChecks {
      */
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
             "flow_control_fail", "configured_policies", "gc_inactive_destinations",
-            "slow_consumer_abort", "temp_store", "login_refused", "authorization_refused");
+            "slow_consumer_abort", "temp_store", "login_refused", "authorization_refused",
+            "composite_authorization");
 
     /**
      * configured_policies: queues under policy.strict. dispatch in strict order
@@ -246,6 +247,7 @@ public final class JmsChecks {
             case "queue_send_receive" -> queueSendReceive();
             case "login_refused" -> loginRefused();
             case "authorization_refused" -> authorizationRefused();
+            case "composite_authorization" -> compositeAuthorization();
             case "competing_consumers" -> competingConsumers();
             case "topic_fanout" -> topicFanout();
             case "durable_offline" -> durableOffline();
@@ -337,6 +339,55 @@ public final class JmsChecks {
         MessageConsumer consumer = session.createConsumer(writeDenied);
         if (consumer.receive(200) != null) {
             throw new CheckFailed("the refused send was delivered");
+        }
+    }
+
+    /**
+     * composite_authorization, as a guest who may use PUBLIC.> queues and topics only: every part
+     * of a composite destination is authorized on its own, so a composite naming SECRET.PAYROLL
+     * (a queue holding messages) or SECRET.T is refused for reading and writing, and one naming
+     * a new queue outside PUBLIC.> does not create it; a composite of PUBLIC parts works.
+     */
+    void compositeAuthorization() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        String[][] refusals = {
+            {"queue", "PUBLIC.A,SECRET.PAYROLL", "read from: queue://SECRET.PAYROLL"},
+            {"queue", "PUBLIC.A,topic://SECRET.T", "read from: topic://SECRET.T"},
+            {"topic", "PUBLIC.X,SECRET.T", "read from: topic://SECRET.T"},
+            {"queue", "PUBLIC.A,EVIL.NEW", "not authorized to"},
+        };
+        for (String[] refusal : refusals) {
+            Destination destination = refusal[0].equals("queue")
+                    ? session.createQueue(refusal[1]) : session.createTopic(refusal[1]);
+            try {
+                MessageConsumer consumer = session.createConsumer(destination);
+                Message stolen = consumer.receive(500);
+                throw new CheckFailed("a consumer of " + refusal[1] + " was accepted"
+                        + (stolen == null ? "" : " and received a message"));
+            } catch (JMSSecurityException expected) {
+                expectRefusal(expected, refusal[2]);
+            }
+            try {
+                MessageProducer producer = session.createProducer(destination);
+                producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+                producer.send(session.createTextMessage("forged"));
+                throw new CheckFailed("a send to " + refusal[1] + " was accepted");
+            } catch (JMSSecurityException expected) {
+                expectRefusal(expected, refusal[2].replace("read from", "write to"));
+            }
+        }
+        // Every part allowed: the send reaches both queues.
+        MessageConsumer first = session.createConsumer(session.createQueue("PUBLIC.A"));
+        MessageConsumer second = session.createConsumer(session.createQueue("PUBLIC.B"));
+        MessageProducer producer = session.createProducer(session.createQueue("PUBLIC.A,PUBLIC.B"));
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        producer.send(session.createTextMessage("public"));
+        for (MessageConsumer consumer : new MessageConsumer[] {first, second}) {
+            Message message = consumer.receive(10_000);
+            if (!(message instanceof TextMessage text) || !"public".equals(text.getText())) {
+                throw new CheckFailed("the allowed composite send did not arrive: " + message);
+            }
         }
     }
 

@@ -180,6 +180,17 @@ def amqp_send(args):
     conn.close()
 
 
+def amqp_send_anonymous(args):
+    """One durable message addressed to --queue, through the anonymous relay (a sender link
+    without a target), accepted by the broker."""
+    from proton import Message
+
+    conn = amqp_connection(args)
+    sender = conn.create_sender(None)
+    sender.send(Message(address=args.queue, body="hello", durable=True))
+    conn.close()
+
+
 def amqp_receive(args):
     """A receiver on --queue, attached by the broker."""
     conn = amqp_connection(args)
@@ -194,6 +205,7 @@ CHECKS = {
     "stomp_subscribe": stomp_subscribe,
     "amqp_send": amqp_send,
     "amqp_receive": amqp_receive,
+    "amqp_send_anonymous": amqp_send_anonymous,
 }
 
 
