@@ -7,9 +7,11 @@
 //! Checking an Argon2 hash costs tens of milliseconds of CPU by design, so it runs on the
 //! blocking pool, never on a connection's task; a password once checked for a user is
 //! remembered as an HMAC under a key made at start, so that a reconnect storm of the same
-//! service accounts costs microseconds each. Failed logins are counted per source address:
-//! past `max_failures` within the window, the address is refused at once, without the cost
-//! of a hash.
+//! service accounts costs microseconds each. Login attempts are counted per user name and
+//! source address, and per address, before the hash is checked (so that logins sent all at
+//! once cannot outrun the count): past `max_failures` failures of a user from an address
+//! within the window, or `max_failures_per_address` from the address, further attempts are
+//! refused at once, without the cost of a hash.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -46,7 +48,7 @@ pub enum AuthError {
     /// No credentials, and anonymous access is off.
     #[error("anonymous access is not allowed: give a user name and password")]
     AnonymousRefused,
-    /// This address failed too often lately.
+    /// This user failed too often lately from this address, or the address did.
     #[error("too many failed logins from this address; try again in {retry_after_secs} s")]
     TooManyFailures { retry_after_secs: u64 },
 }
@@ -117,6 +119,7 @@ impl Authenticator {
             verified: Mutex::new(HashMap::new()),
             failures: Mutex::new(FailureCounts::new(
                 settings.max_failures,
+                settings.max_failures_per_address,
                 settings.failure_window,
             )),
         })
@@ -171,11 +174,24 @@ impl Authenticator {
                 groups: Arc::from([]),
             });
         }
-        if let Some(address) = address {
-            if let Some(wait) = self.failures.lock().blocked(address, Instant::now()) {
-                return Err(AuthError::TooManyFailures { retry_after_secs: wait.as_secs().max(1) });
+        // Admitted before the expensive check, settled after it (see FailureCounts).
+        let admission = match address {
+            Some(address) => {
+                let admitted =
+                    self.failures.lock().admit(address, user.unwrap_or(""), Instant::now());
+                match admitted {
+                    Ok(admission) => Some(admission),
+                    Err(wait) => {
+                        let retry_after_secs = wait.as_secs().max(1);
+                        return Err(AuthError::TooManyFailures { retry_after_secs });
+                    }
+                }
             }
-        }
+            None => None,
+        };
+        // Settles the admission even if this future is dropped during the check (the client
+        // went away): otherwise its attempt would stay pending and refuse the user for good.
+        let mut settlement = Settlement { failures: &self.failures, admission, succeeded: false };
         let result = match user {
             None => match (&self.anonymous, password.is_empty()) {
                 (Some(anonymous), true) => Ok(anonymous.clone()),
@@ -183,9 +199,8 @@ impl Authenticator {
             },
             Some(user) => self.check_password(user, password).await,
         };
-        if let (Err(_), Some(address)) = (&result, address) {
-            self.failures.lock().failed(address, Instant::now());
-        }
+        settlement.succeeded = result.is_ok();
+        drop(settlement);
         result
     }
 
@@ -226,6 +241,21 @@ impl Authenticator {
     }
 }
 
+/// Settles an admitted login attempt when dropped.
+struct Settlement<'a> {
+    failures: &'a Mutex<FailureCounts>,
+    admission: Option<Admission>,
+    succeeded: bool,
+}
+
+impl Drop for Settlement<'_> {
+    fn drop(&mut self) {
+        if let Some(admission) = self.admission.take() {
+            self.failures.lock().settle(admission, self.succeeded, Instant::now());
+        }
+    }
+}
+
 /// Hashes `password` for a `[[users]]` entry with Argon2id's recommended parameters
 /// (19 MiB, 2 passes) and a random salt (`ferromq passwd`).
 pub fn hash_password(password: &str) -> Result<String, String> {
@@ -247,38 +277,136 @@ fn decoy_hash() -> PasswordHashString {
         .unwrap_or_else(|| unreachable!("hashing a fixed-size random text cannot fail"))
 }
 
-/// Failed logins per source address within a sliding window.
-struct FailureCounts {
-    max_failures: usize,
-    window: Duration,
-    by_address: HashMap<IpAddr, (usize, Instant)>,
+/// Login attempts within a window from its first failure: those that failed, and those whose
+/// password is being checked right now.
+#[derive(Debug, Clone, Copy)]
+struct Attempts {
+    failed: usize,
+    pending: usize,
+    since: Instant,
 }
 
-/// Beyond this many addresses, forgotten ones are swept out before another is added.
+impl Attempts {
+    fn new(now: Instant) -> Attempts {
+        Attempts { failed: 0, pending: 0, since: now }
+    }
+
+    /// Forgets the failures of a window that has passed; attempts under way stay counted.
+    fn roll(&mut self, window: Duration, now: Instant) {
+        if now.saturating_duration_since(self.since) >= window {
+            self.failed = 0;
+            self.since = now;
+        }
+    }
+
+    /// How long to refuse a new attempt, when failed and pending ones reach `limit`.
+    fn refusal(&self, limit: usize, window: Duration, now: Instant) -> Option<Duration> {
+        (self.failed + self.pending >= limit).then(|| {
+            // Refused only for attempts still under way: they settle within a second or so.
+            let left = window.saturating_sub(now.saturating_duration_since(self.since));
+            if self.failed >= limit {
+                left
+            } else {
+                left.min(Duration::from_secs(1))
+            }
+        })
+    }
+
+    fn idle(&self, window: Duration, now: Instant) -> bool {
+        self.pending == 0
+            && (self.failed == 0 || now.saturating_duration_since(self.since) >= window)
+    }
+}
+
+/// Failed logins per user name and source address, and per source address, within a window.
+///
+/// An attempt is admitted (counted as pending) before its password is checked and settled
+/// after, so that logins sent all at once cannot all pass the limit while their checks run:
+/// at most `max_failures` checks of one user from one address fail in a window, however many
+/// arrive together. Counting per user as well as per address keeps one client's mistakes
+/// from locking out the other users behind the same NAT; the per-address ceiling stops one
+/// address from trying many names.
+struct FailureCounts {
+    max_per_user: usize,
+    max_per_address: usize,
+    window: Duration,
+    by_user: HashMap<(IpAddr, String), Attempts>,
+    by_address: HashMap<IpAddr, Attempts>,
+}
+
+/// Beyond this many entries, forgotten ones are swept out before another is added.
 const MAX_TRACKED_ADDRESSES: usize = 10_000;
 
+/// An admitted login attempt, to be settled once its password was checked.
+#[derive(Debug)]
+struct Admission {
+    address: IpAddr,
+    user: String,
+}
+
 impl FailureCounts {
-    fn new(max_failures: usize, window: Duration) -> FailureCounts {
-        FailureCounts { max_failures, window, by_address: HashMap::new() }
+    fn new(max_per_user: usize, max_per_address: usize, window: Duration) -> FailureCounts {
+        FailureCounts {
+            max_per_user,
+            max_per_address,
+            window,
+            by_user: HashMap::new(),
+            by_address: HashMap::new(),
+        }
     }
 
-    /// How long `address` stays refused, if it is.
-    fn blocked(&self, address: IpAddr, now: Instant) -> Option<Duration> {
-        let (count, since) = self.by_address.get(&address)?;
-        let elapsed = now.saturating_duration_since(*since);
-        (*count >= self.max_failures && elapsed < self.window).then(|| self.window - elapsed)
-    }
-
-    fn failed(&mut self, address: IpAddr, now: Instant) {
+    /// Admits an attempt of `user` (empty: none given) from `address`, or says how long
+    /// that user from that address, or the whole address, stays refused.
+    fn admit(&mut self, address: IpAddr, user: &str, now: Instant) -> Result<Admission, Duration> {
+        let window = self.window;
+        if self.by_user.len() >= MAX_TRACKED_ADDRESSES {
+            self.by_user.retain(|_, attempts| !attempts.idle(window, now));
+        }
         if self.by_address.len() >= MAX_TRACKED_ADDRESSES {
-            let window = self.window;
-            self.by_address.retain(|_, (_, since)| now.saturating_duration_since(*since) < window);
+            self.by_address.retain(|_, attempts| !attempts.idle(window, now));
         }
-        let entry = self.by_address.entry(address).or_insert((0, now));
-        if now.saturating_duration_since(entry.1) >= self.window {
-            *entry = (0, now);
+        let key = (address, user.to_owned());
+        let mut of_user = self.by_user.get(&key).copied().unwrap_or_else(|| Attempts::new(now));
+        let mut of_address =
+            self.by_address.get(&address).copied().unwrap_or_else(|| Attempts::new(now));
+        of_user.roll(window, now);
+        of_address.roll(window, now);
+        if let Some(wait) = of_address.refusal(self.max_per_address, window, now) {
+            return Err(wait);
         }
-        entry.0 += 1;
+        if let Some(wait) = of_user.refusal(self.max_per_user, window, now) {
+            return Err(wait);
+        }
+        of_user.pending += 1;
+        of_address.pending += 1;
+        self.by_user.insert(key.clone(), of_user);
+        self.by_address.insert(address, of_address);
+        Ok(Admission { address, user: key.1 })
+    }
+
+    /// Settles an admitted attempt: a failure counts against its user and address; a
+    /// success clears its user's failures from that address.
+    fn settle(&mut self, admission: Admission, succeeded: bool, now: Instant) {
+        let window = self.window;
+        let settle = |attempts: &mut Attempts, clear: bool| {
+            attempts.pending = attempts.pending.saturating_sub(1);
+            attempts.roll(window, now);
+            if clear {
+                attempts.failed = 0;
+            } else if !succeeded {
+                if attempts.failed == 0 {
+                    attempts.since = now;
+                }
+                attempts.failed += 1;
+            }
+        };
+        if let Some(attempts) = self.by_address.get_mut(&admission.address) {
+            settle(attempts, false);
+        }
+        let key = (admission.address, admission.user);
+        if let Some(attempts) = self.by_user.get_mut(&key) {
+            settle(attempts, succeeded);
+        }
     }
 }
 
@@ -286,24 +414,59 @@ impl FailureCounts {
 mod tests {
     use super::*;
 
+    const WINDOW: Duration = Duration::from_secs(60);
+
+    fn fail(counts: &mut FailureCounts, address: IpAddr, user: &str, now: Instant) {
+        let admission = counts.admit(address, user, now).expect("admitted");
+        counts.settle(admission, false, now);
+    }
+
     #[test]
-    fn an_address_is_refused_after_max_failures_until_the_window_passes() {
-        let mut counts = FailureCounts::new(3, Duration::from_secs(60));
+    fn a_user_is_refused_from_an_address_after_max_failures_until_the_window_passes() {
+        let mut counts = FailureCounts::new(3, 10, WINDOW);
         let address: IpAddr = [10, 0, 0, 1].into();
         let start = Instant::now();
-        for _ in 0..2 {
-            counts.failed(address, start);
+        for _ in 0..3 {
+            fail(&mut counts, address, "alice", start);
         }
-        assert_eq!(counts.blocked(address, start), None);
-        counts.failed(address, start);
-        assert_eq!(
-            counts.blocked(address, start + Duration::from_secs(10)),
-            Some(Duration::from_secs(50))
-        );
-        assert_eq!(counts.blocked([10, 0, 0, 2].into(), start), None);
-        assert_eq!(counts.blocked(address, start + Duration::from_secs(60)), None);
-        counts.failed(address, start + Duration::from_secs(61));
-        assert_eq!(counts.blocked(address, start + Duration::from_secs(61)), None);
+        let later = start + Duration::from_secs(10);
+        assert_eq!(counts.admit(address, "alice", later).err(), Some(Duration::from_secs(50)));
+        // Another user of the address, and the same user from another address, get in.
+        assert!(counts.admit(address, "bob", later).is_ok());
+        assert!(counts.admit([10, 0, 0, 2].into(), "alice", later).is_ok());
+        assert!(counts.admit(address, "alice", start + WINDOW).is_ok());
+    }
+
+    #[test]
+    fn attempts_under_way_count_before_their_check_ends() {
+        let mut counts = FailureCounts::new(5, 50, WINDOW);
+        let address: IpAddr = [10, 0, 0, 1].into();
+        let now = Instant::now();
+        let admitted: Vec<_> =
+            (0..200).filter_map(|_| counts.admit(address, "alice", now).ok()).collect();
+        assert_eq!(admitted.len(), 5, "only max_failures checks may run at once");
+        for admission in admitted {
+            counts.settle(admission, false, now);
+        }
+        assert!(counts.admit(address, "alice", now).is_err(), "the right password must wait");
+        assert!(counts.admit(address, "bob", now).is_ok());
+    }
+
+    #[test]
+    fn a_success_clears_its_users_failures_but_not_the_addresss() {
+        let mut counts = FailureCounts::new(3, 4, WINDOW);
+        let address: IpAddr = [10, 0, 0, 1].into();
+        let now = Instant::now();
+        for _ in 0..2 {
+            fail(&mut counts, address, "alice", now);
+        }
+        let admission = counts.admit(address, "alice", now).expect("admitted");
+        counts.settle(admission, true, now);
+        fail(&mut counts, address, "alice", now);
+        fail(&mut counts, address, "alice", now);
+        // Four failures from the address: its ceiling, whoever logs in next.
+        assert!(counts.admit(address, "carol", now).is_err());
+        assert!(counts.admit([10, 0, 0, 2].into(), "carol", now).is_ok());
     }
 }
 

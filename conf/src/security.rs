@@ -41,11 +41,17 @@ pub struct AuthenticationConfig {
     pub anonymous_user: String,
     /// The groups anonymous clients are in. Default `["anonymous"]`, as ActiveMQ.
     pub anonymous_groups: Vec<String>,
-    /// Failed logins from one address within
-    /// [`failure_window`](Self::failure_window) after which that address is refused at
-    /// once, without its credentials being checked, until the window has passed. Default 5.
+    /// Failed logins of one user name from one address within
+    /// [`failure_window`](Self::failure_window) after which that user is refused from that
+    /// address at once, without its credentials being checked, until the window has passed.
+    /// Other users from the same address (clients behind one NAT) are not affected. Default 5.
     #[serde(deserialize_with = "number::whole")]
     pub max_failures: usize,
+    /// Failed logins from one address, whatever the user names, within the window after
+    /// which every login from that address is refused at once: the ceiling for a client that
+    /// tries many names. Default 50; at least `max_failures`.
+    #[serde(deserialize_with = "number::whole")]
+    pub max_failures_per_address: usize,
     /// Key `failure_window_ms`, default 60 000.
     #[serde(rename = "failure_window_ms", with = "number::millis")]
     pub failure_window: Duration,
@@ -59,6 +65,7 @@ impl Default for AuthenticationConfig {
             anonymous_user: "anonymous".to_owned(),
             anonymous_groups: vec!["anonymous".to_owned()],
             max_failures: 5,
+            max_failures_per_address: 50,
             failure_window: Duration::from_millis(60_000),
         }
     }
@@ -93,6 +100,16 @@ impl AuthenticationConfig {
         }
         if self.max_failures == 0 {
             return Err(Invalid::new(format!("{section}.max_failures"), "must be at least 1"));
+        }
+        if self.max_failures_per_address < self.max_failures {
+            return Err(Invalid::new(
+                format!("{section}.max_failures_per_address"),
+                format!(
+                    "must be at least max_failures ({}): an address may fail at least as often \
+                     as one user of it",
+                    self.max_failures
+                ),
+            ));
         }
         if self.failure_window.is_zero() {
             return Err(Invalid::new(

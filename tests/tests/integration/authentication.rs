@@ -2,8 +2,9 @@
 //! (`login`/`passcode`), Qpid Proton (SASL PLAIN and ANONYMOUS) and the ActiveMQ JMS client
 //! (`jms.userName`/`jms.password`, refused with `JMSSecurityException`): right credentials
 //! get in; a wrong password, an unknown user and an anonymous client where anonymous access
-//! is off are refused, and nothing they sent is stored or delivered; an address that fails
-//! too often is refused at once for a while.
+//! is off are refused, and nothing they sent is stored or delivered; a user that fails too
+//! often from an address is refused at once for a while, however many logins it sends at
+//! once, while other users of the address get in.
 
 use std::time::Duration;
 
@@ -220,5 +221,81 @@ async fn a_user_whose_hash_is_not_argon2_stops_the_start() -> anyhow::Result<()>
             );
         }
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_wrong_logins_get_at_most_max_failures_checks_and_spare_other_users(
+) -> anyhow::Result<()> {
+    const MAX_FAILURES: usize = 5;
+    let hash = broker::security::hash_password("bobs-password").map_err(anyhow::Error::msg)?;
+    let broker = start(&["stomp://127.0.0.1:0"], |config| {
+        config.authentication.max_failures = MAX_FAILURES;
+        config.authentication.failure_window = Duration::from_secs(5);
+        config.users.push(conf::UserEntry {
+            name: "bob".to_owned(),
+            password: hash,
+            groups: vec!["users".to_owned()],
+        });
+    })
+    .await?;
+    let addr = tests::stomp_addr(&broker)?;
+    // 200 CONNECTs with a wrong password, all written before any answer is read.
+    let mut connections = Vec::new();
+    for _ in 0..200 {
+        connections.push(RawConnection::open(addr).await?);
+    }
+    let connect = Frame::new(Command::Connect)
+        .header("accept-version", "1.2")
+        .header("login", USER)
+        .header("passcode", "guess");
+    for connection in &mut connections {
+        connection.write_frame(&connect).await?;
+    }
+    let mut answers = tokio::task::JoinSet::new();
+    for mut connection in connections {
+        answers.spawn(async move {
+            let error = connection.expect_error_then_close().await?;
+            anyhow::Ok(error.get("message").unwrap_or_default().to_owned())
+        });
+    }
+    let mut messages = Vec::new();
+    while let Some(answer) = answers.join_next().await {
+        messages.push(answer??);
+    }
+    // Only refusals after a real check say the password is invalid; the rest were refused
+    // before it.
+    let checked = messages.iter().filter(|m| m.contains("or password is invalid")).count();
+    let limited = messages.iter().filter(|m| m.contains("too many failed logins")).count();
+    ensure!(
+        (1..=MAX_FAILURES).contains(&checked) && checked + limited == messages.len(),
+        "{checked} password checks, {limited} refused by the limit, of {}: {:?}",
+        messages.len(),
+        messages.iter().find(|m| !m.contains("or password is invalid") && !m.contains("too many"))
+    );
+    // The right password is refused now, without a check...
+    let blocked = stomp_refusal(&broker, &[("login", USER), ("passcode", PASSWORD)]).await?;
+    ensure!(
+        blocked.get("message").is_some_and(|m| m.contains("too many failed logins")),
+        "{blocked:?}"
+    );
+    // ...while another user from the same address logs in.
+    let bob = StompClient::connect(addr, login("bob", "bobs-password")).await?;
+    bob.disconnect().await?;
+    // Once the window has passed, the right password works again.
+    let deadline = tokio::time::Instant::now() + ARRIVES * 3;
+    loop {
+        match StompClient::connect(addr, login(USER, PASSWORD)).await {
+            Ok(client) => {
+                client.disconnect().await?;
+                break;
+            }
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await
+            }
+            Err(error) => bail!("still refused after the window: {error}"),
+        }
+    }
+    broker.shutdown().await;
     Ok(())
 }

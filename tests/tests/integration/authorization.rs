@@ -310,8 +310,7 @@ async fn stomp_py_and_qpid_proton_composites_are_authorized_part_by_part() -> an
         login: Some(("guest", PASSWORD)),
         queue: Some(queue),
     };
-    for composite in ["PUBLIC.A,SECRET.PAYROLL", "PUBLIC.A,topic://SECRET.T", "PUBLIC.A,EVIL.NEW"]
-    {
+    for composite in ["PUBLIC.A,SECRET.PAYROLL", "PUBLIC.A,topic://SECRET.T", "PUBLIC.A,EVIL.NEW"] {
         python_check("stomp_send", stomp_port, guest(composite), true).await?;
         python_check("stomp_subscribe", stomp_port, guest(composite), true).await?;
         python_check("amqp_send", amqp_port, guest(composite), true).await?;
@@ -343,9 +342,13 @@ async fn activemq_jms_client_composites_are_authorized_part_by_part() -> anyhow:
     let addr = broker.openwire_addr().context("no OpenWire connector")?;
     let url = format!("tcp://{addr}?jms.userName=guest&jms.password={PASSWORD}");
     tokio::task::block_in_place(|| {
-        crate::jms::run_java_check_with(&classpath, &[], &url, "composite_authorization", &mut || {
-            bail!("this check never restarts the broker")
-        })
+        crate::jms::run_java_check_with(
+            &classpath,
+            &[],
+            &url,
+            "composite_authorization",
+            &mut || bail!("this check never restarts the broker"),
+        )
     })?;
     secrets_untouched(&broker).await?;
     broker.shutdown().await;
