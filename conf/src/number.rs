@@ -144,8 +144,15 @@ pub(crate) mod optional_millis {
 
 /// A size in bytes: a whole number, or a text with a unit as ActiveMQ writes them
 /// (`"128 mb"`, `"64kb"`, `"1 GiB"`; k, m, g and t are powers of 1024, as in ActiveMQ).
-pub(crate) fn bytes<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    deserializer.deserialize_any(Bytes)
+pub(crate) fn bytes<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    let bytes = deserializer.deserialize_any(Bytes)?;
+    T::try_from(bytes).map_err(|_| {
+        de::Error::invalid_value(Unexpected::Unsigned(bytes), &"a size this machine can address")
+    })
 }
 
 /// An optional [`bytes`] size.

@@ -39,6 +39,7 @@ pub struct BrokerConfig {
     /// [`DestinationDefaults::memory_limit`]. Past it, queues keep persistent messages in the
     /// store only and page them in as consumers drain. Default 1 GiB, as ActiveMQ's
     /// `BrokerService`.
+    #[serde(deserialize_with = "number::bytes")]
     pub memory_limit: u64,
     /// Bytes the temporary store may use (ActiveMQ's systemUsage `tempUsage`): where queues
     /// spill non-persistent messages beyond their memory limit, under `<data_dir>/tmp_storage`
@@ -48,6 +49,7 @@ pub struct BrokerConfig {
     /// files). Default 50 GiB, as ActiveMQ's `BrokerService`. Only a broker that holds its data
     /// directory has a temporary store (the `ferromq` binary always does; an embedded broker
     /// on the memory store does not, and keeps non-persistent messages in memory).
+    #[serde(deserialize_with = "number::bytes")]
     pub temp_limit: u64,
     /// What a send does when it finds no room (a destination or the broker over its memory
     /// limit with messages that cannot page out, or the store's write backlog full): `false`
@@ -105,7 +107,7 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Largest frame accepted, in bytes; a connector's `wireFormat.maxFrameSize` URI option
     /// overrides it. Default 104 857 600 (100 MiB), as ActiveMQ.
-    #[serde(deserialize_with = "number::whole")]
+    #[serde(deserialize_with = "number::bytes")]
     pub max_frame_size: usize,
     /// Most headers in one frame. Default 1000, as ActiveMQ's STOMP transport.
     #[serde(deserialize_with = "number::whole")]
@@ -172,10 +174,13 @@ pub struct StoreConfig {
     pub sync_interval: Duration,
     /// The most bytes the store may use (ActiveMQ's storeUsage); past it new persistent
     /// messages are refused while acks still work. 0 means no limit. Default 64 GiB.
+    #[serde(deserialize_with = "number::bytes")]
     pub max_size: u64,
     /// Journal: the size of each data file, in bytes. Default 32 MiB.
+    #[serde(deserialize_with = "number::bytes")]
     pub segment_size: u64,
     /// Journal: bytes written between index checkpoints. Default 8 MiB.
+    #[serde(deserialize_with = "number::bytes")]
     pub checkpoint_bytes: u64,
     /// Journal: an idle journal checkpoints after this long without a write, so that
     /// acknowledged messages free their data files (and a full store frees room) even when
@@ -349,6 +354,7 @@ pub struct DestinationDefaults {
     /// `memoryLimit`. Past it a queue keeps only its first messages (in delivery order) in
     /// memory and pages the rest in from the store (non-persistent messages: from the
     /// temporary store, see [`BrokerConfig::temp_limit`]) as consumers drain. Default 64 MiB.
+    #[serde(deserialize_with = "number::bytes")]
     pub memory_limit: u64,
 }
 

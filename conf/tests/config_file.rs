@@ -233,6 +233,36 @@ fn memory_limits_have_defaults_and_a_floor() {
 }
 
 #[test]
+fn every_size_takes_a_number_or_a_text_with_a_unit() -> Result<(), ConfigError> {
+    let config = Config::parse(
+        "[broker]\nmemory_limit = \"512 mb\"\ntemp_limit = \"1 gb\"\n\
+         [transport]\nmax_frame_size = \"10 MiB\"\n\
+         [store]\nmax_size = \"128 mb\"\nsegment_size = \"16mb\"\ncheckpoint_bytes = \"4 mb\"\n\
+         [destinations]\nmemory_limit = \"32 mb\"\n\
+         [[policies]]\nqueue = \">\"\nmemory_limit = \"8 mb\"\n",
+        "ferromq.toml",
+    )?;
+    assert_eq!(config.broker.memory_limit, 512 << 20);
+    assert_eq!(config.broker.temp_limit, 1 << 30);
+    assert_eq!(config.transport.max_frame_size, 10 << 20);
+    assert_eq!(config.store.max_size, 128 << 20);
+    assert_eq!(config.store.segment_size, 16 << 20);
+    assert_eq!(config.store.checkpoint_bytes, 4 << 20);
+    assert_eq!(config.destinations.memory_limit, 32 << 20);
+    assert_eq!(config.policies[0].memory_limit, Some(8 << 20));
+    // "20 mb" reads as a size, and is then held to the store's floor like any number.
+    let error = error_of("[store]\nmax_size = \"20 mb\"\n");
+    assert!(error.contains("20971520 bytes is less than four data files"), "{error}");
+    // Plain numbers still work, and a size that is not one is refused with the key.
+    let plain = Config::parse("[store]\nmax_size = 268435456\n", "f.toml")?;
+    assert_eq!(plain.store.max_size, 256 << 20);
+    let error = error_of("[store]\nmax_size = \"20 parsecs\"\n");
+    assert!(error.starts_with("ferromq.toml:2: `store.max_size`"), "{error}");
+    assert!(error.contains("a size such as \"128 mb\""), "{error}");
+    Ok(())
+}
+
+#[test]
 fn an_unknown_key_is_found_in_dotted_and_inline_form() {
     assert_eq!(
         error_of("\n\nbroker.nmae = \"x\"\n"),
