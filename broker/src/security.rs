@@ -708,13 +708,15 @@ mod authorization_tests {
 
     #[test]
     fn using_a_composite_creates_only_the_parts_that_do_not_exist() {
-        let mut config = conf::Config::default();
-        config.authorization = vec![conf::AuthorizationEntry {
-            queue: Some(">".to_owned()),
-            read: vec!["users".to_owned()],
-            write: vec!["users".to_owned()],
+        let config = conf::Config {
+            authorization: vec![conf::AuthorizationEntry {
+                queue: Some(">".to_owned()),
+                read: vec!["users".to_owned()],
+                write: vec!["users".to_owned()],
+                ..Default::default()
+            }],
             ..Default::default()
-        }];
+        };
         let authorizer = Authorizer::new(&config);
         let user = subject("users");
         let composite = Destination::queue("OLD,NEW");
