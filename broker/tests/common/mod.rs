@@ -55,8 +55,9 @@ impl Process {
         Process { name: name.to_owned(), child, stdout_path, stderr_path, exited: None }
     }
 
-    /// `ferromq start` with a STOMP connector on `port`, on `data` (and the admin endpoint on
-    /// a free port, so that brokers of tests running at once do not compete for 8161).
+    /// `ferromq start` with a STOMP connector on `port` (0: the kernel picks one, read it back
+    /// with [`Process::wait_ready`]), on `data` (and the admin endpoint on a port the kernel
+    /// picks, never 8161, which another program may hold).
     pub fn start_broker(dir: &Path, name: &str, data: &Path, port: u16) -> Process {
         let uri = format!("stomp://127.0.0.1:{port}");
         let admin = ["--admin-bind", "127.0.0.1:0"];
@@ -171,28 +172,59 @@ impl Process {
         }
     }
 
-    /// Waits until `addr` accepts connections, failing early if the process exits.
-    pub fn wait_accepting(&mut self, addr: SocketAddr) {
+    /// Waits for the `ferromq ready` line a broker prints on stdout once it serves, failing
+    /// early if the process exits, and checks that the line carries this process's own pid.
+    /// Tests learn the bound addresses from it instead of connecting to a port: a connect
+    /// may reach another program that happens to listen there (another test's broker, a
+    /// broker on the default ports) while this one is still starting, or failed to bind.
+    pub fn wait_ready(&mut self) -> Ready {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
+            if let Some(ready) = self.stdout().lines().find_map(Ready::parse) {
+                assert_eq!(
+                    ready.pid,
+                    self.pid(),
+                    "ferromq {} printed another process's readiness line\n{}",
+                    self.name,
+                    self.output()
+                );
+                return ready;
+            }
             if let Some(status) = self.try_status() {
                 panic!(
-                    "ferromq {} exited ({status}) instead of accepting on {addr}\n{}",
+                    "ferromq {} exited ({status}) before it was ready\n{}",
                     self.name,
                     self.output()
                 );
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return;
-            }
             assert!(
                 Instant::now() < deadline,
-                "ferromq {} did not accept on {addr} within {START_TIMEOUT:?}\n{}",
+                "ferromq {} was not ready within {START_TIMEOUT:?}\n{}",
                 self.name,
                 self.output()
             );
             std::thread::sleep(POLL);
         }
+    }
+
+    /// Waits until this broker serves on `addr` (one of its connectors, or its admin
+    /// endpoint): its own readiness line must name `addr`, so that a test never mistakes
+    /// another process listening there for the broker it started.
+    pub fn wait_accepting(&mut self, addr: SocketAddr) {
+        let ready = self.wait_ready();
+        assert!(
+            ready.serves(addr),
+            "ferromq {} is ready on {:?} (admin {:?}), not on {addr}\n{}",
+            self.name,
+            ready.connectors,
+            ready.admin,
+            self.output()
+        );
+    }
+
+    /// The TCP addresses this process listens on (see [`listening_addrs`]).
+    pub fn listening(&self) -> Vec<SocketAddr> {
+        listening_addrs(self.pid())
     }
 
     /// Sends `signal` (KILL, TERM, INT...) with kill(1).
@@ -233,6 +265,126 @@ impl Drop for Process {
             let _ = self.child.wait();
         }
     }
+}
+
+/// What a broker's `ferromq ready pid=PID SCHEME=ADDRESS... [admin=ADDRESS]` line says.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    pub pid: u32,
+    /// Every connector's scheme (`stomp`, `tcp`, `amqp`...) and bound address, in order.
+    pub connectors: Vec<(String, SocketAddr)>,
+    pub admin: Option<SocketAddr>,
+}
+
+impl Ready {
+    pub fn parse(line: &str) -> Option<Ready> {
+        let mut words = line.strip_prefix("ferromq ready ")?.split_whitespace();
+        let pid = words.next()?.strip_prefix("pid=")?.parse().ok()?;
+        let mut ready = Ready { pid, connectors: Vec::new(), admin: None };
+        for word in words {
+            let (key, address) = word.split_once('=')?;
+            let address: SocketAddr = address.parse().ok()?;
+            match key {
+                "admin" => ready.admin = Some(address),
+                scheme => ready.connectors.push((scheme.to_owned(), address)),
+            }
+        }
+        Some(ready)
+    }
+
+    /// The address of the first connector with `scheme`, as the broker bound it.
+    pub fn addr(&self, scheme: &str) -> SocketAddr {
+        match self.connectors.iter().find(|(s, _)| s == scheme) {
+            Some((_, address)) => *address,
+            None => panic!("no {scheme} connector in {self:?}"),
+        }
+    }
+
+    /// True if `addr` is one of the connectors or the admin endpoint. A connector bound on
+    /// every interface (`0.0.0.0`) serves loopback too.
+    pub fn serves(&self, addr: SocketAddr) -> bool {
+        let same = |bound: &SocketAddr| {
+            bound.port() == addr.port() && (bound.ip() == addr.ip() || bound.ip().is_unspecified())
+        };
+        self.connectors.iter().any(|(_, bound)| same(bound))
+            || self.admin.as_ref().is_some_and(same)
+    }
+}
+
+/// The TCP addresses process `pid` listens on: the socket inodes among its open files,
+/// matched against the listening sockets of its network namespace (`/proc/PID/net/tcp` and
+/// `tcp6`). Empty once the process has exited. This says which process holds a port, which a
+/// connect cannot.
+pub fn listening_addrs(pid: u32) -> Vec<SocketAddr> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let inodes: std::collections::HashSet<String> = entries
+        .flatten()
+        .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?;
+            Some(target.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut listening = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            const LISTEN: &str = "0A";
+            if fields.len() > 9 && fields[3] == LISTEN && inodes.contains(fields[9]) {
+                if let Some(address) = proc_net_address(fields[1]) {
+                    listening.push(address);
+                }
+            }
+        }
+    }
+    listening
+}
+
+/// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the kernel prints each 32-bit
+/// word of the address in the machine's byte order, the port in hex.
+fn proc_net_address(text: &str) -> Option<SocketAddr> {
+    let (address, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |at: usize| -> Option<[u8; 4]> {
+        Some(u32::from_str_radix(address.get(at..at + 8)?, 16).ok()?.to_ne_bytes())
+    };
+    let ip: std::net::IpAddr = match address.len() {
+        8 => std::net::Ipv4Addr::from(word(0)?).into(),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for n in 0..4 {
+                bytes[n * 4..n * 4 + 4].copy_from_slice(&word(n * 8)?);
+            }
+            std::net::Ipv6Addr::from(bytes).into()
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// The processes holding an flock on `path`, from `/proc/locks` (waiters left out).
+pub fn flock_holders(path: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = std::fs::metadata(path).map(|m| m.ino()) else {
+        return Vec::new();
+    };
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks
+        .lines()
+        .filter_map(|line| {
+            // 1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF; a waiter's line has "->".
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.get(1) != Some(&"FLOCK") {
+                return None;
+            }
+            let held_inode = fields.get(5)?.rsplit(':').next()?.parse::<u64>().ok()?;
+            (held_inode == inode).then(|| fields.get(4)?.parse().ok()).flatten()
+        })
+        .collect()
 }
 
 /// Runs `ferromq ARGS...` expecting it to refuse: it must exit, unsuccessfully, within
