@@ -311,59 +311,9 @@ impl Ready {
     }
 }
 
-/// The TCP addresses process `pid` listens on: the socket inodes among its open files,
-/// matched against the listening sockets of its network namespace (`/proc/PID/net/tcp` and
-/// `tcp6`). Empty once the process has exited. This says which process holds a port, which a
-/// connect cannot.
+/// The TCP addresses process `pid` listens on, from `/proc` (empty once it has exited).
 pub fn listening_addrs(pid: u32) -> Vec<SocketAddr> {
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return Vec::new();
-    };
-    let inodes: std::collections::HashSet<String> = entries
-        .flatten()
-        .filter_map(|entry| std::fs::read_link(entry.path()).ok())
-        .filter_map(|target| {
-            let target = target.to_str()?;
-            Some(target.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
-        })
-        .collect();
-    let mut listening = Vec::new();
-    for table in ["tcp", "tcp6"] {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
-        for line in text.lines().skip(1) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-            const LISTEN: &str = "0A";
-            if fields.len() > 9 && fields[3] == LISTEN && inodes.contains(fields[9]) {
-                if let Some(address) = proc_net_address(fields[1]) {
-                    listening.push(address);
-                }
-            }
-        }
-    }
-    listening
-}
-
-/// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the kernel prints each 32-bit
-/// word of the address in the machine's byte order, the port in hex.
-fn proc_net_address(text: &str) -> Option<SocketAddr> {
-    let (address, port) = text.split_once(':')?;
-    let port = u16::from_str_radix(port, 16).ok()?;
-    let word = |at: usize| -> Option<[u8; 4]> {
-        Some(u32::from_str_radix(address.get(at..at + 8)?, 16).ok()?.to_ne_bytes())
-    };
-    let ip: std::net::IpAddr = match address.len() {
-        8 => std::net::Ipv4Addr::from(word(0)?).into(),
-        32 => {
-            let mut bytes = [0u8; 16];
-            for n in 0..4 {
-                bytes[n * 4..n * 4 + 4].copy_from_slice(&word(n * 8)?);
-            }
-            std::net::Ipv6Addr::from(bytes).into()
-        }
-        _ => return None,
-    };
-    Some(SocketAddr::new(ip, port))
+    store::kit::listening_addrs(pid)
 }
 
 /// The processes holding an flock on `path`, from `/proc/locks` (waiters left out).
