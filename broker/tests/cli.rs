@@ -96,21 +96,27 @@ fn start_refuses_a_locked_data_dir() {
     let mut first = Process::start_broker(dir.path(), "first", &data, 0);
     first.wait_ready();
 
+    // The second broker's connector and admin addresses are taken too: it must report the
+    // lock, which it takes before it binds anything (or opens the store).
+    let holder = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken = holder.local_addr().expect("address").to_string();
     let stderr = refused_start(
         dir.path(),
         "second",
         &[
             "start",
             "--connector",
-            "stomp://127.0.0.1:0",
+            &format!("stomp://{taken}"),
             "--data-dir",
             path_str(&data),
             "--admin-bind",
-            ADMIN_ANY,
+            &taken,
         ],
         EXIT_TIMEOUT,
     );
     assert!(stderr.contains("locked"), "stderr should say the data directory is locked:\n{stderr}");
+    assert!(!stderr.contains("in use"), "the lock comes before any bind:\n{stderr}");
+    drop(holder);
     assert!(stderr.contains(path_str(&data)), "stderr should name the data directory:\n{stderr}");
     assert!(
         stderr.contains(&first.pid().to_string()),

@@ -227,8 +227,12 @@ impl Process {
         listening_addrs(self.pid())
     }
 
-    /// Sends `signal` (KILL, TERM, INT...) with kill(1).
-    pub fn signal(&self, signal: &str) {
+    /// Sends `signal` (KILL, TERM, INT...) with kill(1), unless the process has exited: once
+    /// reaped, its pid may already be another process's (another test's broker).
+    pub fn signal(&mut self, signal: &str) {
+        if self.try_status().is_some() {
+            return;
+        }
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.pid().to_string())
