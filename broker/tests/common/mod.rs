@@ -3,6 +3,12 @@
 //! directories, and just enough STOMP over a blocking socket ([`RawStomp`]) to talk to the
 //! binary without another crate's client.
 //!
+//! A test knows its broker serves from the broker's own `ferromq ready pid=...` line
+//! ([`Process::wait_ready`], [`Ready`]), never from a connect to a port: other programs may
+//! listen on any port, the default ones (61616, 61613, 8161...) included. Which process
+//! listens where, and which holds a data directory's lock, come from `/proc`
+//! ([`listening_addrs`], [`flock_holders`]).
+//!
 //! Every test file is a crate of its own and uses only part of this module.
 #![allow(dead_code)]
 
