@@ -92,6 +92,9 @@ impl StatusReader {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if let Some(status) = self.status(admin).filter(|status| status.role == role) {
+                // The endpoint that answered is this broker's own, not another program's.
+                let pid = process.pid();
+                assert!(process.listening().contains(&admin), "{admin} is not pid {pid}'s");
                 return status;
             }
             assert!(process.try_status().is_none(), "the broker exited:\n{}", process.output());
