@@ -83,10 +83,15 @@ impl FerromqProcess {
         let binary = ferromq_binary()?;
         let config_file = dir.join("ferromq.toml");
         std::fs::write(&config_file, launch.config_text())?;
-        let (stomp, openwire) = (free_port()?, free_port()?);
-        let amqp = if launch.amqp { Some(free_port()?) } else { None };
-        let mut connectors = vec![format!("stomp://{stomp}"), format!("tcp://{openwire}")];
-        connectors.extend(amqp.map(|amqp| format!("amqp://{amqp}")));
+        // Ports the kernel picks, read back from the broker's readiness line: a port chosen
+        // here could be another program's by the time the broker binds it, and a connect
+        // would then reach that program.
+        let mut connectors = vec!["stomp://127.0.0.1:0", "tcp://127.0.0.1:0"];
+        if launch.amqp {
+            connectors.push("amqp://127.0.0.1:0");
+        }
+        let stdout_path = dir.join("ferromq.stdout");
+        let stdout = std::fs::File::create(&stdout_path)?;
         let stderr = std::fs::File::create(dir.join("ferromq.stderr"))?;
         let mut command = Command::new(&binary);
         command
@@ -98,26 +103,44 @@ impl FerromqProcess {
         for connector in &connectors {
             command.args(["--connector", connector]);
         }
-        let child = command
+        let mut child = command
             .args(["--admin-bind", "127.0.0.1:0"])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr)
             .spawn()
             .with_context(|| format!("start {}", binary.display()))?;
-        let mut process = FerromqProcess { child, stomp, openwire, amqp };
         // A SQL store connects to its database and migrates the schema before the
         // connectors open.
         let deadline = Instant::now() + Duration::from_secs(30);
-        let listening = [Some(stomp), Some(openwire), amqp];
-        while listening.iter().flatten().any(|addr| std::net::TcpStream::connect(addr).is_err()) {
-            if let Some(status) = process.child.try_wait()? {
+        let ready = loop {
+            let printed = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+            if let Some(ready) = printed.lines().find_map(ReadyLine::parse) {
+                break ready;
+            }
+            if let Some(status) = child.try_wait()? {
                 let log = std::fs::read_to_string(dir.join("ferromq.stderr")).unwrap_or_default();
                 bail!("ferromq exited with {status}:\n{log}");
             }
-            ensure!(Instant::now() < deadline, "ferromq did not start accepting within 30 s");
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("ferromq did not start accepting within 30 s");
+            }
             std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut process = FerromqProcess {
+            child,
+            stomp: SocketAddr::from(([127, 0, 0, 1], 0)),
+            openwire: SocketAddr::from(([127, 0, 0, 1], 0)),
+            amqp: None,
+        };
+        ensure!(ready.pid == process.pid(), "the readiness line is another process's: {ready:?}");
+        process.stomp = ready.addr("stomp").context("no STOMP connector is ready")?;
+        process.openwire = ready.addr("tcp").context("no OpenWire connector is ready")?;
+        if launch.amqp {
+            process.amqp = Some(ready.addr("amqp").context("no AMQP connector is ready")?);
         }
         Ok(process)
     }
@@ -158,10 +181,29 @@ pub fn status_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A port free on loopback now, outside the ephemeral range the bench's own client sockets
-/// take theirs from (the broker binds it a moment later).
-fn free_port() -> anyhow::Result<SocketAddr> {
-    Ok(SocketAddr::from(([127, 0, 0, 1], store::kit::loopback_port()?)))
+/// What `ferromq start` prints once it serves: `ferromq ready pid=PID SCHEME=ADDRESS...`.
+#[derive(Debug)]
+struct ReadyLine {
+    pid: u32,
+    connectors: Vec<(String, SocketAddr)>,
+}
+
+impl ReadyLine {
+    fn parse(line: &str) -> Option<ReadyLine> {
+        let mut words = line.strip_prefix("ferromq ready ")?.split_whitespace();
+        let pid = words.next()?.strip_prefix("pid=")?.parse().ok()?;
+        let connectors = words
+            .filter_map(|word| {
+                let (scheme, address) = word.split_once('=')?;
+                Some((scheme.to_owned(), address.parse().ok()?))
+            })
+            .collect();
+        Some(ReadyLine { pid, connectors })
+    }
+
+    fn addr(&self, scheme: &str) -> Option<SocketAddr> {
+        self.connectors.iter().find(|(s, _)| s == scheme).map(|(_, address)| *address)
+    }
 }
 
 /// The release `ferromq` binary beside the running bench's executable, built first (a no-op

@@ -634,35 +634,74 @@ impl DataDirLock {
         }
     }
 
+    /// Takes the lock now or reports the holder. The lock is an flock on `<dir>/lock`, held
+    /// by the returned `File` (opened close-on-exec, so no child process shares it): the
+    /// kernel releases it when the `File` is dropped or the process dies, however it dies.
     fn acquire(dir: &Path) -> Result<DataDirLock, BrokerError> {
         let io = |source| BrokerError::DataDir { path: dir.to_path_buf(), source };
         std::fs::create_dir_all(dir).map_err(io)?;
         let path: PathBuf = dir.join("lock");
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(&path)
-                    .ok()
-                    .map(|pid| format!(" (process {})", pid.trim()))
-                    .unwrap_or_default();
-                return Err(BrokerError::DataDirLocked { path: dir.to_path_buf(), holder });
+        loop {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(io)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let holder = match DataDirLock::holder(&path) {
+                        Some(pid) => format!(" (process {pid})"),
+                        None => String::new(),
+                    };
+                    return Err(BrokerError::DataDirLocked { path: dir.to_path_buf(), holder });
+                }
+                Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
             }
-            Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
+            // An flock belongs to the file, not to the name: had the lock file been removed
+            // (or replaced) between our open and our lock, we would hold a lock nobody else
+            // can see. Lock the file the name leads to, or try again.
+            use std::os::unix::fs::MetadataExt;
+            let (held, named) = (file.metadata().map_err(io)?, std::fs::metadata(&path));
+            if named.is_ok_and(|named| (named.dev(), named.ino()) == (held.dev(), held.ino())) {
+                DataDirLock::record_holder(&file).map_err(io)?;
+                return Ok(DataDirLock { _file: file });
+            }
         }
-        use std::io::{Seek, Write};
-        file.set_len(0).map_err(io)?;
-        file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
-        write!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(DataDirLock { _file: file })
+    }
+
+    /// Writes our pid into the lock file as one fixed-width write at its start: the file is
+    /// never truncated to nothing first, so a broker refused at this moment reads a whole pid
+    /// (ours, or the previous holder's while the write is under way), never an empty file.
+    fn record_holder(file: &File) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let record = format!("{:<width$}\n", std::process::id(), width = PID_RECORD - 1);
+        file.write_all_at(record.as_bytes(), 0)?;
+        // What an older, longer record left after ours.
+        file.set_len(PID_RECORD as u64)
+    }
+
+    /// The pid the holder wrote. A holder writes it just after it locks (a fresh lock file
+    /// is empty until then), so an empty file is read again a few times first.
+    fn holder(path: &Path) -> Option<String> {
+        for _ in 0..HOLDER_READS {
+            let text = std::fs::read_to_string(path).ok()?;
+            let pid = text.trim();
+            if !pid.is_empty() {
+                return Some(pid.to_owned());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
     }
 }
+
+/// The lock file's length: a pid left-aligned, padded with spaces, and a newline.
+const PID_RECORD: usize = 21;
+/// How many times a refused broker reads an empty lock file before it reports no holder.
+const HOLDER_READS: usize = 20;
 
 /// The core's dead-letter settings from `[dead_letter]` and `destinations.expire_messages_period_ms`.
 /// The configured composite destinations, with their selectors parsed: an invalid one is a

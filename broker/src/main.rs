@@ -158,6 +158,7 @@ fn start(
         if let Some(address) = broker.admin_addr() {
             tracing::info!(%address, "admin endpoint: http://{address}/api/broker, /metrics");
         }
+        println!("{}", ready_line(std::process::id(), broker.connectors(), broker.admin_addr()));
         let lost = tokio::select! {
             signalled = wait_for_signal() => {
                 signalled?;
@@ -184,6 +185,25 @@ fn start(
     // keep the process alive.
     runtime.shutdown_timeout(LEASE_LOST_GRACE);
     result
+}
+
+/// The line `ferromq start` prints on stdout once it holds its data directory, has bound every
+/// connector and accepts: `ferromq ready pid=PID SCHEME=ADDRESS... [admin=ADDRESS]`, the
+/// connectors in their configured order. Whoever started the process learns from it that this
+/// process (not another one on the same port) serves, and on which ports it bound port 0.
+fn ready_line(
+    pid: u32,
+    connectors: &[broker::BoundConnector],
+    admin: Option<std::net::SocketAddr>,
+) -> String {
+    let mut line = format!("ferromq ready pid={pid}");
+    for connector in connectors {
+        line.push_str(&format!(" {}={}", connector.uri.scheme, connector.local_addr));
+    }
+    if let Some(admin) = admin {
+        line.push_str(&format!(" admin={admin}"));
+    }
+    line
 }
 
 /// How long a broker that lost its lease lets its connections close before it exits.

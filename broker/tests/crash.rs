@@ -23,7 +23,10 @@
 //!   ([`jdbc_sqlite_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`],
 //!   [`jdbc_postgres_kill_9_rounds_lose_no_confirmed_message_and_resurrect_no_acked_one`]).
 //! - [`second_broker_on_the_same_data_dir_refuses_and_the_first_is_unharmed`].
-//! - [`a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies`].
+//! - [`a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies`], and what
+//!   guards the one data directory's exclusion:
+//!   [`exactly_one_broker_serves_a_data_directory_through_rounds_of_takeovers`] and
+//!   [`a_connect_to_a_port_proves_nothing_the_readiness_line_does`].
 //! - [`journal_is_the_default_and_survives_a_clean_restart`].
 //!
 //! The random choices (kill delays, message sizes, which deliveries are left unacked) come
@@ -41,8 +44,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    free_port, is_timeout, loopback, path_str, receive_exactly, send_confirmed, temp_dir, Process,
-    RawFrame, RawStomp, EXIT_TIMEOUT, FRAME_TIMEOUT,
+    flock_holders, free_port, is_timeout, listening_addrs, loopback, path_str, receive_exactly,
+    send_confirmed, temp_dir, Process, RawFrame, RawStomp, EXIT_TIMEOUT, FRAME_TIMEOUT,
 };
 
 /// Rounds of the crash test; every [`EARLY_KILL_EVERY`]th one kills the broker while it
@@ -652,20 +655,21 @@ fn a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies() {
     std::fs::write(&config, "[broker]\nstandby = true\nlock_retry_ms = 100\n")
         .unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
     let queue = "/queue/standby.test";
-    let port_a = free_port();
-    let mut a = Process::start_configured(dir.path(), "active", &config, &data, port_a);
-    a.wait_accepting(loopback(port_a));
-    let port_b = free_port();
+    // Every connector on a port the kernel picks, read back from the broker's own readiness
+    // line: a connect to a chosen port once reached another process while this test's
+    // active broker had not started (see `exactly_one_broker_serves_a_data_directory...`).
+    let mut a = Process::start_configured(dir.path(), "active", &config, &data, 0);
+    let addr_a = a.wait_ready().addr("stomp");
+    let lock = data.join("lock");
+    assert_eq!(flock_holders(&lock), [a.pid()], "the active broker holds the lock");
+    // The standby's admin endpoint must be known while it waits (it prints its readiness
+    // line only once it serves): a free port, checked below to be the standby's own.
     let admin_b = loopback(free_port());
-    let (stomp_b, admin_bind) = (format!("stomp://127.0.0.1:{port_b}"), admin_b.to_string());
+    let admin_bind = admin_b.to_string();
     let mut b =
-        Process::start_listening(dir.path(), "standby", &config, &data, &stomp_b, &admin_bind);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !b.stderr().contains("waiting as its standby") {
-        assert!(b.try_status().is_none(), "the standby exited:\n{}", b.output());
-        assert!(Instant::now() < deadline, "the standby never said it waits:\n{}", b.output());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        Process::start_listening(dir.path(), "standby", &config, &data, STOMP_ANY, &admin_bind);
+    wait_until_waiting(&mut b);
+    assert_eq!(b.listening(), [admin_b], "a waiting standby serves its admin endpoint only");
     // Its admin endpoint says so, and dstat too.
     let admin = broker::admin::AdminClient::new(&format!("http://{admin_b}"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -679,24 +683,196 @@ fn a_standby_waits_for_the_lock_and_takes_over_when_the_active_broker_dies() {
     let mut dstat = Process::start(dir.path(), "dstat-waiting", &["dstat", "--url", &url]);
     let said = dstat.succeed(EXIT_TIMEOUT);
     assert!(said.contains("is a standby, waiting for the data directory's lock since"), "{said}");
-    assert!(
-        TcpStream::connect_timeout(&loopback(port_b), Duration::from_millis(200)).is_err(),
-        "a waiting standby must not serve"
-    );
-    let mut stomp = RawStomp::open(loopback(port_a));
+    let mut stomp = RawStomp::open(addr_a);
     let expected = send_confirmed(&mut stomp, queue, "confirmed", 50);
     drop(stomp);
 
     a.kill_9();
-    b.wait_accepting(loopback(port_b));
+    let ready_b = b.wait_ready();
     assert!(b.stderr().contains("taking over"), "{}", b.output());
+    assert_eq!(flock_holders(&lock), [b.pid()], "the standby took the lock over");
     let active = runtime.block_on(admin.status()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(active.role, broker::admin::BrokerRole::Active, "{active:?}");
     assert!(active.since_unix_ms >= waiting.since_unix_ms, "{waiting:?} then {active:?}");
-    let mut stomp = RawStomp::open(loopback(port_b));
+    let mut stomp = RawStomp::open(ready_b.addr("stomp"));
     receive_exactly(&mut stomp, queue, &expected, true);
     drop(stomp);
     b.stop();
+}
+
+/// A STOMP connector on a port the kernel picks.
+const STOMP_ANY: &str = "stomp://127.0.0.1:0";
+
+/// Waits until a standby says that it waits for the lock, failing if it exits or serves
+/// (prints its readiness line) instead.
+fn wait_until_waiting(standby: &mut Process) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !standby.stderr().contains("waiting as its standby") {
+        assert!(standby.try_status().is_none(), "the standby exited:\n{}", standby.output());
+        assert!(
+            Instant::now() < deadline,
+            "the standby never said it waits:\n{}",
+            standby.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !standby.stdout().contains("ferromq ready"),
+        "a standby that waits must not serve:\n{}",
+        standby.output()
+    );
+}
+
+/// The cause of the second active broker seen once in this file's standby test: the test
+/// took a connect to its chosen port for "the active broker serves", and the listener it
+/// reached was another process's. The active broker, whose port was taken, failed to bind
+/// and exited, releasing the lock; the standby then found the directory free and served
+/// without ever waiting. Here the other process is this test's own listener: the connect
+/// succeeds, the broker never prints its readiness line, and the second broker serves at
+/// once. What tests now wait for instead is the readiness line of their own child.
+#[test]
+fn a_connect_to_a_port_proves_nothing_the_readiness_line_does() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let config = dir.path().join("standby.toml");
+    std::fs::write(&config, "[broker]\nstandby = true\nlock_retry_ms = 100\n")
+        .unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
+    let other = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken = other.local_addr().expect("address");
+    let mut a = Process::start_configured(dir.path(), "active", &config, &data, taken.port());
+    assert!(TcpStream::connect(taken).is_ok(), "what the old check saw: {taken} accepts");
+    let status = a.wait_exit(EXIT_TIMEOUT);
+    assert!(!status.success(), "a broker whose port is taken must fail:\n{}", a.output());
+    assert!(a.stderr().contains("in use"), "{}", a.output());
+    assert!(!a.stdout().contains("ferromq ready"), "it never said it was ready:\n{}", a.output());
+    // The directory is free again: a second broker serves at once, without waiting.
+    let mut b = Process::start_configured(dir.path(), "standby", &config, &data, 0);
+    b.wait_ready();
+    assert!(!b.stderr().contains("waiting as its standby"), "{}", b.output());
+    b.stop();
+}
+
+/// Rounds of brokers on one data directory that each may serve (all configured as standby):
+/// two start at once, then every round starts one or two more while the active one is under
+/// load, and kills the active one (SIGKILL or SIGTERM); exactly one takes over. A watcher
+/// reads every broker's listening sockets from `/proc` every few milliseconds and fails if
+/// two brokers ever listen at once; each round checks that the serving broker holds the
+/// lock's flock and that every waiting broker said it waits and listens on nothing (the
+/// admin endpoint is off). At the end the last broker holds every confirmed message.
+#[test]
+fn exactly_one_broker_serves_a_data_directory_through_rounds_of_takeovers() {
+    const LOCK_ROUNDS: usize = 10;
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let lock = data.join("lock");
+    let config = dir.path().join("standby.toml");
+    let text = "[broker]\nstandby = true\nlock_retry_ms = 20\n[admin]\nenabled = false\n";
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
+    let queue = "/queue/exclusion.test";
+    let started = std::cell::Cell::new(0);
+    let start = || {
+        let name = format!("broker-{}", started.get());
+        started.set(started.get() + 1);
+        Process::start_configured(dir.path(), &name, &config, &data, 0)
+    };
+
+    // The watcher: every pid started, and the first moment two of them listened at once.
+    let pids: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let overlap: Arc<Mutex<Option<String>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (pids, overlap, stop) = (pids.clone(), overlap.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let now: Vec<u32> = pids.lock().expect("pids").clone();
+                let serving: Vec<(u32, Vec<SocketAddr>)> = now
+                    .into_iter()
+                    .map(|pid| (pid, listening_addrs(pid)))
+                    .filter(|(_, addrs)| !addrs.is_empty())
+                    .collect();
+                if serving.len() > 1 {
+                    overlap.lock().expect("overlap").get_or_insert(format!("{serving:?}"));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+
+    // Two at once: one serves, the other waits.
+    let mut brokers = vec![start(), start()];
+    pids.lock().expect("pids").extend(brokers.iter().map(Process::pid));
+    let mut active = serving_one_of(&mut brokers);
+    let mut expected = Vec::new();
+    for round in 0..LOCK_ROUNDS {
+        let fresh: Vec<Process> = (0..1 + round % 2).map(|_| start()).collect();
+        pids.lock().expect("pids").extend(fresh.iter().map(Process::pid));
+        brokers.extend(fresh);
+        // Load on the active broker while the new standbys start and poll the lock.
+        let mut stomp = RawStomp::open(active.1.addr("stomp"));
+        expected.extend(send_confirmed(&mut stomp, queue, &format!("round{round}"), 20));
+        for (n, broker) in brokers.iter_mut().enumerate() {
+            if n != active.0 {
+                wait_until_waiting(broker);
+                assert!(broker.listening().is_empty(), "a standby listens:\n{}", broker.output());
+            }
+        }
+        expected.extend(send_confirmed(&mut stomp, queue, &format!("round{round}-late"), 20));
+        drop(stomp);
+        let serving = &mut brokers[active.0];
+        assert_eq!(flock_holders(&lock), [serving.pid()], "round {round}: the lock's holder");
+        let text = std::fs::read_to_string(&lock).unwrap_or_default();
+        assert_eq!(text.trim(), serving.pid().to_string(), "round {round}: the lock file");
+        if round % 2 == 0 {
+            serving.kill_9();
+        } else {
+            serving.stop();
+        }
+        brokers.remove(active.0);
+        active = serving_one_of(&mut brokers);
+        if let Some(overlap) = overlap.lock().expect("overlap").as_ref() {
+            panic!("round {round}: two brokers listened at once: {overlap}");
+        }
+    }
+    let mut stomp = RawStomp::open(active.1.addr("stomp"));
+    receive_exactly(&mut stomp, queue, &expected, true);
+    drop(stomp);
+    stop.store(true, Ordering::Relaxed);
+    watcher.join().expect("the watcher panicked");
+    if let Some(overlap) = overlap.lock().expect("overlap").as_ref() {
+        panic!("two brokers listened at once: {overlap}");
+    }
+    for broker in &mut brokers {
+        broker.stop();
+    }
+}
+
+/// Waits until exactly one of `brokers` serves (prints its readiness line) and the others
+/// wait for the lock; returns which one and what it bound.
+fn serving_one_of(brokers: &mut [Process]) -> (usize, common::Ready) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready: Vec<(usize, common::Ready)> = brokers
+            .iter()
+            .enumerate()
+            .filter_map(|(n, b)| b.stdout().lines().find_map(common::Ready::parse).map(|r| (n, r)))
+            .collect();
+        let outputs = |brokers: &[Process]| {
+            brokers.iter().map(Process::output).collect::<Vec<_>>().join("\n")
+        };
+        assert!(ready.len() <= 1, "two brokers serve one data directory:\n{}", outputs(brokers));
+        for broker in brokers.iter_mut() {
+            assert!(broker.try_status().is_none(), "a broker exited:\n{}", broker.output());
+        }
+        if let [(n, _)] = ready.as_slice() {
+            let n = *n;
+            // Its own line, with its own pid, naming what it listens on.
+            let own = brokers[n].wait_ready();
+            assert!(brokers[n].listening().contains(&own.addr("stomp")), "{own:?}");
+            return (n, own);
+        }
+        assert!(Instant::now() < deadline, "no broker serves:\n{}", outputs(brokers));
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]

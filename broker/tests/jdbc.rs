@@ -74,8 +74,17 @@ fn jdbc_with_an_unreachable_postgres_refuses_to_start() {
     )
     .expect("write the configuration");
     let port = free_port().to_string();
-    let args =
-        ["start", "--config", path_str(&config), "--data-dir", path_str(&data), "--connector"];
+    // The admin endpoint on a port of its own: another program may hold the default 8161.
+    let args = [
+        "start",
+        "--config",
+        path_str(&config),
+        "--data-dir",
+        path_str(&data),
+        "--admin-bind",
+        "127.0.0.1:0",
+        "--connector",
+    ];
     let uri = format!("stomp://127.0.0.1:{port}");
     let mut all: Vec<&str> = args.to_vec();
     all.push(&uri);
@@ -114,6 +123,10 @@ fn jdbc_sqlite_under_an_unusable_data_directory_refuses_to_start() {
         path_str(&data),
         "--connector",
         &uri,
+        // Not the default 8161, which another program may hold: the broker binds its admin
+        // endpoint before it opens the store, and would report the taken port instead.
+        "--admin-bind",
+        "127.0.0.1:0",
     ];
     let output = refused_start(dir.path(), "unusable", &args, Duration::from_secs(30));
     assert!(output.contains("cannot open the SQLite database"), "{output}");

@@ -19,7 +19,7 @@
 //! with a printed reason, unless `FERROMQ_REQUIRE_ACTIVEMQ` is set (as `scripts/test` does),
 //! in which case it fails.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -185,7 +185,10 @@ impl ActiveMq {
             if let Some(status) = self.child.as_mut().map(Child::try_wait).transpose()?.flatten() {
                 bail!("Apache ActiveMQ exited ({status}) before opening {addr}:\n{}", self.log());
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            // The JVM itself must listen there: a connect could reach another program on the
+            // port while ActiveMQ, failing to bind it, stays up.
+            let pid = self.child.as_ref().map(Child::id);
+            if pid.is_some_and(|pid| store::kit::listening_addrs(pid).contains(&addr)) {
                 return Ok(());
             }
             if started.elapsed() > START_LIMIT {

@@ -3,6 +3,12 @@
 //! directories, and just enough STOMP over a blocking socket ([`RawStomp`]) to talk to the
 //! binary without another crate's client.
 //!
+//! A test knows its broker serves from the broker's own `ferromq ready pid=...` line
+//! ([`Process::wait_ready`], [`Ready`]), never from a connect to a port: other programs may
+//! listen on any port, the default ones (61616, 61613, 8161...) included. Which process
+//! listens where, and which holds a data directory's lock, come from `/proc`
+//! ([`listening_addrs`], [`flock_holders`]).
+//!
 //! Every test file is a crate of its own and uses only part of this module.
 #![allow(dead_code)]
 
@@ -55,8 +61,9 @@ impl Process {
         Process { name: name.to_owned(), child, stdout_path, stderr_path, exited: None }
     }
 
-    /// `ferromq start` with a STOMP connector on `port`, on `data` (and the admin endpoint on
-    /// a free port, so that brokers of tests running at once do not compete for 8161).
+    /// `ferromq start` with a STOMP connector on `port` (0: the kernel picks one, read it back
+    /// with [`Process::wait_ready`]), on `data` (and the admin endpoint on a port the kernel
+    /// picks, never 8161, which another program may hold).
     pub fn start_broker(dir: &Path, name: &str, data: &Path, port: u16) -> Process {
         let uri = format!("stomp://127.0.0.1:{port}");
         let admin = ["--admin-bind", "127.0.0.1:0"];
@@ -171,23 +178,34 @@ impl Process {
         }
     }
 
-    /// Waits until `addr` accepts connections, failing early if the process exits.
-    pub fn wait_accepting(&mut self, addr: SocketAddr) {
+    /// Waits for the `ferromq ready` line a broker prints on stdout once it serves, failing
+    /// early if the process exits, and checks that the line carries this process's own pid.
+    /// Tests learn the bound addresses from it instead of connecting to a port: a connect
+    /// may reach another program that happens to listen there (another test's broker, a
+    /// broker on the default ports) while this one is still starting, or failed to bind.
+    pub fn wait_ready(&mut self) -> Ready {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
+            if let Some(ready) = self.stdout().lines().find_map(Ready::parse) {
+                assert_eq!(
+                    ready.pid,
+                    self.pid(),
+                    "ferromq {} printed another process's readiness line\n{}",
+                    self.name,
+                    self.output()
+                );
+                return ready;
+            }
             if let Some(status) = self.try_status() {
                 panic!(
-                    "ferromq {} exited ({status}) instead of accepting on {addr}\n{}",
+                    "ferromq {} exited ({status}) before it was ready\n{}",
                     self.name,
                     self.output()
                 );
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return;
-            }
             assert!(
                 Instant::now() < deadline,
-                "ferromq {} did not accept on {addr} within {START_TIMEOUT:?}\n{}",
+                "ferromq {} was not ready within {START_TIMEOUT:?}\n{}",
                 self.name,
                 self.output()
             );
@@ -195,8 +213,32 @@ impl Process {
         }
     }
 
-    /// Sends `signal` (KILL, TERM, INT...) with kill(1).
-    pub fn signal(&self, signal: &str) {
+    /// Waits until this broker serves on `addr` (one of its connectors, or its admin
+    /// endpoint): its own readiness line must name `addr`, so that a test never mistakes
+    /// another process listening there for the broker it started.
+    pub fn wait_accepting(&mut self, addr: SocketAddr) {
+        let ready = self.wait_ready();
+        assert!(
+            ready.serves(addr),
+            "ferromq {} is ready on {:?} (admin {:?}), not on {addr}\n{}",
+            self.name,
+            ready.connectors,
+            ready.admin,
+            self.output()
+        );
+    }
+
+    /// The TCP addresses this process listens on (see [`listening_addrs`]).
+    pub fn listening(&self) -> Vec<SocketAddr> {
+        listening_addrs(self.pid())
+    }
+
+    /// Sends `signal` (KILL, TERM, INT...) with kill(1), unless the process has exited: once
+    /// reaped, its pid may already be another process's (another test's broker).
+    pub fn signal(&mut self, signal: &str) {
+        if self.try_status().is_some() {
+            return;
+        }
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.pid().to_string())
@@ -233,6 +275,76 @@ impl Drop for Process {
             let _ = self.child.wait();
         }
     }
+}
+
+/// What a broker's `ferromq ready pid=PID SCHEME=ADDRESS... [admin=ADDRESS]` line says.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    pub pid: u32,
+    /// Every connector's scheme (`stomp`, `tcp`, `amqp`...) and bound address, in order.
+    pub connectors: Vec<(String, SocketAddr)>,
+    pub admin: Option<SocketAddr>,
+}
+
+impl Ready {
+    pub fn parse(line: &str) -> Option<Ready> {
+        let mut words = line.strip_prefix("ferromq ready ")?.split_whitespace();
+        let pid = words.next()?.strip_prefix("pid=")?.parse().ok()?;
+        let mut ready = Ready { pid, connectors: Vec::new(), admin: None };
+        for word in words {
+            let (key, address) = word.split_once('=')?;
+            let address: SocketAddr = address.parse().ok()?;
+            match key {
+                "admin" => ready.admin = Some(address),
+                scheme => ready.connectors.push((scheme.to_owned(), address)),
+            }
+        }
+        Some(ready)
+    }
+
+    /// The address of the first connector with `scheme`, as the broker bound it.
+    pub fn addr(&self, scheme: &str) -> SocketAddr {
+        match self.connectors.iter().find(|(s, _)| s == scheme) {
+            Some((_, address)) => *address,
+            None => panic!("no {scheme} connector in {self:?}"),
+        }
+    }
+
+    /// True if `addr` is one of the connectors or the admin endpoint. A connector bound on
+    /// every interface (`0.0.0.0`) serves loopback too.
+    pub fn serves(&self, addr: SocketAddr) -> bool {
+        let same = |bound: &SocketAddr| {
+            bound.port() == addr.port() && (bound.ip() == addr.ip() || bound.ip().is_unspecified())
+        };
+        self.connectors.iter().any(|(_, bound)| same(bound))
+            || self.admin.as_ref().is_some_and(same)
+    }
+}
+
+/// The TCP addresses process `pid` listens on, from `/proc` (empty once it has exited).
+pub fn listening_addrs(pid: u32) -> Vec<SocketAddr> {
+    store::kit::listening_addrs(pid)
+}
+
+/// The processes holding an flock on `path`, from `/proc/locks` (waiters left out).
+pub fn flock_holders(path: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = std::fs::metadata(path).map(|m| m.ino()) else {
+        return Vec::new();
+    };
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks
+        .lines()
+        .filter_map(|line| {
+            // 1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF; a waiter's line has "->".
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.get(1) != Some(&"FLOCK") {
+                return None;
+            }
+            let held_inode = fields.get(5)?.rsplit(':').next()?.parse::<u64>().ok()?;
+            (held_inode == inode).then(|| fields.get(4)?.parse().ok()).flatten()
+        })
+        .collect()
 }
 
 /// Runs `ferromq ARGS...` expecting it to refuse: it must exit, unsuccessfully, within

@@ -50,7 +50,7 @@ pub mod units;
 pub use cases_basic::*;
 pub use cases_failure::*;
 pub use cases_txn::*;
-pub use ports::loopback_port;
+pub use ports::{listening_addrs, loopback_port};
 
 /// How a store engine is opened by the kit.
 pub trait StoreHarness {

@@ -9,6 +9,10 @@
 //! ephemeral range are only ever taken by listeners that ask for them, so a port found free
 //! there stays free unless another test picks the same one: the start is random per process
 //! and calls step through the range, which makes that unlikely.
+//!
+//! Unlikely is not never, and other programs hold ports too: a connect to a port says that
+//! something listens there, not what. [`listening_addrs`] says which addresses a given process
+//! listens on, for servers that cannot print the addresses they bound.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -61,6 +65,62 @@ fn process_seed() -> u32 {
     })
 }
 
+/// The TCP addresses process `pid` listens on: the socket inodes among its open files,
+/// matched against the listening sockets of its network namespace (`/proc/PID/net/tcp` and
+/// `tcp6`). Empty once the process has exited. This says which process holds a port, which a
+/// connect cannot.
+pub fn listening_addrs(pid: u32) -> Vec<std::net::SocketAddr> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let inodes: std::collections::HashSet<String> = entries
+        .flatten()
+        .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?;
+            Some(target.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut listening = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            const LISTEN: &str = "0A";
+            if fields.len() > 9 && fields[3] == LISTEN && inodes.contains(fields[9]) {
+                if let Some(address) = proc_net_address(fields[1]) {
+                    listening.push(address);
+                }
+            }
+        }
+    }
+    listening
+}
+
+/// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the kernel prints each 32-bit
+/// word of the address in the machine's byte order, the port in hex.
+fn proc_net_address(text: &str) -> Option<std::net::SocketAddr> {
+    let (address, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |at: usize| -> Option<[u8; 4]> {
+        Some(u32::from_str_radix(address.get(at..at + 8)?, 16).ok()?.to_ne_bytes())
+    };
+    let ip: std::net::IpAddr = match address.len() {
+        8 => std::net::Ipv4Addr::from(word(0)?).into(),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for n in 0..4 {
+                bytes[n * 4..n * 4 + 4].copy_from_slice(&word(n * 8)?);
+            }
+            // An IPv4 address bound through an IPv6 socket (Java's way) is shown as IPv4.
+            std::net::Ipv6Addr::from(bytes).to_canonical()
+        }
+        _ => return None,
+    };
+    Some(std::net::SocketAddr::new(ip, port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +135,19 @@ mod tests {
         }
         let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+    }
+
+    #[test]
+    fn listening_addrs_names_this_process_listeners_only() {
+        let v4 = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let v6 = TcpListener::bind("[::1]:0").ok();
+        let connected = std::net::TcpStream::connect(v4.local_addr().expect("address"));
+        let listening = listening_addrs(std::process::id());
+        assert!(listening.contains(&v4.local_addr().expect("address")), "{listening:?}");
+        if let Some(v6) = &v6 {
+            assert!(listening.contains(&v6.local_addr().expect("address")), "{listening:?}");
+        }
+        drop((connected, v4, v6));
+        assert!(listening_addrs(u32::MAX).is_empty());
     }
 }

@@ -13,13 +13,14 @@ use tests::{
     ControlledStore, Policy, RawConnection, RawEvent, ARRIVES,
 };
 
-/// Waits until the broker no longer accepts TCP connections on `addr`.
+/// Waits until the broker (in this process) no longer listens on `addr`. Asked of `/proc`, not
+/// by connecting: once the port is free a connect may reach another program that took it, or
+/// (an ephemeral port) the connecting socket itself.
 async fn wait_until_not_accepting(addr: SocketAddr) -> anyhow::Result<()> {
     let deadline = Instant::now() + ARRIVES;
     loop {
-        match tokio::net::TcpStream::connect(addr).await {
-            Err(_) => return Ok(()),
-            Ok(stream) => drop(stream),
+        if !store::kit::listening_addrs(std::process::id()).contains(&addr) {
+            return Ok(());
         }
         ensure!(Instant::now() < deadline, "{addr} still accepts connections after {ARRIVES:?}");
         tokio::time::sleep(Duration::from_millis(10)).await;
