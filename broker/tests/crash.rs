@@ -790,8 +790,21 @@ fn exactly_one_broker_serves_a_data_directory_through_rounds_of_takeovers() {
                     .map(|pid| (pid, listening_addrs(pid)))
                     .filter(|(_, addrs)| !addrs.is_empty())
                     .collect();
+                // One pass reads each process at its own moment: A seen listening, then B
+                // seen listening may only mean that A stopped and B took over in between.
+                // Reading them all again, in reverse order, settles it: a broker listens
+                // over one interval, so A listening before and after B's reading was
+                // listening at the same moment as B.
                 if serving.len() > 1 {
-                    overlap.lock().expect("overlap").get_or_insert(format!("{serving:?}"));
+                    let again: Vec<u32> = serving
+                        .iter()
+                        .rev()
+                        .map(|(pid, _)| *pid)
+                        .filter(|pid| !listening_addrs(*pid).is_empty())
+                        .collect();
+                    if again.len() == serving.len() {
+                        overlap.lock().expect("overlap").get_or_insert(format!("{serving:?}"));
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
