@@ -326,9 +326,26 @@ struct Consumer {
     /// `paging.rs`).
     stored_scan: Option<PageKey>,
     slow: SlowState,
+    /// Bytes of its in-flight messages as the limits count them ([`paging::held_size`]):
+    /// what it holds of the queue's and the broker's memory limits.
+    in_flight_bytes: usize,
 }
 
 impl Consumer {
+    /// A message delivered to it is in flight until acknowledged or given back.
+    fn hold(&mut self, queued: QueuedMessage) {
+        self.in_flight_bytes += paging::held_size(&queued.message);
+        self.in_flight.insert(queued.message.id, queued);
+    }
+
+    /// Takes an in-flight message out of its in-flight set.
+    fn take(&mut self, id: &MessageId) -> Option<QueuedMessage> {
+        let queued = self.in_flight.remove(id)?;
+        self.in_flight_bytes =
+            self.in_flight_bytes.saturating_sub(paging::held_size(&queued.message));
+        Some(queued)
+    }
+
     fn has_credit(&self) -> bool {
         if self.spec.prefetch == 0 {
             return self.pulls > 0;
@@ -477,6 +494,7 @@ impl Queue {
                         self.enqueued += 1;
                         self.memory_bytes += message.memory_size();
                         self.paging.pin(self.handle.stored, &message, true);
+                        self.paging.note_size(&message);
                         self.advise_no_consumer(&message);
                         self.make_ready(QueuedMessage::new(message));
                     }
@@ -492,6 +510,7 @@ impl Queue {
                         missed: BTreeSet::new(),
                         stored_scan: None,
                         slow: SlowState::default(),
+                        in_flight_bytes: 0,
                     });
                 }
                 QueueCommand::Unsubscribe(consumer) => self.remove_consumer(consumer),
@@ -656,7 +675,7 @@ impl Queue {
             }
             consumer.pulls = consumer.pulls.saturating_sub(1);
             let (id, message) = (consumer.spec.id, queued.message.clone());
-            consumer.in_flight.insert(queued.message.id, queued);
+            consumer.hold(queued);
             self.advise_delivered(id, &message);
             // Strict order fills the consumers in the order they came (ActiveMQ's
             // strictOrderDispatch); otherwise the next message goes to the next consumer.
@@ -669,7 +688,9 @@ impl Queue {
     /// The next consumer in turn that has credit and is not `exhausted`.
     fn next_consumer_with_credit(&self, exhausted: &[bool]) -> Option<usize> {
         let available = |index: usize| {
-            self.consumers[index].has_credit() && !exhausted.get(index).copied().unwrap_or(false)
+            self.consumers[index].has_credit()
+                && !exhausted.get(index).copied().unwrap_or(false)
+                && self.may_take(index)
         };
         // While an exclusive consumer is subscribed, the first one gets everything.
         if let Some(index) = self.consumers.iter().position(|c| c.spec.exclusive) {
@@ -838,7 +859,7 @@ impl Queue {
         let mut consumed = Vec::new();
         let consumer_id = consumer.spec.id;
         for id in ids {
-            if let Some(queued) = consumer.in_flight.remove(id) {
+            if let Some(queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }
@@ -911,7 +932,7 @@ impl Queue {
                             continue 'ids;
                         }
                         consumer.released -= 1;
-                        found = consumer.in_flight.remove(id);
+                        found = consumer.take(id);
                         break;
                     }
                 }
@@ -934,7 +955,7 @@ impl Queue {
         };
         let mut returned = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(queued) = consumer.in_flight.remove(id) {
+            if let Some(queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }
@@ -955,7 +976,7 @@ impl Queue {
         };
         let mut returned = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(mut queued) = consumer.in_flight.remove(id) {
+            if let Some(mut queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }
@@ -974,7 +995,7 @@ impl Queue {
         let Some(consumer) = self.consumer_mut(consumer) else { return };
         let mut poisoned = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(queued) = consumer.in_flight.remove(id) {
+            if let Some(queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }

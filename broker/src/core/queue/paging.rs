@@ -91,6 +91,8 @@ const PAGES_PER_TURN: usize = 8;
 /// Pages a consumer's scan beyond the window reads in one turn before other commands get
 /// theirs (it goes on at the next turn).
 const SCAN_PAGES_PER_TURN: usize = 16;
+/// Messages a page read holds while the queue has not seen the size of its messages yet.
+const UNKNOWN_SIZE_PAGE: usize = 16;
 /// Eviction keeps at least this many ready messages.
 const MIN_WINDOW: usize = 64;
 /// Bytes a held message costs beyond [`Message::memory_size`]: its map entry and
@@ -126,6 +128,9 @@ struct BrokerMemory {
     blocked_queues: AtomicUsize,
     /// Counts the broker's own gate (for [`FlowGate::update`]).
     broker_blocked: AtomicUsize,
+    /// The part of `used` that is in flight (delivered, not acknowledged), as each queue last
+    /// counted it: it cannot be evicted, so dispatch keeps it to the broker's limit.
+    in_flight: AtomicUsize,
 }
 
 impl MemoryLimits {
@@ -141,6 +146,7 @@ impl MemoryLimits {
                 gate: FlowGate::default(),
                 blocked_queues: AtomicUsize::new(0),
                 broker_blocked: AtomicUsize::new(0),
+                in_flight: AtomicUsize::new(0),
             }),
         }
     }
@@ -256,6 +262,12 @@ pub(super) struct Paging {
     pinned: usize,
     /// `pinned` as counted in the broker's.
     pinned_accounted: usize,
+    /// This queue's in-flight bytes as counted in the broker's.
+    in_flight_accounted: usize,
+    /// A running average of the size of this queue's messages as the limits count them
+    /// ([`held_size`]; 0 before the first): what one more delivery is expected to cost, and
+    /// how many messages a page may hold.
+    typical: usize,
     /// Delivery counts of messages given back or evicted while beyond the window (so out of
     /// memory), restored when they are paged in again.
     returned: HashMap<MessageId, u32>,
@@ -310,6 +322,8 @@ impl Paging {
             accounted: 0,
             pinned: 0,
             pinned_accounted: 0,
+            in_flight_accounted: 0,
+            typical: 0,
             returned: HashMap::new(),
             resume_sent: false,
             spool: temp.map(|temp| Spool {
@@ -330,6 +344,26 @@ impl Paging {
     /// True if the store may hold messages of this queue that are not in memory.
     pub(super) fn has_more(&self) -> bool {
         matches!(self.window, Window::Partial(_))
+    }
+
+    /// Takes a message's size into the running average (weighing the last one an eighth).
+    pub(super) fn note_size(&mut self, message: &Message) {
+        let size = held_size(message);
+        self.typical = match self.typical {
+            0 => size,
+            typical => (typical * 7 + size) / 8,
+        };
+    }
+
+    /// Messages a page read may hold: [`PAGE`], fewer when the messages are so large that
+    /// a page of them would be more than an eighth of the destination limit (a page of 512
+    /// messages of 256 KiB read 128 MiB at once, whatever the limit), at least one. Before
+    /// the first message is seen its size is unknown, so a short page is read.
+    fn page_limit(&self) -> usize {
+        match self.typical {
+            0 => UNKNOWN_SIZE_PAGE,
+            typical => (self.limits.destination / 8 / typical).clamp(1, PAGE),
+        }
     }
 
     /// Counts `message` in (`held`) or out of the bytes that cannot page out, if it is one
@@ -354,8 +388,8 @@ fn before(key: PageKey) -> Option<PageKey> {
     }
 }
 
-/// Bytes a message counts for in flow control and the spool.
-fn pinned_size(message: &Message) -> usize {
+/// Bytes a message counts for in flow control, the spool and the memory limits.
+pub(super) fn held_size(message: &Message) -> usize {
     message.memory_size() + ENTRY_OVERHEAD
 }
 
@@ -382,6 +416,43 @@ impl Queue {
     /// What the queue holds, as the limits count it.
     fn held_bytes(&self) -> usize {
         self.memory_bytes + self.held_count() * ENTRY_OVERHEAD
+    }
+
+    /// Bytes of the messages this queue's consumers hold in flight.
+    fn in_flight_bytes(&self) -> usize {
+        self.consumers.iter().map(|c| c.in_flight_bytes).sum()
+    }
+
+    /// True if consumer `index` may be given one more message (of the queue's typical size)
+    /// by the memory limits. In-flight messages cannot be evicted, so without this a
+    /// consumer that never acknowledges (a client that stopped reading) was given its whole
+    /// prefetch, paged in past both limits (600 messages of 256 KiB took the broker to 385
+    /// MiB with limits of 32 and 48 MiB) and starved the queue's other consumers. So: the
+    /// queue's in-flight bytes stay within its destination limit, every queue's together
+    /// within the broker's, and each consumer's within its share of the destination limit
+    /// (the limit divided among the consumers), so that one stuck consumer leaves the rest
+    /// to the others. A consumer that holds nothing may always take one message, however
+    /// large, so every consumer makes progress.
+    pub(super) fn may_take(&self, index: usize) -> bool {
+        let consumer = &self.consumers[index];
+        if consumer.in_flight_bytes == 0 {
+            return true;
+        }
+        let cost = self.paging.typical.max(ENTRY_OVERHEAD);
+        let destination = self.paging.limits.destination;
+        let sharing = match self.consumers.iter().any(|c| c.spec.exclusive) {
+            true => 1,
+            false => self.consumers.len().max(1),
+        };
+        let queue = self.in_flight_bytes();
+        let broker = &self.paging.limits.broker;
+        let elsewhere = broker
+            .in_flight
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.paging.in_flight_accounted);
+        consumer.in_flight_bytes.saturating_add(cost) <= destination / sharing
+            && queue.saturating_add(cost) <= destination
+            && elsewhere.saturating_add(queue).saturating_add(cost) <= broker.limit
     }
 
     /// The broker's usage with this queue's current holding in it.
@@ -438,19 +509,20 @@ impl Queue {
     /// are full, the messages after the smaller last key are left for the next read, so that
     /// everything up to `end` is read from both and the window's rule holds for both.
     fn read_beyond(&self, after: Option<PageKey>) -> Result<Beyond, StoreError> {
+        let limit = self.paging.page_limit();
         let stored = match self.handle.stored {
-            true => off_the_runtime(|| self.store.read_page(&self.handle.key, after, PAGE))?,
+            true => off_the_runtime(|| self.store.read_page(&self.handle.key, after, limit))?,
             false => Vec::new(),
         };
         let spooled = match &self.paging.spool {
             Some(spool) if spool.count > 0 => match spool.temp.opened() {
-                Some(temp) => off_the_runtime(|| temp.read_page(&spool.key, after, PAGE))?,
+                Some(temp) => off_the_runtime(|| temp.read_page(&spool.key, after, limit))?,
                 None => Vec::new(),
             },
             _ => Vec::new(),
         };
         let full_page_end = |page: &[StoredMessage]| match page.last() {
-            Some(last) if page.len() == PAGE => Some(PageKey::of(&last.message)),
+            Some(last) if page.len() == limit => Some(PageKey::of(&last.message)),
             _ => None,
         };
         let end = match (full_page_end(&stored), full_page_end(&spooled)) {
@@ -506,6 +578,7 @@ impl Queue {
                 .unwrap_or(u32::from(stored.redelivered));
             self.memory_bytes += queued.message.memory_size();
             self.paging.pin(self.handle.stored, &queued.message, true);
+            self.paging.note_size(&queued.message);
             self.make_ready(queued);
         }
         Ok(())
@@ -532,7 +605,7 @@ impl Queue {
         }
         spool.refusing = false;
         spool.count += 1;
-        spool.bytes += pinned_size(&queued.message);
+        spool.bytes += held_size(&queued.message);
         self.paging.pin(self.handle.stored, &queued.message, false);
         self.leave_in_store(queued);
         Ok(())
@@ -547,7 +620,7 @@ impl Queue {
         let mut unit = UnitOfWork::new();
         for message in messages {
             spool.count = spool.count.saturating_sub(1);
-            spool.bytes = spool.bytes.saturating_sub(pinned_size(message));
+            spool.bytes = spool.bytes.saturating_sub(held_size(message));
             unit.push(Operation::Ack {
                 queue: spool.key.clone(),
                 key: PageKey::of(message),
@@ -653,7 +726,10 @@ impl Queue {
         if !self.paging.has_more() {
             return;
         }
-        let starving = self.consumers.iter().any(|c| c.has_credit())
+        // A consumer that holds its share of the limits in flight does not count: paging in
+        // for it would only grow memory past the limits.
+        let starving = (0..self.consumers.len())
+            .any(|index| self.consumers[index].has_credit() && self.may_take(index))
             && self.ready.keys().next().is_none_or(|key| self.paging.window.beyond(*key));
         let held = self.held_bytes();
         let low = match self.policy.lazy_dispatch {
@@ -835,6 +911,17 @@ impl Queue {
             broker.used.fetch_sub(self.paging.accounted - held, Ordering::Relaxed);
         }
         self.paging.accounted = held;
+        let in_flight = self.in_flight_bytes();
+        if in_flight >= self.paging.in_flight_accounted {
+            broker
+                .in_flight
+                .fetch_add(in_flight - self.paging.in_flight_accounted, Ordering::Relaxed);
+        } else {
+            broker
+                .in_flight
+                .fetch_sub(self.paging.in_flight_accounted - in_flight, Ordering::Relaxed);
+        }
+        self.paging.in_flight_accounted = in_flight;
         // What cannot page out: messages held that are not in the store, and messages sent
         // to this task that it has not taken yet.
         let inbox = self.handle.inbox.load(Ordering::Relaxed);
@@ -870,6 +957,8 @@ impl Queue {
         let broker = &self.paging.limits.broker;
         broker.used.fetch_sub(self.paging.accounted, Ordering::Relaxed);
         self.paging.accounted = 0;
+        broker.in_flight.fetch_sub(self.paging.in_flight_accounted, Ordering::Relaxed);
+        self.paging.in_flight_accounted = 0;
         let total = broker
             .pinned
             .fetch_sub(self.paging.pinned_accounted, Ordering::Relaxed)
