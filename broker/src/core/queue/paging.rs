@@ -366,6 +366,12 @@ impl Paging {
         }
     }
 
+    /// Ready messages eviction keeps: [`MIN_WINDOW`], or a page when a page is fewer (a
+    /// floor of 64 messages of 256 KiB kept 16 MiB past a 32 MiB limit).
+    fn min_window(&self) -> usize {
+        MIN_WINDOW.min(self.page_limit())
+    }
+
     /// Counts `message` in (`held`) or out of the bytes that cannot page out, if it is one
     /// (`stored`: the queue keeps persistent messages in the store).
     pub(super) fn pin(&mut self, stored: bool, message: &Message, held: bool) {
@@ -695,7 +701,7 @@ impl Queue {
         let mut evicted = false;
         // Once the temporary store refuses, only persistent messages leave in this turn.
         let mut spool_refused = false;
-        while self.ready.len() > MIN_WINDOW && self.over_limits() {
+        while self.ready.len() > self.paging.min_window() && self.over_limits() {
             let last = self.ready.iter().rev().find(|(_, queued)| {
                 self.in_store(&queued.message) || (!spool_refused && self.pageable(&queued.message))
             });
