@@ -514,8 +514,9 @@ impl Queue {
     /// temporary store, merged in page order. Both are read a page at a time; where both pages
     /// are full, the messages after the smaller last key are left for the next read, so that
     /// everything up to `end` is read from both and the window's rule holds for both.
-    fn read_beyond(&self, after: Option<PageKey>) -> Result<Beyond, StoreError> {
-        let limit = self.paging.page_limit();
+    /// `limit` messages at most from each (a browse, which keeps what it reads anyway, reads
+    /// whole pages; paging and scans read [`Paging::page_limit`]).
+    fn read_beyond(&self, after: Option<PageKey>, limit: usize) -> Result<Beyond, StoreError> {
         let stored = match self.handle.stored {
             true => off_the_runtime(|| self.store.read_page(&self.handle.key, after, limit))?,
             false => Vec::new(),
@@ -548,7 +549,7 @@ impl Queue {
     /// Reads the page after the window into it and moves the boundary to its end.
     fn read_next_page(&mut self, mut audit: Option<&mut ProducerAudit>) -> Result<(), StoreError> {
         let Window::Partial(after) = self.paging.window else { return Ok(()) };
-        let beyond = self.read_beyond(after)?;
+        let beyond = self.read_beyond(after, self.paging.page_limit())?;
         self.paging.window = match beyond.end {
             Some(end) => Window::Partial(Some(end)),
             None => Window::Complete,
@@ -787,7 +788,7 @@ impl Queue {
         let Window::Partial(boundary) = self.paging.window else { return None };
         let mut after = boundary.max(self.consumers[index].stored_scan);
         for _ in 0..SCAN_PAGES_PER_TURN {
-            let beyond = match self.read_beyond(after) {
+            let beyond = match self.read_beyond(after, self.paging.page_limit()) {
                 Ok(beyond) => beyond,
                 Err(error) => {
                     tracing::warn!(queue = ?self.handle.key, %error,
@@ -859,7 +860,7 @@ impl Queue {
             if messages.len() >= MAX_BROWSE {
                 return;
             }
-            let beyond = match self.read_beyond(after) {
+            let beyond = match self.read_beyond(after, PAGE) {
                 Ok(beyond) => beyond,
                 Err(error) => {
                     tracing::warn!(queue = ?self.handle.key, %error,
