@@ -8,7 +8,8 @@
 //! Why a task and an unbounded channel: the queue must never wait on anyone while it owns its
 //! state (DESIGN.md's no-deadlock rule). Commands come in without back-pressure (producers are
 //! paused by flow control before they get here, never the queue), and deliveries go out to
-//! connections without back-pressure too, bounded by each consumer's prefetch.
+//! connections without back-pressure too, bounded by each consumer's prefetch and by the
+//! memory limits, which count in-flight bytes (`paging.rs`).
 //!
 //! Messages wait in `ready`, ordered by [`PageKey`] (priority, then id). A delivered message
 //! moves to its consumer's in-flight set; an ack removes it (and, for a persistent message in a
@@ -326,8 +327,11 @@ struct Consumer {
     /// `paging.rs`).
     stored_scan: Option<PageKey>,
     slow: SlowState,
-    /// Bytes of its in-flight messages as the limits count them ([`paging::held_size`]):
-    /// what it holds of the queue's and the broker's memory limits.
+    /// Bytes of its in-flight messages that use credit, as the limits count them
+    /// ([`paging::held_size`]): what it holds of the queue's and the broker's memory limits
+    /// for dispatch. Messages that released their credit (acknowledged in an open
+    /// transaction, consumed by the application) do not count: the client has them and took
+    /// them on, and a transaction larger than the limit must still be able to finish.
     in_flight_bytes: usize,
 }
 
@@ -341,9 +345,16 @@ impl Consumer {
     /// Takes an in-flight message out of its in-flight set.
     fn take(&mut self, id: &MessageId) -> Option<QueuedMessage> {
         let queued = self.in_flight.remove(id)?;
-        self.in_flight_bytes =
-            self.in_flight_bytes.saturating_sub(paging::held_size(&queued.message));
+        if !queued.releases_credit() {
+            self.uncount(&queued.message);
+        }
         Some(queued)
+    }
+
+    /// An in-flight message stops counting in `in_flight_bytes` (taken, or its credit
+    /// released).
+    fn uncount(&mut self, message: &Message) {
+        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(paging::held_size(message));
     }
 
     fn has_credit(&self) -> bool {
@@ -894,10 +905,13 @@ impl Queue {
         let Some(consumer) = self.consumer_mut(consumer) else { return };
         for id in ids {
             if let Some(queued) = consumer.in_flight.get_mut(id) {
-                if !queued.releases_credit() {
-                    consumer.released += 1;
-                }
+                let releases = !queued.releases_credit();
                 queued.consumed = true;
+                if releases {
+                    consumer.released += 1;
+                    let message = queued.message.clone();
+                    consumer.uncount(&message);
+                }
             }
         }
     }
@@ -906,10 +920,13 @@ impl Queue {
         let Some(consumer) = self.consumer_mut(consumer) else { return };
         for id in ids {
             if let Some(queued) = consumer.in_flight.get_mut(id) {
-                if !queued.releases_credit() {
-                    consumer.released += 1;
-                }
+                let releases = !queued.releases_credit();
                 queued.acked_in_transaction = true;
+                if releases {
+                    consumer.released += 1;
+                    let message = queued.message.clone();
+                    consumer.uncount(&message);
+                }
             }
         }
     }
@@ -927,6 +944,8 @@ impl Queue {
                                 queued.acked_in_transaction = false;
                                 if !queued.consumed {
                                     consumer.released -= 1;
+                                    // Back in flight unacknowledged: it counts again.
+                                    consumer.in_flight_bytes += paging::held_size(&queued.message);
                                 }
                             }
                             continue 'ids;

@@ -21,15 +21,18 @@
 //!   messages are evicted (they are in the store) and the boundary moves down before them.
 //!   A message given back by a consumer (a NACK, a consumer that went) is treated the same
 //!   way; its delivery count is remembered until it is paged in again.
-//! - **In flight.** Delivered messages stay in memory until acknowledged; prefetch bounds
-//!   them. They count against the limits but are never evicted.
+//! - **In flight.** Delivered messages stay in memory until acknowledged and are never
+//!   evicted; prefetch bounds their number and [`Queue::may_take`] their bytes (the queue's
+//!   within its limit, every queue's within the broker's, each consumer's within its share),
+//!   so a consumer that stops reading cannot pull the queue past its limits.
 //! - **Selectors and groups.** A consumer that finds nothing for it inside the window scans
 //!   the stored messages after the boundary (a page at a time, at most
 //!   `SCAN_PAGES_PER_TURN` pages per turn, remembering how far it got in `stored_scan`), and
 //!   gets the first one it matches directly, without moving the boundary.
 //! - **Limits.** Each queue keeps to its destination limit; all queues together to the
 //!   broker's ([`MemoryLimits`]), counted as [`Message::memory_size`] plus [`ENTRY_OVERHEAD`]
-//!   per message held. Eviction never goes below `MIN_WINDOW` ready messages, so that a
+//!   per message held. Eviction never goes below `MIN_WINDOW` ready messages (or one page of
+//!   large messages, see [`Paging::page_limit`]), so that a
 //!   queue keeps making progress under the broker limit.
 //! - **Non-persistent messages** of a stored queue leave memory the same way when the broker
 //!   has a temporary store (`temp_store.rs`): evicted or arriving after the boundary, they are
