@@ -1072,6 +1072,72 @@ mod tests {
         temp.usage().used_bytes
     }
 
+    /// In-flight bytes bound dispatch, but not those of messages acknowledged in an open
+    /// transaction: a transaction larger than the limit must be able to finish.
+    #[tokio::test]
+    async fn a_transaction_may_take_more_than_the_limit_before_it_commits() {
+        let store = Arc::new(MemoryStore::new());
+        let queue = start(&store, SMALL);
+        for id in 1..=200 {
+            send(&queue, &store, message(id, 4));
+        }
+        let mut deliveries = consumer(&queue, 1, None);
+        for _ in 0..200 {
+            let delivery = tokio::time::timeout(Duration::from_secs(5), deliveries.recv())
+                .await
+                .expect("a delivery while the transaction is open")
+                .expect("the queue is running");
+            let ids = vec![delivery.message.id];
+            queue.send(QueueCommand::AckInTransaction { consumer: ConsumerId(1), ids });
+        }
+    }
+
+    /// A consumer that acknowledges nothing holds at most its share of the destination limit
+    /// in flight (with two consumers, half), however large its prefetch; the other consumer
+    /// gets the rest.
+    #[tokio::test]
+    async fn a_consumer_that_acknowledges_nothing_holds_its_share_of_the_limit() {
+        let store = Arc::new(MemoryStore::new());
+        let queue = start(&store, SMALL);
+        let subscribe = |id: u64| {
+            let (sink, deliveries) = mpsc::unbounded_channel();
+            queue.send(QueueCommand::Subscribe(ConsumerSpec {
+                id: ConsumerId(id),
+                prefetch: 1000,
+                ack_mode: AckMode::ClientIndividual,
+                exclusive: false,
+                priority: 0,
+                sink,
+                selector: None,
+                counts_redeliveries: false,
+            }));
+            deliveries
+        };
+        let mut stuck = subscribe(1);
+        let mut other = subscribe(2);
+        for id in 1..=200 {
+            send(&queue, &store, message(id, 4));
+        }
+        let mut received = 0;
+        while received < 150 {
+            let delivery = tokio::time::timeout(Duration::from_secs(5), other.recv())
+                .await
+                .expect("the other consumer is served")
+                .expect("the queue is running");
+            received += 1;
+            queue.send(QueueCommand::Ack {
+                consumer: ConsumerId(2),
+                ids: vec![delivery.message.id],
+                done: None,
+            });
+        }
+        let mut held = 0;
+        while let Ok(delivery) = stuck.try_recv() {
+            held += held_size(&delivery.message);
+        }
+        assert!(held > 0 && held <= SMALL as usize / 2, "the stuck consumer holds {held} bytes");
+    }
+
     #[tokio::test]
     async fn spilling_to_a_journal_drains_in_order() {
         let dir = tempfile::tempdir().expect("a temporary directory");
