@@ -698,10 +698,11 @@ impl Queue {
 
     /// The next consumer in turn that has credit and is not `exhausted`.
     fn next_consumer_with_credit(&self, exhausted: &[bool]) -> Option<usize> {
+        let in_flight = self.in_flight_bytes();
         let available = |index: usize| {
             self.consumers[index].has_credit()
                 && !exhausted.get(index).copied().unwrap_or(false)
-                && self.may_take(index)
+                && self.may_take(index, in_flight)
         };
         // While an exclusive consumer is subscribed, the first one gets everything.
         if let Some(index) = self.consumers.iter().position(|c| c.spec.exclusive) {

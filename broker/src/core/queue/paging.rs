@@ -428,7 +428,7 @@ impl Queue {
     }
 
     /// Bytes of the messages this queue's consumers hold in flight.
-    fn in_flight_bytes(&self) -> usize {
+    pub(super) fn in_flight_bytes(&self) -> usize {
         self.consumers.iter().map(|c| c.in_flight_bytes).sum()
     }
 
@@ -441,8 +441,9 @@ impl Queue {
     /// within the broker's, and each consumer's within its share of the destination limit
     /// (the limit divided among the consumers), so that one stuck consumer leaves the rest
     /// to the others. A consumer that holds nothing may always take one message, however
-    /// large, so every consumer makes progress.
-    pub(super) fn may_take(&self, index: usize) -> bool {
+    /// large, so every consumer makes progress. `queue` is [`Queue::in_flight_bytes`], summed
+    /// once by the caller (who asks for every consumer in turn).
+    pub(super) fn may_take(&self, index: usize, queue: usize) -> bool {
         let consumer = &self.consumers[index];
         if consumer.in_flight_bytes == 0 {
             return true;
@@ -453,7 +454,6 @@ impl Queue {
             true => 1,
             false => self.consumers.len().max(1),
         };
-        let queue = self.in_flight_bytes();
         let broker = &self.paging.limits.broker;
         let elsewhere = broker
             .in_flight
@@ -738,8 +738,9 @@ impl Queue {
         }
         // A consumer that holds its share of the limits in flight does not count: paging in
         // for it would only grow memory past the limits.
+        let in_flight = self.in_flight_bytes();
         let starving = (0..self.consumers.len())
-            .any(|index| self.consumers[index].has_credit() && self.may_take(index))
+            .any(|index| self.consumers[index].has_credit() && self.may_take(index, in_flight))
             && self.ready.keys().next().is_none_or(|key| self.paging.window.beyond(*key));
         let held = self.held_bytes();
         let low = match self.policy.lazy_dispatch {
