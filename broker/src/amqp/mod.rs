@@ -92,6 +92,7 @@ const HEARTBEAT: [u8; 8] = [0, 0, 0, 8, 2, 0, 0, 0];
 async fn writer<W: AsyncWrite + Unpin>(
     mut socket: W,
     mut items: mpsc::UnboundedReceiver<WriteItem>,
+    outbound: crate::transport::Outbound,
 ) {
     let mut heart_beat: Option<Duration> = None;
     let mut buffer = BytesMut::new();
@@ -123,6 +124,8 @@ async fn writer<W: AsyncWrite + Unpin>(
             if socket.write_all(&buffer).await.is_err() {
                 return;
             }
+            // Every frame the connection queues is counted there.
+            outbound.written(buffer.len());
             buffer.clear();
             if buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
                 buffer = BytesMut::new();
@@ -190,7 +193,8 @@ where
 {
     let (reader, write_half) = tokio::io::split(stream);
     let (out, items) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(writer(write_half, items));
+    let outbound = crate::transport::Outbound::default();
+    let writer = tokio::spawn(writer(write_half, items, outbound.clone()));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
     let max_message_size = context.limits.max_frame_size as u64;
@@ -204,6 +208,7 @@ where
         connection_id,
         peer,
         out,
+        outbound,
         deliveries_tx,
         deliveries,
         state: State::Start,
@@ -236,6 +241,8 @@ struct Connection {
     connection_id: u64,
     peer: String,
     out: mpsc::UnboundedSender<WriteItem>,
+    /// What waits in `out` unwritten: deliveries are taken only while it has room.
+    outbound: crate::transport::Outbound,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     state: State,
@@ -312,7 +319,10 @@ impl Connection {
                     buffer.decoded();
                     handled
                 }
-                Some(delivery) = self.deliveries.recv() => {
+                // A client that does not read leaves its deliveries in the channel, where the
+                // queues count them in flight, instead of encoded in the writer's.
+                () = self.outbound.room(), if !self.outbound.has_room() => Ok(true),
+                Some(delivery) = self.deliveries.recv(), if self.outbound.has_room() => {
                     self.deliver(delivery);
                     Ok(true)
                 }
@@ -374,6 +384,7 @@ impl Connection {
         let mut bytes = BytesMut::new();
         match self.codec.encode(frame, &mut bytes) {
             Ok(()) => {
+                self.outbound.queued(bytes.len());
                 let _ = self.out.send(WriteItem::Bytes(bytes.freeze()));
             }
             Err(error) => {
@@ -389,6 +400,7 @@ impl Connection {
     }
 
     fn write_raw(&self, bytes: Bytes) {
+        self.outbound.queued(bytes.len());
         let _ = self.out.send(WriteItem::Bytes(bytes));
     }
 

@@ -8,7 +8,8 @@
 //! Why a task and an unbounded channel: the queue must never wait on anyone while it owns its
 //! state (DESIGN.md's no-deadlock rule). Commands come in without back-pressure (producers are
 //! paused by flow control before they get here, never the queue), and deliveries go out to
-//! connections without back-pressure too, bounded by each consumer's prefetch.
+//! connections without back-pressure too, bounded by each consumer's prefetch and by the
+//! memory limits, which count in-flight bytes (`paging.rs`).
 //!
 //! Messages wait in `ready`, ordered by [`PageKey`] (priority, then id). A delivered message
 //! moves to its consumer's in-flight set; an ack removes it (and, for a persistent message in a
@@ -326,9 +327,36 @@ struct Consumer {
     /// `paging.rs`).
     stored_scan: Option<PageKey>,
     slow: SlowState,
+    /// Bytes of its in-flight messages that use credit, as the limits count them
+    /// ([`paging::held_size`]): what it holds of the queue's and the broker's memory limits
+    /// for dispatch. Messages that released their credit (acknowledged in an open
+    /// transaction, consumed by the application) do not count: the client has them and took
+    /// them on, and a transaction larger than the limit must still be able to finish.
+    in_flight_bytes: usize,
 }
 
 impl Consumer {
+    /// A message delivered to it is in flight until acknowledged or given back.
+    fn hold(&mut self, queued: QueuedMessage) {
+        self.in_flight_bytes += paging::held_size(&queued.message);
+        self.in_flight.insert(queued.message.id, queued);
+    }
+
+    /// Takes an in-flight message out of its in-flight set.
+    fn take(&mut self, id: &MessageId) -> Option<QueuedMessage> {
+        let queued = self.in_flight.remove(id)?;
+        if !queued.releases_credit() {
+            self.uncount(&queued.message);
+        }
+        Some(queued)
+    }
+
+    /// An in-flight message stops counting in `in_flight_bytes` (taken, or its credit
+    /// released).
+    fn uncount(&mut self, message: &Message) {
+        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(paging::held_size(message));
+    }
+
     fn has_credit(&self) -> bool {
         if self.spec.prefetch == 0 {
             return self.pulls > 0;
@@ -477,6 +505,7 @@ impl Queue {
                         self.enqueued += 1;
                         self.memory_bytes += message.memory_size();
                         self.paging.pin(self.handle.stored, &message, true);
+                        self.paging.note_size(&message);
                         self.advise_no_consumer(&message);
                         self.make_ready(QueuedMessage::new(message));
                     }
@@ -492,6 +521,7 @@ impl Queue {
                         missed: BTreeSet::new(),
                         stored_scan: None,
                         slow: SlowState::default(),
+                        in_flight_bytes: 0,
                     });
                 }
                 QueueCommand::Unsubscribe(consumer) => self.remove_consumer(consumer),
@@ -656,7 +686,7 @@ impl Queue {
             }
             consumer.pulls = consumer.pulls.saturating_sub(1);
             let (id, message) = (consumer.spec.id, queued.message.clone());
-            consumer.in_flight.insert(queued.message.id, queued);
+            consumer.hold(queued);
             self.advise_delivered(id, &message);
             // Strict order fills the consumers in the order they came (ActiveMQ's
             // strictOrderDispatch); otherwise the next message goes to the next consumer.
@@ -668,8 +698,11 @@ impl Queue {
 
     /// The next consumer in turn that has credit and is not `exhausted`.
     fn next_consumer_with_credit(&self, exhausted: &[bool]) -> Option<usize> {
+        let in_flight = self.in_flight_bytes();
         let available = |index: usize| {
-            self.consumers[index].has_credit() && !exhausted.get(index).copied().unwrap_or(false)
+            self.consumers[index].has_credit()
+                && !exhausted.get(index).copied().unwrap_or(false)
+                && self.may_take(index, in_flight)
         };
         // While an exclusive consumer is subscribed, the first one gets everything.
         if let Some(index) = self.consumers.iter().position(|c| c.spec.exclusive) {
@@ -838,7 +871,7 @@ impl Queue {
         let mut consumed = Vec::new();
         let consumer_id = consumer.spec.id;
         for id in ids {
-            if let Some(queued) = consumer.in_flight.remove(id) {
+            if let Some(queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }
@@ -873,10 +906,13 @@ impl Queue {
         let Some(consumer) = self.consumer_mut(consumer) else { return };
         for id in ids {
             if let Some(queued) = consumer.in_flight.get_mut(id) {
-                if !queued.releases_credit() {
-                    consumer.released += 1;
-                }
+                let releases = !queued.releases_credit();
                 queued.consumed = true;
+                if releases {
+                    consumer.released += 1;
+                    let message = queued.message.clone();
+                    consumer.uncount(&message);
+                }
             }
         }
     }
@@ -885,10 +921,13 @@ impl Queue {
         let Some(consumer) = self.consumer_mut(consumer) else { return };
         for id in ids {
             if let Some(queued) = consumer.in_flight.get_mut(id) {
-                if !queued.releases_credit() {
-                    consumer.released += 1;
-                }
+                let releases = !queued.releases_credit();
                 queued.acked_in_transaction = true;
+                if releases {
+                    consumer.released += 1;
+                    let message = queued.message.clone();
+                    consumer.uncount(&message);
+                }
             }
         }
     }
@@ -906,12 +945,14 @@ impl Queue {
                                 queued.acked_in_transaction = false;
                                 if !queued.consumed {
                                     consumer.released -= 1;
+                                    // Back in flight unacknowledged: it counts again.
+                                    consumer.in_flight_bytes += paging::held_size(&queued.message);
                                 }
                             }
                             continue 'ids;
                         }
                         consumer.released -= 1;
-                        found = consumer.in_flight.remove(id);
+                        found = consumer.take(id);
                         break;
                     }
                 }
@@ -934,7 +975,7 @@ impl Queue {
         };
         let mut returned = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(queued) = consumer.in_flight.remove(id) {
+            if let Some(queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }
@@ -955,7 +996,7 @@ impl Queue {
         };
         let mut returned = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(mut queued) = consumer.in_flight.remove(id) {
+            if let Some(mut queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }
@@ -974,7 +1015,7 @@ impl Queue {
         let Some(consumer) = self.consumer_mut(consumer) else { return };
         let mut poisoned = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(queued) = consumer.in_flight.remove(id) {
+            if let Some(queued) = consumer.take(id) {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }

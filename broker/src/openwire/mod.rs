@@ -79,7 +79,8 @@ pub(crate) async fn serve<S>(
 {
     let (reader, write_half) = tokio::io::split(stream);
     let (out, items) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(write_half, items));
+    let outbound = crate::transport::Outbound::default();
+    let writer = tokio::spawn(write_loop(write_half, items, outbound.clone()));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
     let notices = context.core.consumer_notices(connection_id);
@@ -90,6 +91,7 @@ pub(crate) async fn serve<S>(
         peer,
         broker_url,
         out,
+        outbound,
         deliveries_tx,
         deliveries,
         notices,
@@ -121,6 +123,7 @@ pub(crate) async fn serve<S>(
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut socket: W,
     mut items: mpsc::UnboundedReceiver<Option<Bytes>>,
+    outbound: crate::transport::Outbound,
 ) {
     // Grown by what is queued and given back when the queue is empty, so an idle connection
     // holds no write buffer.
@@ -144,6 +147,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             if socket.write_all(&buffer).await.is_err() {
                 break 'outer;
             }
+            // Every command the connection queues is counted there.
+            outbound.written(buffer.len());
             buffer.clear();
             if items.is_empty() && buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
                 buffer = BytesMut::new();
@@ -229,6 +234,8 @@ struct Connection {
     peer: String,
     broker_url: String,
     out: mpsc::UnboundedSender<Option<Bytes>>,
+    /// What waits in `out` unwritten: deliveries are taken only while it has room.
+    outbound: crate::transport::Outbound,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     /// What the broker tells the connection about its consumers (a slow consumer abort).
@@ -301,6 +308,7 @@ impl Connection {
         let local = self.local_info();
         match self.codec.encode_to_bytes(&local.clone().into()) {
             Ok(bytes) => {
+                self.outbound.queued(bytes.len());
                 let _ = self.out.send(Some(bytes));
             }
             Err(error) => {
@@ -377,7 +385,10 @@ impl Connection {
                         }
                     }
                 }
-                Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                // A client that does not read leaves its deliveries in the channel, where the
+                // queues count them in flight, instead of encoded in the writer's.
+                Some(delivery) = self.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
+                () = self.outbound.room(), if !self.outbound.has_room() => {}
                 Some(notice) = self.notices.recv() => {
                     if let Flow::Close = self.notice(notice) {
                         self.finish_pending().await;
@@ -455,6 +466,7 @@ impl Connection {
     fn write(&mut self, command: &Command) {
         match self.codec.encode_to_bytes(command) {
             Ok(bytes) => {
+                self.outbound.queued(bytes.len());
                 let _ = self.out.send(Some(bytes));
             }
             Err(error) => {

@@ -409,6 +409,7 @@ impl Connection {
         }
         let mut bytes = BytesMut::new();
         self.codec.encode(&frame, &mut bytes);
+        let bytes_len = bytes.len();
         let item = if subscription.ack_mode == AckMode::Auto {
             WriteItem::AutoAck {
                 bytes: bytes.freeze(),
@@ -420,6 +421,7 @@ impl Connection {
             subscription.delivered.push_back((delivery.queue, delivery.message));
             WriteItem::Frame(bytes.freeze())
         };
+        self.outbound.queued(bytes_len);
         let _ = self.out.send(item);
     }
 }

@@ -25,7 +25,7 @@ use crate::core::{
     AckMode, ConsumerId, ConsumerNotice, Delivery, HeldSends, QueueHandle, Transaction,
 };
 use crate::security::{AuthError, Authentication, Subject};
-use crate::transport::{ConnectionContext, ReadBuffer};
+use crate::transport::{ConnectionContext, Outbound, ReadBuffer};
 use writer::WriteItem;
 
 /// How long a closing connection's last frames may take to be written.
@@ -77,7 +77,9 @@ where
 {
     let (reader, write_half) = tokio::io::split(stream);
     let (out, items) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(writer::run(write_half, items, context.core.clone()));
+    let outbound = Outbound::default();
+    let writer =
+        tokio::spawn(writer::run(write_half, items, context.core.clone(), outbound.clone()));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
     let notices = context.core.consumer_notices(connection_id);
@@ -88,6 +90,7 @@ where
         connection_id,
         peer,
         out,
+        outbound,
         deliveries_tx,
         deliveries,
         notices,
@@ -147,6 +150,8 @@ struct Connection {
     connection_id: u64,
     peer: String,
     out: mpsc::UnboundedSender<WriteItem>,
+    /// What waits in `out` unwritten: deliveries are taken only while it has room.
+    outbound: Outbound,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     /// What the broker tells the connection about its consumers (a slow consumer abort).
@@ -247,7 +252,10 @@ impl Connection {
                         deadline.as_mut().reset(Instant::now() + limit);
                     }
                 }
-                Some(delivery) = self.deliveries.recv() => self.deliver(delivery),
+                // A client that does not read leaves its deliveries in the channel, where the
+                // queues count them in flight, instead of encoded in the writer's.
+                Some(delivery) = self.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
+                () = self.outbound.room(), if !self.outbound.has_room() => {}
                 Some(notice) = self.notices.recv() => {
                     // STOMP cannot close one subscription: the connection goes.
                     let frame = self.aborted(notice);
@@ -357,6 +365,7 @@ impl Connection {
     fn write_frame(&self, frame: &Frame) {
         let mut bytes = BytesMut::new();
         self.codec.encode(frame, &mut bytes);
+        self.outbound.queued(bytes.len());
         let _ = self.out.send(WriteItem::Frame(bytes.freeze()));
     }
 

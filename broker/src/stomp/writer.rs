@@ -9,6 +9,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::{ConsumerId, Core, QueueHandle};
+use crate::transport::Outbound;
 
 /// Frames written together at most, so that one burst cannot hold a huge buffer.
 const MAX_BATCH_BYTES: usize = 256 * 1024;
@@ -34,6 +35,7 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
     mut socket: W,
     mut items: mpsc::UnboundedReceiver<WriteItem>,
     core: std::sync::Arc<Core>,
+    outbound: Outbound,
 ) {
     let mut heart_beat: Option<Duration> = None;
     // Grown by what is queued and given back when the queue is empty, so an idle connection
@@ -91,6 +93,8 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
                 // connection releases its consumers.
                 return;
             }
+            // Every frame and message the connection queues is counted there.
+            outbound.written(buffer.len());
             buffer.clear();
             if items.is_empty() && buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
                 buffer = BytesMut::new();

@@ -5,6 +5,7 @@
 
 mod connections;
 mod listener;
+mod outbound;
 mod read_buffer;
 mod tls;
 
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 pub use connections::{ConnectionCounts, ConnectionStats, Protocol};
 pub use listener::{bind, BoundConnector};
+pub(crate) use outbound::Outbound;
 use protocol::stomp::Limits;
 pub(crate) use read_buffer::ReadBuffer;
 pub(crate) use tls::server_config as tls_server_config;
