@@ -40,7 +40,11 @@ impl Outbound {
         if bytes == 0 {
             return;
         }
-        self.0.queued.fetch_sub(bytes, Ordering::AcqRel);
+        // Saturating: a write the connection did not count (a miscount) must never wrap the
+        // counter, which would stop the connection's deliveries for good.
+        let _ = self.0.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+            Some(queued.saturating_sub(bytes))
+        });
         // A stored permit if the connection is not waiting yet, so the wake-up is not lost.
         self.0.written.notify_one();
     }
