@@ -132,6 +132,14 @@ impl ActiveBroker {
     /// The broker-wide numbers, from every destination's.
     async fn broker_stats(&self, name: &str, destinations: &[DestinationStats]) -> BrokerStats {
         let count = |kind| destinations.iter().filter(|d| d.kind == kind).count() as u64;
+        // Each queue and each topic subscription is a queue task with its own overhead.
+        let queue_tasks: u64 = destinations
+            .iter()
+            .map(|d| match d.kind {
+                StatsKind::Queue => 1,
+                StatsKind::Topic => d.subscriptions.len() as u64,
+            })
+            .sum();
         let store = self.core.store();
         let usage = store.usage();
         BrokerStats {
@@ -143,7 +151,8 @@ impl ActiveBroker {
                 queues: count(StatsKind::Queue),
                 topics: count(StatsKind::Topic),
             },
-            memory_bytes: destinations.iter().map(|d| d.memory_bytes).sum(),
+            memory_bytes: destinations.iter().map(|d| d.memory_bytes).sum::<u64>()
+                + queue_tasks * crate::core::statistics::QUEUE_OVERHEAD_BYTES,
             memory_limit_bytes: Some(
                 u64::try_from(self.core.settings().memory.broker_limit()).unwrap_or(u64::MAX),
             ),
