@@ -167,6 +167,7 @@ impl BrokerBuilder {
                     .filter(|timeout| !timeout.is_zero()),
             },
             temp_store: temp_store.clone(),
+            max_destinations: usize::try_from(config.destinations.max_destinations).ok(),
         };
         let core = Arc::new(Core::recover(store, settings)?);
         core.start_scheduler();

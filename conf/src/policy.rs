@@ -165,6 +165,12 @@ pub struct PolicyEntry {
     /// to a topic without subscribers (or a queue without consumers). Default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub send_advisory_if_no_consumers: Option<bool>,
+    /// Queue entries: how many queues matching this entry's pattern may exist (ActiveMQ's
+    /// `maxDestinations`); a client that uses one more new queue taking this entry's policy
+    /// is refused and nothing is created. Queues that exist already (recovered at start,
+    /// dead-letter queues) count but are never refused. `-1` (the default) for no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_destinations: Option<i64>,
 }
 
 /// A topic's dispatch policy; TOML `"strict_order"`, `"round_robin"` or `"simple"`.
@@ -398,6 +404,20 @@ impl PolicyEntry {
                 strategy.check_period,
                 false,
             )?;
+        }
+        if let Some(limit) = self.max_destinations {
+            let key = format!("{entry}.max_destinations");
+            if limit < -1 {
+                return Err(Invalid::new(key, "must be -1 (no limit) or more"));
+            }
+            if !matches!(target, PolicyTarget::Queue(_)) {
+                return Err(Invalid::new(
+                    key,
+                    "limits queues only (a `queue = \"PATTERN\"` entry): a topic holds no task \
+                     or stored record of its own, and temporary destinations end with their \
+                     connection",
+                ));
+            }
         }
         if self.pending_message_limit.is_some_and(|limit| limit < -1) {
             return Err(Invalid::new(

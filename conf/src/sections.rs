@@ -339,6 +339,14 @@ pub enum SyncMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DestinationDefaults {
+    /// How many queues may exist in all; a client that uses one more new queue is refused
+    /// (STOMP ERROR, JMS `ResourceAllocationException`, AMQP `amqp:resource-limit-exceeded`)
+    /// and nothing is created. Each queue costs about 10 KiB beside its messages (a task, its
+    /// channel, the routing entry, the store's index). Queues recovered at start and
+    /// dead-letter queues count but are never refused. `-1` (the default) for no limit, as
+    /// ActiveMQ's `maxDestinations`: creating a queue takes the admin right when
+    /// authorization is on, so only trusted users can create them.
+    pub max_destinations: i64,
     /// How many unacknowledged messages a queue consumer may hold when it asks for no prefetch
     /// of its own. Default 1000, as ActiveMQ's queue prefetch.
     #[serde(deserialize_with = "number::whole")]
@@ -361,6 +369,7 @@ pub struct DestinationDefaults {
 impl Default for DestinationDefaults {
     fn default() -> Self {
         DestinationDefaults {
+            max_destinations: -1,
             queue_prefetch: 1000,
             expire_messages_period: Duration::from_millis(30_000),
             memory_limit: 64 << 20,

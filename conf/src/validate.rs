@@ -186,6 +186,12 @@ impl Config {
 
         self.check_store()?;
 
+        if self.destinations.max_destinations < -1 {
+            return Err(Invalid::new(
+                "destinations.max_destinations",
+                "must be -1 (no limit) or more",
+            ));
+        }
         at_least_one("destinations.queue_prefetch", u64::from(self.destinations.queue_prefetch))?;
         duration(
             "destinations.expire_messages_period_ms",

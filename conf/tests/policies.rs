@@ -149,7 +149,8 @@ fn bad_entries_are_refused_with_their_line() {
          expire_messages_period_ms, gc_inactive_destinations, inactive_timeout_before_gc_ms, \
          slow_consumer_strategy, pending_message_limit, advisory_for_slow_consumers, \
          advisory_for_fast_producers, advisory_when_full, advisory_for_discarding_messages, \
-         advisory_for_delivery, advisory_for_consumed, send_advisory_if_no_consumers)"
+         advisory_for_delivery, advisory_for_consumed, send_advisory_if_no_consumers, \
+         max_destinations)"
     );
     let recovery =
         error_of("[[policies]]\ntopic = \">\"\nsubscription_recovery = { kind = \"forever\" }\n");
@@ -171,4 +172,44 @@ fn bad_entries_are_refused_with_their_line() {
         ),
         "ferromq.toml:3: `policies[0].dead_letter.queue`: must not be empty"
     );
+}
+
+#[test]
+fn max_destinations_is_a_queue_entry_s_count_and_the_broker_s() -> Result<(), conf::ConfigError> {
+    let text = "[destinations]\nmax_destinations = 5000\n\
+                [[policies]]\nqueue = \"TENANT.>\"\nmax_destinations = 100\n\
+                [[policies]]\nqueue = \">\"\nmax_destinations = -1\n";
+    let config = Config::parse(text, "ferromq.toml")?;
+    assert_eq!(config.destinations.max_destinations, 5000);
+    assert_eq!(config.policies[0].max_destinations, Some(100));
+    assert_eq!(config.policies[1].max_destinations, Some(-1));
+    // Left out: no limit, as ActiveMQ's maxDestinations (-1).
+    let default = Config::parse("", "ferromq.toml")?;
+    assert_eq!(default.destinations.max_destinations, -1);
+    assert_eq!(
+        Config::parse("[[policies]]\nqueue = \">\"\n", "f.toml")?.policies[0].max_destinations,
+        None
+    );
+    Ok(())
+}
+
+#[test]
+fn bad_max_destinations_are_refused_with_their_line() {
+    assert_eq!(
+        error_of("[destinations]\nmax_destinations = -2\n"),
+        "ferromq.toml:2: `destinations.max_destinations`: must be -1 (no limit) or more"
+    );
+    assert_eq!(
+        error_of("[[policies]]\nqueue = \">\"\nmax_destinations = -5\n"),
+        "ferromq.toml:3: `policies[0].max_destinations`: must be -1 (no limit) or more"
+    );
+    let topic = error_of("[[policies]]\ntopic = \">\"\nmax_destinations = 10\n");
+    assert!(
+        topic.starts_with("ferromq.toml:3: `policies[0].max_destinations`: limits queues only"),
+        "{topic}"
+    );
+    let temporary = error_of("[[policies]]\ntemp_queue = true\nmax_destinations = 10\n");
+    assert!(temporary.contains("limits queues only"), "{temporary}");
+    let text = error_of("[destinations]\nmax_destinations = \"many\"\n");
+    assert!(text.starts_with("ferromq.toml:2: `destinations.max_destinations`"), "{text}");
 }

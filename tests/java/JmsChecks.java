@@ -113,7 +113,8 @@ public final class JmsChecks {
     static final List<String> CONFIGURED_CHECKS = List.of("configured_composite", "flow_control",
             "flow_control_fail", "configured_policies", "gc_inactive_destinations",
             "slow_consumer_abort", "temp_store", "login_refused", "authorization_refused",
-            "composite_authorization");
+            "composite_authorization",
+            "destination_limit");
 
     /**
      * configured_policies: queues under policy.strict. dispatch in strict order
@@ -248,6 +249,7 @@ public final class JmsChecks {
             case "login_refused" -> loginRefused();
             case "authorization_refused" -> authorizationRefused();
             case "composite_authorization" -> compositeAuthorization();
+            case "destination_limit" -> destinationLimit();
             case "competing_consumers" -> competingConsumers();
             case "topic_fanout" -> topicFanout();
             case "durable_offline" -> durableOffline();
@@ -388,6 +390,45 @@ public final class JmsChecks {
             if (!(message instanceof TextMessage text) || !"public".equals(text.getText())) {
                 throw new CheckFailed("the allowed composite send did not arrive: " + message);
             }
+        }
+    }
+
+    /**
+     * destination_limit (ferromq with a policy `queue = "LIMITED.>"`, `max_destinations = 2`,
+     * ActiveMQ's maxDestinations): sends to LIMITED.A and LIMITED.B create them; a send to
+     * LIMITED.C and a consumer of LIMITED.D fail with ResourceAllocationException saying the
+     * maximum was reached; queues outside the policy and the existing two still work.
+     */
+    void destinationLimit() throws Exception {
+        Connection connection = connect();
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        MessageProducer producer = session.createProducer(null);
+        producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+        producer.send(session.createQueue("LIMITED.A"), session.createTextMessage("a"));
+        producer.send(session.createQueue("LIMITED.B"), session.createTextMessage("b"));
+        try {
+            producer.send(session.createQueue("LIMITED.C"), session.createTextMessage("c"));
+            throw new CheckFailed("a send created a third queue under a limit of 2");
+        } catch (javax.jms.ResourceAllocationException expected) {
+            expectLimit(expected);
+        }
+        try {
+            session.createConsumer(session.createQueue("LIMITED.D"));
+            throw new CheckFailed("a consumer created a third queue under a limit of 2");
+        } catch (javax.jms.ResourceAllocationException expected) {
+            expectLimit(expected);
+        }
+        producer.send(session.createQueue(name("free")), session.createTextMessage("free"));
+        MessageConsumer consumer = session.createConsumer(session.createQueue("LIMITED.A"));
+        expectEquals("a", text(receive(consumer, "the message of an existing queue")), "LIMITED.A");
+    }
+
+    /** Fails unless `refusal` says the destination limit was reached. */
+    static void expectLimit(javax.jms.ResourceAllocationException refusal) throws CheckFailed {
+        String message = String.valueOf(refusal.getMessage());
+        System.out.println("refused: " + message);
+        if (!message.contains("maximum number of destinations allowed (2)")) {
+            throw new CheckFailed("refused for another reason than the destination limit: " + message);
         }
     }
 

@@ -24,6 +24,7 @@
 //! `/api/status` while it waits for the data directory's lock or the PostgreSQL lease
 //! (`AdminState`).
 
+mod admission;
 mod client;
 mod metrics;
 mod model;
@@ -131,6 +132,14 @@ impl ActiveBroker {
     /// The broker-wide numbers, from every destination's.
     async fn broker_stats(&self, name: &str, destinations: &[DestinationStats]) -> BrokerStats {
         let count = |kind| destinations.iter().filter(|d| d.kind == kind).count() as u64;
+        // Each queue and each topic subscription is a queue task with its own overhead.
+        let queue_tasks: u64 = destinations
+            .iter()
+            .map(|d| match d.kind {
+                StatsKind::Queue => 1,
+                StatsKind::Topic => d.subscriptions.len() as u64,
+            })
+            .sum();
         let store = self.core.store();
         let usage = store.usage();
         BrokerStats {
@@ -142,7 +151,8 @@ impl ActiveBroker {
                 queues: count(StatsKind::Queue),
                 topics: count(StatsKind::Topic),
             },
-            memory_bytes: destinations.iter().map(|d| d.memory_bytes).sum(),
+            memory_bytes: destinations.iter().map(|d| d.memory_bytes).sum::<u64>()
+                + queue_tasks * crate::core::statistics::QUEUE_OVERHEAD_BYTES,
             memory_limit_bytes: Some(
                 u64::try_from(self.core.settings().memory.broker_limit()).unwrap_or(u64::MAX),
             ),
@@ -163,9 +173,10 @@ impl ActiveBroker {
     }
 }
 
-/// The most admin connections served at once; more are closed at once (a scraper and a few
-/// people need far fewer, and the endpoint must never cost the broker much).
-const MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to send a request's headers (from the connection's start or
+/// the previous answer): a scraper sends them at once, and a connection that dawdles holds
+/// one of the endpoint's few places (hyper's default is 30 s).
+const HEADER_READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long an HTTPS client may take over its handshake.
 const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -205,7 +216,7 @@ impl AdminServer {
         tracker: TaskTracker,
     ) {
         tracing::info!(address = %self.local_addr, "admin endpoint listening");
-        let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let admission = admission::Admission::default();
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -213,9 +224,12 @@ impl AdminServer {
             };
             match accepted {
                 Ok((stream, peer)) => {
-                    let Ok(permit) = limit.clone().try_acquire_owned() else {
-                        tracing::debug!(%peer, "admin endpoint: too many connections; closed");
-                        continue;
+                    let permit = match admission.admit(peer.ip()) {
+                        Ok(permit) => permit,
+                        Err(refused) => {
+                            tracing::debug!(%peer, ?refused, "admin endpoint: too many connections; closed");
+                            continue;
+                        }
                     };
                     let state = state.clone();
                     let shutdown = shutdown.clone();
@@ -252,7 +266,7 @@ impl AdminServer {
 }
 
 /// Serves HTTP/1 requests on one connection until the client closes it; a client that takes
-/// more than hyper's 30 s to send a request's headers is disconnected.
+/// more than [`HEADER_READ_LIMIT`] to send a request's headers is disconnected.
 pub(crate) async fn serve_connection<S>(stream: S, state: Arc<AdminState>, peer: SocketAddr)
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
@@ -274,6 +288,7 @@ where
     });
     if let Err(error) = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_LIMIT)
         .serve_connection(TokioIo::new(stream), service)
         .await
     {
@@ -362,10 +377,15 @@ async fn refuse_unauthorized(
     }
 }
 
-/// The user and password of an `Authorization: Basic base64(user:password)` header.
+/// The user and password of an `Authorization: Basic base64(user:password)` header. The
+/// scheme's name is case-insensitive (RFC 7235, 2.1): `basic` and `BASIC` are Basic too.
 fn basic_credentials(header: &HeaderValue) -> Option<(String, String)> {
     use base64::Engine as _;
-    let encoded = header.to_str().ok()?.strip_prefix("Basic ")?.trim();
+    let (scheme, encoded) = header.to_str().ok()?.trim_start().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let encoded = encoded.trim();
     let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
     let text = String::from_utf8(decoded).ok()?;
     let (user, password) = text.split_once(':')?;
@@ -485,5 +505,20 @@ mod tests {
         assert_eq!(Route::of("/api/destinations/queue/"), None);
         assert_eq!(Route::of("/api/destinations/queue/%zz"), None);
         assert_eq!(Route::of("/"), None);
+    }
+
+    #[test]
+    fn the_basic_scheme_is_read_in_any_case() {
+        // "root:secret"
+        for header in
+            ["Basic cm9vdDpzZWNyZXQ=", "basic cm9vdDpzZWNyZXQ=", "BASIC  cm9vdDpzZWNyZXQ="]
+        {
+            let value = HeaderValue::from_static(header);
+            let expected = Some(("root".to_owned(), "secret".to_owned()));
+            assert_eq!(basic_credentials(&value), expected, "{header}");
+        }
+        for header in ["Bearer cm9vdDpzZWNyZXQ=", "Basiccm9vdDpzZWNyZXQ=", "basic", "Basic !!"] {
+            assert_eq!(basic_credentials(&HeaderValue::from_static(header)), None, "{header}");
+        }
     }
 }

@@ -18,7 +18,9 @@ pub struct BrokerStats {
     pub connections: ConnectionStats,
     /// How many queues and topics exist (temporary ones not counted).
     pub destinations: DestinationCounts,
-    /// Bytes of messages held by every destination (see `DestinationStats::memory_bytes`).
+    /// Bytes of messages held by every destination (see `DestinationStats::memory_bytes`),
+    /// plus an estimate of what each queue costs beside its messages
+    /// (`core::statistics::QUEUE_OVERHEAD_BYTES` per queue and per topic subscription).
     pub memory_bytes: u64,
     /// The broker's memory limit (`[broker] memory_limit`, ActiveMQ's systemUsage
     /// memoryUsage); optional so that older answers still read.

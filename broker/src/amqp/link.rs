@@ -184,6 +184,9 @@ impl Connection {
                 };
                 if let Some(destination) = &destination {
                     self.authorize(Action::Write, destination)?;
+                    // The queue is created by the first transfer; a link to one past the
+                    // destination limits is refused now, while the client can still tell.
+                    self.context.core.check_room_for(destination).map_err(|e| refusal(&e))?;
                 }
                 (destination, false, AttachTarget::Node(target))
             }
@@ -286,6 +289,7 @@ impl Connection {
             let condition = match e {
                 CoreError::DurableInUse { .. } => condition::RESOURCE_LOCKED,
                 CoreError::NoSuchTemporary(_) => condition::NOT_FOUND,
+                CoreError::TooManyDestinations { .. } => condition::RESOURCE_LIMIT_EXCEEDED,
                 _ => condition::INTERNAL_ERROR,
             };
             link_error(condition, e.to_string())
@@ -980,7 +984,9 @@ fn apply_outcome(
 /// The AMQP error for a send the core refused.
 fn refusal(error: &CoreError) -> AmqpError {
     let condition = match error {
-        CoreError::NoSpace(_) => condition::RESOURCE_LIMIT_EXCEEDED,
+        CoreError::NoSpace(_) | CoreError::TooManyDestinations { .. } => {
+            condition::RESOURCE_LIMIT_EXCEEDED
+        }
         CoreError::NoSuchTemporary(_) => condition::NOT_FOUND,
         CoreError::WildcardSend(_) | CoreError::InvalidSchedule(_) => condition::NOT_ALLOWED,
         CoreError::Unsupported(_) => condition::NOT_IMPLEMENTED,

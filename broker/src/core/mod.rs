@@ -116,6 +116,13 @@ pub enum CoreError {
     /// settings say to refuse it (ActiveMQ's `ResourceAllocationException`).
     #[error("{0}")]
     NoSpace(String),
+    /// Creating the queue would pass `[destinations] max_destinations` or its policy's
+    /// `max_destinations` (ActiveMQ's `maxDestinations`); nothing was created.
+    #[error(
+        "cannot create {destination}: the maximum number of destinations allowed ({limit}) \
+         {scope} has already been reached"
+    )]
+    TooManyDestinations { destination: String, limit: usize, scope: String },
 }
 
 /// The advisory topic announcing temporary queues.
@@ -192,6 +199,8 @@ pub struct CoreSettings {
     /// The temporary store stored queues spill non-persistent messages to (see
     /// [`temp_store`]); `None`: they stay in memory, held by producer flow control.
     pub temp_store: Option<Arc<TempStore>>,
+    /// How many queues may exist (`[destinations] max_destinations`); `None`: no limit.
+    pub max_destinations: Option<usize>,
 }
 
 impl Default for CoreSettings {
@@ -209,6 +218,7 @@ impl Default for CoreSettings {
             flow: FlowSettings::default(),
             policies: Arc::default(),
             temp_store: None,
+            max_destinations: None,
         }
     }
 }
@@ -298,12 +308,17 @@ impl Core {
         {
             let scheduler_queue = scheduler::store_queue();
             let mut registry = core.registry.lock();
+            // One line for the whole store (a line per queue buried the log of a broker with
+            // many queues): what was recovered, with the messages waiting.
+            let mut messages = 0u64;
             for destination in &recovered.destinations {
                 // The scheduler's store queue holds jobs, not a destination's messages.
                 if destination.kind.is_queue() && *destination != scheduler_queue.destination {
-                    registry.queue(&destination.name, &core.store)?;
+                    let (handle, _) = registry.queue(&destination.name, &core.store)?;
+                    messages += core.store.count(&handle.key)?;
                 }
             }
+            let (queues, subscriptions) = (registry.queues.len(), recovered.subscriptions.len());
             for info in recovered.subscriptions {
                 let handle = registry.spawn_queue(info.queue(), true, &core.store)?;
                 let selector = match Selector::parse_optional(info.selector.as_deref()) {
@@ -322,8 +337,18 @@ impl Core {
                     temporary: false,
                     selector,
                 });
+                messages += core.store.count(&handle.key)?;
                 registry.durable.insert(info.key, (handle, None));
             }
+            let prepared = recovered.prepared.len();
+            tracing::info!(
+                store = core.store.name(),
+                queues,
+                subscriptions,
+                messages,
+                prepared,
+                "recovered the store"
+            );
         }
         match &core.scheduler {
             Some(scheduler) => scheduler.handle.add(scheduler::recover_jobs(&core.store)?),
@@ -511,7 +536,15 @@ impl Core {
         publish: bool,
     ) -> Result<Vec<QueueHandle>, CoreError> {
         let mut route: Vec<QueueHandle> = Vec::new();
-        for part in self.targets(message) {
+        let targets = self.targets(message);
+        // Every new queue part is checked before any is created: a refused composite send
+        // creates nothing.
+        for part in targets.iter().filter(|part| part.kind == DestinationKind::Queue) {
+            if !DestinationFilter::is_pattern(&part.name) {
+                self.room_for_queue(registry, &part.name)?;
+            }
+        }
+        for part in targets {
             if DestinationFilter::is_pattern(&part.name) {
                 return Err(CoreError::WildcardSend(part.to_string()));
             }
@@ -642,12 +675,56 @@ impl Core {
         self.publish_advisory(registry, topic, properties);
     }
 
-    /// Declares a queue destination to the store when it is first used.
+    /// Whether the queues `destination` names (each queue part of a composite) exist or may
+    /// be created within the destination limits; asked where a client names a destination
+    /// before it uses it (an AMQP producer link), so that the refusal comes at once.
+    pub fn check_room_for(&self, destination: &Destination) -> Result<(), CoreError> {
+        let registry = self.registry.lock();
+        composite_parts(destination)
+            .iter()
+            .filter(|part| part.kind == DestinationKind::Queue)
+            .filter(|part| !DestinationFilter::is_pattern(&part.name))
+            .try_for_each(|part| self.room_for_queue(&registry, &part.name))
+    }
+
+    /// Refuses a queue that does not exist yet when one more would pass `[destinations]
+    /// max_destinations` or the `max_destinations` of its policy. Only queues a client asks
+    /// for go through here: recovered and dead-letter queues are never refused, but count.
+    fn room_for_queue(&self, registry: &Registry, name: &str) -> Result<(), CoreError> {
+        if registry.queues.contains_key(name) {
+            return Ok(());
+        }
+        let refused = |limit, scope| CoreError::TooManyDestinations {
+            destination: format!("queue://{name}"),
+            limit,
+            scope,
+        };
+        if let Some(limit) = self.settings.max_destinations {
+            if registry.queues.len() >= limit {
+                return Err(refused(limit, "by [destinations] max_destinations".to_owned()));
+            }
+        }
+        let policy = self.settings.policies.for_destination(&Destination::queue(name));
+        if let Some(cap) = &policy.max_destinations {
+            // A scan, as ActiveMQ's: it runs only when a new queue is created under a policy
+            // with a limit, which is rare next to sends.
+            let matching = registry.queues.keys().filter(|queue| cap.pattern.matches(queue));
+            if matching.count() >= cap.max {
+                let scope = format!("for the policy queue = \"{}\"", cap.pattern.as_str());
+                return Err(refused(cap.max, scope));
+            }
+        }
+        Ok(())
+    }
+
+    /// Declares a queue destination to the store when it is first used (within the
+    /// destination limits, see [`Core::check_room_for`]).
     fn declare_queue(
         &self,
         registry: &mut Registry,
         name: &Arc<str>,
     ) -> Result<QueueHandle, CoreError> {
+        self.room_for_queue(registry, name)?;
         let (handle, created) = registry.queue(name, &self.store)?;
         if created {
             self.advise_queue_created(registry, name);
@@ -706,7 +783,14 @@ impl Core {
         }
         let mut attachment = Attachment::default();
         let mut topics = Vec::new();
-        for part in composite_parts(&destination) {
+        let parts = composite_parts(&destination);
+        // As for a send: a refused composite subscription creates no queue.
+        for part in parts.iter().filter(|part| part.kind == DestinationKind::Queue) {
+            if !DestinationFilter::is_pattern(&part.name) {
+                self.room_for_queue(&registry, &part.name)?;
+            }
+        }
+        for part in parts {
             let filter = DestinationFilter::new(&part.name);
             match part.kind {
                 DestinationKind::Queue if filter.is_wildcard() => {

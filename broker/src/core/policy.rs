@@ -54,6 +54,16 @@ pub struct Policy {
     /// are discarded.
     pub pending_message_limit: Option<usize>,
     pub advisories: PolicyAdvisories,
+    /// Queue entries: how many queues matching the entry may exist (ActiveMQ's
+    /// `maxDestinations`).
+    pub max_destinations: Option<DestinationCap>,
+}
+
+/// A queue entry's `max_destinations`: at most `max` queues matching `pattern`.
+#[derive(Debug, Clone)]
+pub struct DestinationCap {
+    pub pattern: DestinationFilter,
+    pub max: usize,
 }
 
 /// The advisories a policy switches on (each off by default, as in ActiveMQ).
@@ -87,6 +97,7 @@ impl Default for Policy {
             slow_consumer_strategy: None,
             pending_message_limit: None,
             advisories: PolicyAdvisories::default(),
+            max_destinations: None,
         }
     }
 }
@@ -129,6 +140,8 @@ impl Policy {
                 consumed: entry.advisory_for_consumed.unwrap_or(false),
                 no_consumers: entry.send_advisory_if_no_consumers.unwrap_or(false),
             },
+            // Set by `Policies::from_config`, which knows the entry's pattern.
+            max_destinations: None,
         }
     }
 
@@ -245,8 +258,14 @@ impl Policies {
                     PolicyTarget::TempQueue => (Target::TempQueue, (false, 0, index)),
                     PolicyTarget::TempTopic => (Target::TempTopic, (false, 0, index)),
                 };
-                let policy = Arc::new(Policy::from_entry(config, entry));
-                Some(Rule { target, specificity, policy })
+                let mut policy = Policy::from_entry(config, entry);
+                if let (Target::Queue(pattern), Some(max)) = (&target, entry.max_destinations) {
+                    // -1: no limit (validated: nothing below).
+                    policy.max_destinations = usize::try_from(max)
+                        .ok()
+                        .map(|max| DestinationCap { pattern: pattern.clone(), max });
+                }
+                Some(Rule { target, specificity, policy: Arc::new(policy) })
             })
             .collect();
         Policies { rules, default: Arc::new(Policy::default()) }

@@ -183,9 +183,9 @@ impl From<CoreError> for Refusal {
             }
             // What ActiveMQ's cron parser throws for a malformed entry.
             CoreError::InvalidSchedule(_) => "javax.jms.MessageFormatException",
-            CoreError::NoSpace(_) | CoreError::Store(store::StoreError::Full { .. }) => {
-                RESOURCE_ALLOCATION
-            }
+            CoreError::NoSpace(_)
+            | CoreError::Store(store::StoreError::Full { .. })
+            | CoreError::TooManyDestinations { .. } => RESOURCE_ALLOCATION,
             _ => JMS_EXCEPTION,
         };
         Refusal::new(class, error.to_string())

@@ -327,3 +327,89 @@ async fn with_authentication_only_admins_read_the_statistics() -> anyhow::Result
     broker.shutdown().await;
     Ok(())
 }
+
+/// `GET path` over a fresh connection from `source` (a loopback address of its own, so that
+/// the broker sees another client than the tests' usual 127.0.0.1), with `headers`; the
+/// whole answer, empty when the broker closed the connection without one.
+async fn raw_get(
+    admin: std::net::SocketAddr,
+    source: std::net::Ipv4Addr,
+    path: &str,
+    headers: &str,
+) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind((source, 0).into()).with_context(|| format!("binding {source}"))?;
+    let mut stream = socket.connect(admin).await?;
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: ferromq\r\n{headers}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    // A broker that refuses the connection closes it: EOF, or a reset while we still wrote.
+    let read = tokio::time::timeout(tests::ARRIVES, stream.read_to_end(&mut answer)).await;
+    read.context("the admin endpoint answers in time")?.ok();
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// One address holding 64 connections with half-sent requests (the whole pool, before each
+/// address got at most 16 places) leaves `/api/status` answering every probe from another
+/// address, and the broker cuts the dawdlers off after a few seconds instead of hyper's 30.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_connections_from_one_address_leave_the_status_answering_for_another(
+) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let broker = start_broker(|_| {}).await?;
+    let addr = broker.admin_addr().context("the admin endpoint is on")?;
+    let mut slow = Vec::new();
+    for _ in 0..64 {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(b"GET /api/status HTTP/1.1\r\nHost: ferromq\r\n").await?;
+        slow.push(stream);
+    }
+    // The broker accepts in arrival order, so every probe comes after the 64.
+    let other = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    for probe in 0..5 {
+        let answer = raw_get(addr, other, "/api/status", "").await?;
+        ensure!(answer.starts_with("HTTP/1.1 200"), "probe {probe} from {other}: {answer:?}");
+        ensure!(answer.contains("\"role\""), "probe {probe}: {answer:?}");
+    }
+    // Every slow connection ends (refused at once, or its headers timed out) well before 30 s.
+    let started = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(15);
+    for (index, stream) in slow.iter_mut().enumerate() {
+        let mut rest = Vec::new();
+        let left = limit.saturating_sub(started.elapsed());
+        let ended = tokio::time::timeout(left, stream.read_to_end(&mut rest)).await;
+        ensure!(ended.is_ok(), "slow connection {index} still open after {limit:?}");
+    }
+    broker.shutdown().await;
+    Ok(())
+}
+
+/// HTTP Basic's scheme name is case-insensitive (RFC 7235): `basic` and `BASIC` log in as
+/// `Basic` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_basic_scheme_is_accepted_in_any_case() -> anyhow::Result<()> {
+    let password = broker::security::hash_password("secret").map_err(anyhow::Error::msg)?;
+    let broker = start_broker(|config| {
+        config.authentication.enabled = true;
+        config.users = vec![conf::UserEntry {
+            name: "root".to_owned(),
+            password,
+            groups: vec!["admins".to_owned()],
+        }];
+    })
+    .await?;
+    let addr = broker.admin_addr().context("the admin endpoint is on")?;
+    let credentials = "cm9vdDpzZWNyZXQ="; // base64 of "root:secret"
+    let localhost = std::net::Ipv4Addr::LOCALHOST;
+    for scheme in ["Basic", "basic", "BASIC"] {
+        let header = format!("Authorization: {scheme} {credentials}\r\n");
+        let answer = raw_get(addr, localhost, "/api/broker", &header).await?;
+        ensure!(answer.starts_with("HTTP/1.1 200"), "scheme {scheme}: {answer:?}");
+    }
+    let answer = raw_get(addr, localhost, "/api/broker", "Authorization: Bearer x\r\n").await?;
+    ensure!(answer.starts_with("HTTP/1.1 401"), "another scheme: {answer:?}");
+    broker.shutdown().await;
+    Ok(())
+}

@@ -22,11 +22,11 @@ use tokio::net::TcpStream;
 
 const CHECK_TIMEOUT: Duration = Duration::from_secs(180);
 
-fn repository_root() -> PathBuf {
+pub(crate) fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn python() -> anyhow::Result<PathBuf> {
+pub(crate) fn python() -> anyhow::Result<PathBuf> {
     if let Some(configured) = std::env::var_os("FERROMQ_PYTHON").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(configured));
     }

@@ -574,6 +574,32 @@ async fn run_configured(
     result
 }
 
+/// The destination limit through the JMS client: past a policy's `max_destinations` a send
+/// and a consumer that would create a queue fail with ResourceAllocationException naming the
+/// limit, and neither queue is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jms_destination_limit() -> anyhow::Result<()> {
+    let classpath = classpath()?;
+    let mut config = openwire_config(None, 0)?;
+    config.policies = conf::Config::parse(
+        "[[policies]]\nqueue = \"LIMITED.>\"\nmax_destinations = 2\n",
+        "p.toml",
+    )?
+    .policies;
+    let broker = broker::Broker::start(config).await.context("starting the broker")?;
+    let url = format!("tcp://{}", openwire_addr(&broker)?);
+    let result = tokio::task::block_in_place(|| {
+        run_java_check(&classpath, &url, "destination_limit", &mut || {
+            bail!("the destination_limit check asked for a restart")
+        })
+    });
+    for refused in ["LIMITED.C", "LIMITED.D"] {
+        ensure!(broker.queue_stats(refused).await.is_none(), "the refused {refused} exists");
+    }
+    broker.shutdown().await;
+    result
+}
+
 /// Producer flow control through the JMS client: a synchronous sender and one paced by its
 /// producer window block at a queue's memory limit and resume as a consumer drains.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,7 @@ mod composites;
 mod connectors;
 mod dead_letter;
 mod delivery_order;
+mod destination_limits;
 mod durable;
 mod extensions;
 mod flow_control;

@@ -506,7 +506,9 @@ impl Queue {
         }
         self.shrink();
         if !self.ready.is_empty() {
-            tracing::info!(queue = ?self.handle.key, messages = self.ready.len(),
+            // Debug: the broker sums up recovery in one line (`Core::recover`), however many
+            // queues there are.
+            tracing::debug!(queue = ?self.handle.key, messages = self.ready.len(),
                 complete = !self.paging.has_more(), "recovered");
         }
         self.account();
