@@ -143,11 +143,14 @@ fn start(
         // as the `{:#}` chain's next link.
         // A standby waits in `start` for the data directory's lock (or the PostgreSQL
         // lease): a signal ends the wait too.
+        // One set of signal streams for the whole run: a stream only sees signals that arrive
+        // after it exists, so streams made anew after the start lost a SIGTERM sent between
+        // the two (the broker then kept running).
+        let mut signals = Signals::new()?;
         let starting = broker::Broker::builder(config).lock_data_dir(true).start();
         let broker = tokio::select! {
             started = starting => started.map_err(|error| anyhow::anyhow!("{error}"))?,
-            signalled = wait_for_signal() => {
-                signalled?;
+            () = signals.next() => {
                 tracing::info!("stopped before starting");
                 return Ok(());
             }
@@ -160,10 +163,7 @@ fn start(
         }
         println!("{}", ready_line(std::process::id(), broker.connectors(), broker.admin_addr()));
         let lost = tokio::select! {
-            signalled = wait_for_signal() => {
-                signalled?;
-                None
-            }
+            () = signals.next() => None,
             error = broker.lease_lost() => Some(error),
         };
         match lost {
@@ -243,12 +243,26 @@ fn raise_file_limit(config: &conf::Config) {
     }
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result.context("cannot handle SIGINT")?,
-        _ = terminate.recv() => {}
+/// SIGINT and SIGTERM, both of which stop the broker.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+        })
     }
-    Ok(())
+
+    /// Resolves at the next SIGINT or SIGTERM, or at once for one that came since the last.
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
 }

@@ -7,6 +7,7 @@
 mod common;
 
 use std::net::TcpListener;
+use std::time::{Duration, Instant};
 
 use common::{flock_holders, path_str, refused_start, temp_dir, Process, RawStomp, EXIT_TIMEOUT};
 
@@ -219,6 +220,28 @@ fn serve_stomp_then_stop_on(signal: &str) {
     assert!(status.success(), "ferromq exited with {status} after SIG{signal}; stderr:\n{stderr}");
     assert!(stderr.contains("broker stopped"), "stderr should log the stop:\n{stderr}");
     assert!(stomp.at_eof(), "the broker should have closed the client's connection");
+}
+
+#[test]
+fn a_sigterm_right_after_the_readiness_line_stops_the_broker() {
+    // The signal streams used to be made anew once the broker had started, so a SIGTERM in
+    // between was lost and the broker kept running. The window was a few log lines long:
+    // this pins the behaviour (a signal as soon as the first connector is logged stops the
+    // broker), it does not reproduce that race every time.
+    for round in 0..8 {
+        let dir = temp_dir();
+        let data = dir.path().join("data");
+        let mut broker = Process::start_broker(dir.path(), &format!("broker-{round}"), &data, 0);
+        let deadline = Instant::now() + EXIT_TIMEOUT;
+        while !broker.stderr().contains("accepting connections") {
+            assert!(Instant::now() < deadline, "the broker did not start\n{}", broker.output());
+            assert!(broker.try_status().is_none(), "the broker exited\n{}", broker.output());
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        broker.signal(if round % 2 == 0 { "TERM" } else { "INT" });
+        let status = broker.wait_exit(EXIT_TIMEOUT);
+        assert!(status.success(), "round {round}: exited with {status}\n{}", broker.output());
+    }
 }
 
 /// Where the refused brokers put their admin endpoint: never the default 8161, which another
