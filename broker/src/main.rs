@@ -15,6 +15,7 @@ mod cli;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -73,6 +74,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // A supervisor may close the log pipe: then an event cannot be written, and reporting
+        // that with eprintln! (the default) would panic whatever task logged, connection
+        // tasks included. Lost log lines must not take the broker down.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
@@ -161,7 +166,10 @@ fn start(
         if let Some(address) = broker.admin_addr() {
             tracing::info!(%address, "admin endpoint: http://{address}/api/broker, /metrics");
         }
-        println!("{}", ready_line(std::process::id(), broker.connectors(), broker.admin_addr()));
+        // Not println!, which panics when stdout is closed: nobody reading it is no reason
+        // to stop.
+        let ready = ready_line(std::process::id(), broker.connectors(), broker.admin_addr());
+        let _ = writeln!(std::io::stdout(), "{ready}");
         let lost = tokio::select! {
             () = signals.next() => None,
             error = broker.lease_lost() => Some(error),

@@ -244,6 +244,52 @@ fn a_sigterm_right_after_the_readiness_line_stops_the_broker() {
     }
 }
 
+#[test]
+fn a_broker_whose_output_pipes_are_closed_keeps_serving() {
+    // A supervisor that stops reading (or closes) the broker's log pipe must not take the
+    // broker down: every log line is then a failed write, which tracing reported with
+    // eprintln! (a panic in whatever task logged, connection tasks included).
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ferromq"))
+        .args(["start", "--connector", "stomp://127.0.0.1:0", "--admin-bind", ADMIN_ANY])
+        .args(["--data-dir", path_str(&data)])
+        .env("RUST_LOG", "debug")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ferromq");
+    drop(child.stderr.take());
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("the stdout pipe"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).expect("read the readiness line");
+    drop(stdout);
+    let ready = common::Ready::parse(line.trim()).unwrap_or_else(|| panic!("not ready: {line}"));
+    assert_eq!(ready.pid, child.id(), "the readiness line names this process");
+    let addr = ready.addr("stomp");
+    // Connections and errors log (debug and warnings), to the closed pipe.
+    for round in 0..20 {
+        let mut bad = RawStomp::tcp(addr).expect("connect to the broker");
+        bad.send("NONSENSE", &[], b"");
+        let mut stomp = RawStomp::open(addr);
+        let sent =
+            common::send_confirmed(&mut stomp, "/queue/closed.pipes", &format!("r{round}"), 2);
+        assert_eq!(sent.len(), 2);
+    }
+    assert!(child.try_wait().expect("query the broker").is_none(), "the broker died");
+    common::signal_pid(child.id(), "TERM");
+    let deadline = Instant::now() + EXIT_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("query the broker") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the broker did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "the broker exited with {status}");
+}
+
 /// Where the refused brokers put their admin endpoint: never the default 8161, which another
 /// program may hold (a broker that got as far as the admin endpoint would then report the
 /// taken port instead of what the test checks).

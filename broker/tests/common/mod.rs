@@ -671,3 +671,14 @@ pub fn receive_exactly(
     }
     frames
 }
+
+/// Sends `signal` (TERM, INT, KILL...) to `pid` with kill(1), for children the test spawned
+/// itself rather than through [`Process`] (and has not reaped yet, so the pid is still theirs).
+pub fn signal_pid(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid} failed: {status}");
+}
