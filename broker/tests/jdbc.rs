@@ -166,6 +166,9 @@ const OUTAGE_ID: &str = "x-outage-id";
 /// How long after the database went down its store surely knows (its first reconnect
 /// failed), so that sends are refused before the message is dispatched.
 const KNOWN_DOWN_AFTER: Duration = Duration::from_millis(500);
+/// The outage test's broker's `[store] lease_ms`: above the longest outage the test causes
+/// (1.5 s down, then at most `pg_ctl start`'s 30 s) plus the fencing margin of a quarter lease.
+const OUTAGE_LEASE_MS: u64 = 60_000;
 /// How long a producer waits for the answer to one send before calling it a hang.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -296,8 +299,19 @@ fn jdbc_postgres_going_away_under_load_fails_sends_and_carries_on() {
     let dir = temp_dir();
     let data = dir.path().join("data");
     let config = dir.path().join("jdbc.toml");
-    std::fs::write(&config, format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\n"))
-        .expect("write the configuration");
+    // A broker that cannot renew its PostgreSQL lease stops serving a quarter of a lease
+    // before it could expire (README, "Active/standby on PostgreSQL"); this test is about an
+    // outage shorter than the lease, which the broker must live through. The outage is the
+    // 1.5 s below plus PostgreSQL's crash recovery after the immediate stop, which took more
+    // than 5 s on a loaded 2-core machine, and `pg_ctl start` gives it up to 30 s: with the
+    // default 10 s lease the broker fenced itself and exited. A 60 s lease fences only after
+    // 45 s, longer than the longest outage this test can cause, so what is still asserted is
+    // the broker's behaviour in an outage, not how fast the machine restarts PostgreSQL.
+    std::fs::write(
+        &config,
+        format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\nlease_ms = {OUTAGE_LEASE_MS}\n"),
+    )
+    .expect("write the configuration");
     let port = free_port();
     let addr = loopback(port);
     let mut broker = Process::start_configured(dir.path(), "outage", &config, &data, port);
