@@ -4,12 +4,13 @@
 //!
 //! The lock must outlive every writer of the store, not just the `BrokerHandle`: dropping a
 //! handle without `shutdown()` (an embedding application's, or `ferromq start`'s on an error
-//! path) only cancels the broker's tasks. They end later, each holding the store, and the
-//! store's writer thread finishes what they submitted when the last of them lets it go
-//! (every engine joins its writer when dropped). Held by the handle alone, the lock was gone
-//! at once, and a standby could open the store while this broker still wrote it. So the
-//! store the broker runs on is a [`LockedStore`]: the lock goes only after the store (and
-//! its writer) is gone, or when a clean stop closed it ([`DataDirLock::release`]).
+//! path) only cancels the broker's tasks and stops its queues. They end later, each holding
+//! the store, and the store's writer thread finishes what they submitted when the last of
+//! them lets it go (every engine joins its writer when dropped). Held by the handle alone,
+//! the lock was gone at once, and a standby could open the store while this broker still
+//! wrote it. So the store the broker runs on is a [`LockedStore`]: the lock goes only after
+//! the store (and its writer) is gone, or when a clean stop closed it
+//! ([`DataDirLock::release`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ pub(crate) struct DataDirLock {
 
 impl DataDirLock {
     /// Takes the lock, waiting (as a standby) while another broker holds it.
-    pub(crate) async fn wait(dir: &Path, retry: std::time::Duration) -> Result<DataDirLock, BrokerError> {
+    pub(crate) async fn wait(dir: &Path, retry: Duration) -> Result<DataDirLock, BrokerError> {
         let mut waiting_since: Option<std::time::Instant> = None;
         loop {
             match DataDirLock::acquire(dir) {
@@ -117,9 +118,7 @@ impl DataDirLock {
         }
         None
     }
-}
 
-impl DataDirLock {
     /// Gives the lock up now, for a broker whose store is closed (nothing more can be written
     /// to it) while something may still hold the store or this lock: a stop must let a
     /// standby or a restart in at once. Without it the lock goes with its last holder.

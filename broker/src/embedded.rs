@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::{ActiveBroker, AdminState, BrokerRole};
-use crate::data_dir::{DataDirLock, LockedStore};
 use crate::core::selector::Selector;
 use crate::core::wildcard::DestinationFilter;
 use crate::core::DestinationStats;
@@ -24,6 +23,7 @@ use crate::core::{
     CompositeRule, CompositeTarget, Composites, Core, CoreSettings, QueueStats, TempStore,
     TempStoreOpener, VirtualTopicRule,
 };
+use crate::data_dir::{DataDirLock, LockedStore};
 use crate::error::BrokerError;
 use crate::transport::{self, BoundConnector, ConnectionContext, Protocol};
 
