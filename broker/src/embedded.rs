@@ -1,7 +1,6 @@
 //! Starting, using and stopping a broker in-process: what the `ferromq` binary does, and what
 //! tests and applications embedding ferromq do.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +23,7 @@ use crate::core::{
     CompositeRule, CompositeTarget, Composites, Core, CoreSettings, QueueStats, TempStore,
     TempStoreOpener, VirtualTopicRule,
 };
+use crate::data_dir::{DataDirLock, LockedStore};
 use crate::error::BrokerError;
 use crate::transport::{self, BoundConnector, ConnectionContext, Protocol};
 
@@ -110,10 +110,10 @@ impl BrokerBuilder {
         }
         let lock = match (locks, standby) {
             (false, _) => None,
-            (true, false) => Some(DataDirLock::acquire(&config.broker.data_dir)?),
-            (true, true) => {
-                Some(DataDirLock::wait(&config.broker.data_dir, config.broker.lock_retry).await?)
-            }
+            (true, false) => Some(Arc::new(DataDirLock::acquire(&config.broker.data_dir)?)),
+            (true, true) => Some(Arc::new(
+                DataDirLock::wait(&config.broker.data_dir, config.broker.lock_retry).await?,
+            )),
         };
         // On PostgreSQL the data directory's lock keeps out only brokers on this directory:
         // the database is shared, and its lease decides which broker is active. Taken before
@@ -133,12 +133,18 @@ impl BrokerBuilder {
             Some(store) => store,
             None => open_store(&config, lease_holder).await?,
         };
+        // The lock lives as long as the store and its writer, not only the handle: see
+        // `data_dir`.
+        let store = match &lock {
+            Some(lock) => Arc::new(LockedStore::new(store, lock.clone())),
+            None => store,
+        };
         // Only a broker that holds its data directory has a temporary store: two brokers must
         // not share one, and an embedded broker without a data directory keeps non-persistent
         // messages in memory (held by producer flow control) as before.
-        let temp_store = match lock.is_some() {
-            true => Some(temp_store(&config)?),
-            false => None,
+        let temp_store = match &lock {
+            Some(lock) => Some(temp_store(&config, lock)?),
+            None => None,
         };
         let settings = CoreSettings {
             default_prefetch: config.destinations.queue_prefetch,
@@ -230,7 +236,7 @@ impl BrokerBuilder {
             temp_store,
             data_dir: config.broker.data_dir.clone(),
             lease,
-            _lock: lock,
+            lock,
         })
     }
 }
@@ -259,8 +265,12 @@ fn wipe(dir: &Path) -> Result<(), StoreError> {
 /// contents never need to survive a crash, so it costs the disk writes only, and the page-in,
 /// acks, reclaiming and size accounting are the journal's own. A journal rather than the
 /// memory store, which would hold the spilled messages in memory again.
-fn temp_store(config: &Config) -> Result<Arc<TempStore>, BrokerError> {
+///
+/// The journal holds the data directory's lock as the store does (a broker that takes the
+/// directory over wipes `tmp_storage` when it starts).
+fn temp_store(config: &Config, lock: &Arc<DataDirLock>) -> Result<Arc<TempStore>, BrokerError> {
     let dir = temp_store_dir(&config.broker.data_dir);
+    let lock = lock.clone();
     wipe(&dir)?;
     let limit = config.broker.temp_limit;
     let opener: TempStoreOpener = Box::new(move || {
@@ -276,7 +286,7 @@ fn temp_store(config: &Config) -> Result<Arc<TempStore>, BrokerError> {
         };
         let store = JournalStore::open(&dir, options)?;
         store.recover()?;
-        Ok(Arc::new(store) as Arc<dyn MessageStore>)
+        Ok(Arc::new(LockedStore::new(Arc::new(store), lock.clone())) as Arc<dyn MessageStore>)
     });
     Ok(Arc::new(TempStore::new(limit, opener)))
 }
@@ -376,7 +386,9 @@ pub struct BrokerHandle {
     data_dir: PathBuf,
     /// The PostgreSQL lease, renewed while the broker runs; released after the store closes.
     lease: Option<crate::lease::LeaseKeeper>,
-    _lock: Option<DataDirLock>,
+    /// The data directory's lock, released at the end of a clean [`BrokerHandle::shutdown`];
+    /// otherwise it goes with the store (see `data_dir`).
+    lock: Option<Arc<DataDirLock>>,
 }
 
 impl BrokerHandle {
@@ -500,6 +512,15 @@ impl BrokerHandle {
                 lease.release().await;
             }
         }
+        // Last: the store is closed (nothing can be written to it any more) and the temporary
+        // store wiped, so a standby or a restart may take the directory now, even while a
+        // task past the shutdown timeout still holds the store. After a lost lease the store
+        // was not closed: the lock then goes with the store's last holder.
+        if let Some(lock) = self.lock.take() {
+            if !lost {
+                lock.release();
+            }
+        }
         tracing::info!("broker stopped");
     }
 }
@@ -508,6 +529,11 @@ impl Drop for BrokerHandle {
     fn drop(&mut self) {
         self.shutdown.cancel();
         self.tracker.close();
+        // The queue tasks hold the store (and so the data directory's lock) and would
+        // otherwise run for as long as the runtime, each holding a sender of its own inbox:
+        // stopped, they end after what they were given, the connections end on the token,
+        // and the store goes with the last of them, its writer joined, then the lock.
+        self.core.stop_queues();
     }
 }
 
@@ -604,105 +630,6 @@ impl Drop for CancelOnDrop {
         }
     }
 }
-
-/// An exclusive lock on a data directory, held for the broker's life.
-struct DataDirLock {
-    _file: File,
-}
-
-impl DataDirLock {
-    /// Takes the lock, waiting (as a standby) while another broker holds it.
-    async fn wait(dir: &Path, retry: std::time::Duration) -> Result<DataDirLock, BrokerError> {
-        let mut waiting_since: Option<std::time::Instant> = None;
-        loop {
-            match DataDirLock::acquire(dir) {
-                Ok(lock) => {
-                    if let Some(since) = waiting_since {
-                        let waited = since.elapsed();
-                        tracing::info!(dir = %dir.display(), ?waited, "data directory lock acquired: taking over as the active broker");
-                    }
-                    return Ok(lock);
-                }
-                Err(BrokerError::DataDirLocked { holder, .. }) => {
-                    if waiting_since.is_none() {
-                        tracing::info!(dir = %dir.display(), "data directory locked by another broker{holder}: waiting as its standby");
-                        waiting_since = Some(std::time::Instant::now());
-                    }
-                    tokio::time::sleep(retry).await;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-    }
-
-    /// Takes the lock now or reports the holder. The lock is an flock on `<dir>/lock`, held
-    /// by the returned `File` (opened close-on-exec, so no child process shares it): the
-    /// kernel releases it when the `File` is dropped or the process dies, however it dies.
-    fn acquire(dir: &Path) -> Result<DataDirLock, BrokerError> {
-        let io = |source| BrokerError::DataDir { path: dir.to_path_buf(), source };
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let path: PathBuf = dir.join("lock");
-        loop {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(io)?;
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    let holder = match DataDirLock::holder(&path) {
-                        Some(pid) => format!(" (process {pid})"),
-                        None => String::new(),
-                    };
-                    return Err(BrokerError::DataDirLocked { path: dir.to_path_buf(), holder });
-                }
-                Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
-            }
-            // An flock belongs to the file, not to the name: had the lock file been removed
-            // (or replaced) between our open and our lock, we would hold a lock nobody else
-            // can see. Lock the file the name leads to, or try again.
-            use std::os::unix::fs::MetadataExt;
-            let (held, named) = (file.metadata().map_err(io)?, std::fs::metadata(&path));
-            if named.is_ok_and(|named| (named.dev(), named.ino()) == (held.dev(), held.ino())) {
-                DataDirLock::record_holder(&file).map_err(io)?;
-                return Ok(DataDirLock { _file: file });
-            }
-        }
-    }
-
-    /// Writes our pid into the lock file as one fixed-width write at its start: the file is
-    /// never truncated to nothing first, so a broker refused at this moment reads a whole pid
-    /// (ours, or the previous holder's while the write is under way), never an empty file.
-    fn record_holder(file: &File) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let record = format!("{:<width$}\n", std::process::id(), width = PID_RECORD - 1);
-        file.write_all_at(record.as_bytes(), 0)?;
-        // What an older, longer record left after ours.
-        file.set_len(PID_RECORD as u64)
-    }
-
-    /// The pid the holder wrote. A holder writes it just after it locks (a fresh lock file
-    /// is empty until then), so an empty file is read again a few times first.
-    fn holder(path: &Path) -> Option<String> {
-        for _ in 0..HOLDER_READS {
-            let text = std::fs::read_to_string(path).ok()?;
-            let pid = text.trim();
-            if !pid.is_empty() {
-                return Some(pid.to_owned());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        None
-    }
-}
-
-/// The lock file's length: a pid left-aligned, padded with spaces, and a newline.
-const PID_RECORD: usize = 21;
-/// How many times a refused broker reads an empty lock file before it reports no holder.
-const HOLDER_READS: usize = 20;
 
 /// The core's dead-letter settings from `[dead_letter]` and `destinations.expire_messages_period_ms`.
 /// The configured composite destinations, with their selectors parsed: an invalid one is a

@@ -27,6 +27,7 @@
 pub mod admin;
 mod amqp;
 pub mod core;
+mod data_dir;
 mod embedded;
 mod error;
 mod lease;

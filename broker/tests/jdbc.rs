@@ -166,6 +166,12 @@ const OUTAGE_ID: &str = "x-outage-id";
 /// How long after the database went down its store surely knows (its first reconnect
 /// failed), so that sends are refused before the message is dispatched.
 const KNOWN_DOWN_AFTER: Duration = Duration::from_millis(500);
+/// The outage test's broker's `[store] lease_ms`: above the longest outage the test causes
+/// (1.5 s down, at most [`FIRST_REFUSAL_TIMEOUT`] more until a send failed, then at most
+/// `pg_ctl start`'s 30 s: 41.5 s) plus the fencing margin of a quarter lease (15 s).
+const OUTAGE_LEASE_MS: u64 = 60_000;
+/// How long the outage test waits, once the database has been down 1.5 s, for a send to fail.
+const FIRST_REFUSAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a producer waits for the answer to one send before calling it a hang.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -296,8 +302,20 @@ fn jdbc_postgres_going_away_under_load_fails_sends_and_carries_on() {
     let dir = temp_dir();
     let data = dir.path().join("data");
     let config = dir.path().join("jdbc.toml");
-    std::fs::write(&config, format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\n"))
-        .expect("write the configuration");
+    // A broker that cannot renew its PostgreSQL lease stops serving a quarter of a lease
+    // before it could expire (README, "Active/standby on PostgreSQL"); this test is about an
+    // outage shorter than the lease, which the broker must live through. The outage is the
+    // time until a send failed (1.5 s at least) plus PostgreSQL's crash recovery after the
+    // immediate stop, which took more than 5 s on a loaded 2-core machine, and `pg_ctl start`
+    // gives it up to 30 s: with the default 10 s lease the broker fenced itself and exited. A
+    // 60 s lease fences only after 45 s, longer than the longest outage this test can cause,
+    // so what is still asserted is the broker's behaviour in an outage, not how fast the
+    // machine restarts PostgreSQL.
+    std::fs::write(
+        &config,
+        format!("[store]\nkind = \"jdbc\"\nurl = \"{url}\"\nlease_ms = {OUTAGE_LEASE_MS}\n"),
+    )
+    .expect("write the configuration");
     let port = free_port();
     let addr = loopback(port);
     let mut broker = Process::start_configured(dir.path(), "outage", &config, &data, port);
@@ -320,18 +338,31 @@ fn jdbc_postgres_going_away_under_load_fails_sends_and_carries_on() {
         cluster.stop_server().expect("stop PostgreSQL");
         *down_since.lock().expect("down since") = Some(Instant::now());
         phase.store(DOWN, Ordering::SeqCst);
+        // Down for 1.5 s at least (sends begun after KNOWN_DOWN_AFTER are refused before
+        // dispatch), and until some send has failed: the producers' sends and the store's
+        // first failed write may be slow to come round on a loaded machine.
         std::thread::sleep(Duration::from_millis(1500));
-        assert!(
-            !outage.lock().expect("ledger").errors.is_empty(),
-            "no send failed while the database was down:\n{}",
-            broker.stderr()
-        );
+        let deadline = Instant::now() + FIRST_REFUSAL_TIMEOUT;
+        while outage.lock().expect("ledger").errors.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "no send failed while the database was down:\n{}",
+                broker.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         phase.store(RESTARTING, Ordering::SeqCst);
         cluster.start_server().expect("start PostgreSQL again");
         phase.store(BACK, Ordering::SeqCst);
         // The store's reconnect backoff tops out at 5 s; CI machines are busy.
         let deadline = Instant::now() + Duration::from_secs(60);
         while outage.lock().expect("ledger").confirmed_after_return < 50 {
+            // Said at once: a broker that exited (its lease lost) would never confirm again.
+            assert!(
+                broker.try_status().is_none(),
+                "the broker exited during the outage:\n{}",
+                broker.stderr()
+            );
             assert!(
                 Instant::now() < deadline,
                 "the broker did not confirm sends again once the database was back:\n{}",

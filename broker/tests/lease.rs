@@ -10,7 +10,8 @@
 //!   serving (and exit with a failure) before its lease can expire, so that the two are
 //!   never active at once.
 //!
-//! Leases are short here (1500 ms, renewed every 300 ms) so that takeovers take seconds.
+//! Leases are short here (3 s, renewed every 600 ms) so that takeovers take seconds; the
+//! restart test has a long one, so that only the dead-predecessor rule can let it in.
 
 mod common;
 
@@ -27,15 +28,33 @@ use common::{
     EXIT_TIMEOUT, START_TIMEOUT,
 };
 
-const LEASE_MS: u64 = 1500;
-const RENEW_MS: u64 = 300;
+// Short enough for takeovers in seconds, long enough that an active broker on a loaded
+// 2-core machine keeps renewing: it fences itself once three quarters of a lease passed
+// without a successful renewal, and at 1500 ms (1125 ms of slack, statements timing out
+// after 500 ms) a few slow renewals behind other tests' work could stop it mid-test.
+const LEASE_MS: u64 = 3000;
 
-/// A `[store]` on `url` with the short lease, and `[broker] standby`.
+/// The restart test's lease: longer than any start the test waits for.
+const RESTART_LEASE_MS: u64 = 120_000;
+
+/// A `[store]` on `url` with the short lease (renewed every 600 ms), and `[broker] standby`.
 fn write_config(dir: &Path, name: &str, url: &str, standby: bool) -> std::path::PathBuf {
+    write_config_leased(dir, name, url, standby, LEASE_MS)
+}
+
+/// [`write_config`] with a lease of `lease_ms` (renewed every fifth of it).
+fn write_config_leased(
+    dir: &Path,
+    name: &str,
+    url: &str,
+    standby: bool,
+    lease_ms: u64,
+) -> std::path::PathBuf {
     let path = dir.join(format!("{name}.toml"));
+    let renew_ms = lease_ms / 5;
     let text = format!(
         "[broker]\nstandby = {standby}\nlock_retry_ms = 100\n\n[store]\nkind = \"jdbc\"\n\
-         url = \"{url}\"\nlease_ms = {LEASE_MS}\nlease_renew_ms = {RENEW_MS}\n"
+         url = \"{url}\"\nlease_ms = {lease_ms}\nlease_renew_ms = {renew_ms}\n"
     );
     std::fs::write(&path, text).expect("write the configuration");
     path
@@ -173,7 +192,10 @@ fn without_standby_a_held_lease_refuses_to_start_and_a_restart_on_the_same_data_
     let Some(cluster) = store_jdbc::testing::PgCluster::shared() else { return };
     let url = cluster.create_database();
     let dir = temp_dir();
-    let config = write_config(dir.path(), "single", &url, false);
+    // A lease far longer than any restart: A's lease is surely still valid on the database
+    // when its restart asks for it, so only the dead-predecessor rule can let the restart in
+    // (without standby a held lease refuses the start, as B shows), however slow the machine.
+    let config = write_config_leased(dir.path(), "single", &url, false, RESTART_LEASE_MS);
     let (port_a, admin_a) = (free_port(), loopback(free_port()));
     let mut a = start(dir.path(), "a", &config, port_a, admin_a);
     a.wait_accepting(loopback(port_a));
@@ -198,8 +220,8 @@ fn without_standby_a_held_lease_refuses_to_start_and_a_restart_on_the_same_data_
     let mut a = start(dir.path(), "a", &config, port_a, admin_a);
     a.wait_accepting(loopback(port_a));
     assert!(
-        restarted.elapsed() < Duration::from_millis(LEASE_MS + 5000),
-        "the restart took {:?}",
+        restarted.elapsed() < Duration::from_millis(RESTART_LEASE_MS),
+        "the restart took {:?}: A's lease may have expired first",
         restarted.elapsed()
     );
     let mut stomp = RawStomp::open(loopback(port_a));

@@ -6,8 +6,10 @@ stomp+ssl://) and Qpid Proton (amqp:// and amqps://, ferromq's amqp+ssl:// conne
                        [--cert CLIENT.pem --key CLIENT-KEY.pem]
                        [--user USER --password PASSWORD] [--expect-refused]
 
-Over TLS the client verifies the broker's certificate against CA.pem and its name,
-`localhost`. With --user it logs in (STOMP login/passcode, AMQP SASL PLAIN); without, it
+Every connection goes to 127.0.0.1, where the tests' brokers listen: `localhost` may resolve
+to ::1 first, where another program may listen. Over TLS the client verifies the broker's
+certificate against CA.pem and its name: Qpid Proton checks (and sends as SNI) `localhost`;
+stomp.py checks the name it connects to, 127.0.0.1, which the certificate also carries. With --user it logs in (STOMP login/passcode, AMQP SASL PLAIN); without, it
 connects anonymously. A check sends a few messages to a fresh queue, receives and
 acknowledges them, and prints "ok CHECK". With --expect-refused it passes when the broker
 refuses the client (a failed handshake or login, or a closed connection) and prints
@@ -21,7 +23,10 @@ import sys
 import threading
 import uuid
 
-HOST = "localhost"
+HOST = "127.0.0.1"
+# The name the broker's certificate carries (scripts/test-pki), for the clients that can check
+# a name other than the address they connect to.
+SERVER_NAME = "localhost"
 TIMEOUT = 20
 
 
@@ -82,6 +87,8 @@ def amqp_check(args):
             domain.set_credentials(args.cert, args.key, None)
         url = "amqps://%s:%d" % (HOST, args.port)
         options["ssl_domain"] = domain
+        # Checked against the certificate (VERIFY_PEER_NAME) instead of the url's host.
+        options["sni"] = SERVER_NAME
     if args.user is not None:
         options.update(user=args.user, password=args.password, allowed_mechs="PLAIN")
     conn = BlockingConnection(url, timeout=TIMEOUT, **options)

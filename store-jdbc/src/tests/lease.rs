@@ -17,6 +17,21 @@ fn lease(url: &str, holder: &str, duration_ms: u64) -> Lease {
     Lease::new(url, options).expect("a PostgreSQL url")
 }
 
+/// Opens the lease's connection (creating the schema on a fresh database) by reading the row.
+fn connect(lease: &mut Lease) {
+    lease.current().expect("read the lease row");
+}
+
+/// Waits until the lease row's expiry has passed on the database's clock, the one that
+/// decides a takeover.
+fn wait_expired(lease: &mut Lease) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while lease.current().expect("read the lease row").1 >= 0 {
+        assert!(std::time::Instant::now() < deadline, "the lease never expired");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn held_by(result: Result<(), LeaseError>) -> String {
     match result {
         Err(LeaseError::Held { holder, .. }) => holder,
@@ -49,9 +64,13 @@ fn another_holder_takes_over_once_the_lease_expired_and_the_old_one_cannot_renew
     let url = cluster.create_database();
     let mut a = lease(&url, "broker-a", 400);
     let mut b = lease(&url, "broker-b", 400);
+    // Both connected first (a connection and its schema check can take longer than the
+    // lease on a loaded machine): between a's acquire and b's attempt is one statement.
+    connect(&mut a);
+    connect(&mut b);
     a.try_acquire().expect("a free lease is taken");
     assert_eq!(held_by(b.try_acquire()), "broker-a");
-    std::thread::sleep(Duration::from_millis(600));
+    wait_expired(&mut b);
     b.try_acquire().expect("an expired lease is taken over");
     match a.renew() {
         Err(LeaseError::Lost { holder, .. }) => assert_eq!(holder.as_deref(), Some("broker-b")),
@@ -138,14 +157,19 @@ fn a_store_writes_only_while_its_broker_holds_the_lease() {
     let Some(cluster) = PgCluster::shared() else { return };
     let url = cluster.create_database();
     let mut a = lease(&url, "broker-a", 400);
-    a.try_acquire().expect("a free lease is taken");
+    // The store opened and recovered (a connection, the schema, reads: on a loaded machine
+    // longer than the lease) before the lease is taken, so that the one write meant to be
+    // under the lease comes right after the acquire; the store checks the lease only when it
+    // writes.
+    connect(&mut a);
     let options = SqlOptions { lease_holder: Some("broker-a".to_owned()), ..SqlOptions::default() };
     let store = SqlStore::open(&url, std::path::Path::new("/"), options).expect("open");
     store.recover().expect("recover");
     let q = queue("FENCED");
+    a.try_acquire().expect("a free lease is taken");
     submit(&store, vec![add(&message(1, &q, 4, 10), &[&q])]).expect("written under the lease");
 
-    std::thread::sleep(Duration::from_millis(600));
+    wait_expired(&mut a);
     let error = submit(&store, vec![add(&message(2, &q, 4, 10), &[&q])])
         .expect_err("written after the lease expired");
     assert!(error.to_string().contains("this broker, but its lease expired"), "{error}");

@@ -183,6 +183,62 @@ async fn dropping_the_broker_handle_stops_accepting() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A handle dropped without `shutdown()` leaves its tasks to end on their own, and one of them
+/// may still have a write under way: the data directory stays locked until the store is gone,
+/// so no standby takes over while the old broker may still write (the lock was held by the
+/// handle alone and went with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_broker_keeps_its_data_directory_locked_while_its_store_writes(
+) -> anyhow::Result<()> {
+    let data = tempfile::tempdir()?;
+    let config = |standby: bool| {
+        let mut config = tests::test_config();
+        config.broker.data_dir = data.path().to_path_buf();
+        config.broker.standby = standby;
+        config.broker.lock_retry = Duration::from_millis(20);
+        config
+    };
+    let store = Arc::new(ControlledStore::new());
+    let broker =
+        broker::Broker::builder(config(false)).store(store.clone()).lock_data_dir(true).start();
+    let broker = broker.await.context("starting the first broker")?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    store.set_adds(Policy::Hold);
+    let send = Frame::new(Command::Send)
+        .header("destination", "/queue/locked")
+        .header("persistent", "true")
+        .header("receipt", "r1")
+        .with_body("m");
+    producer.write_frame(&send).await?;
+    store.wait_held(1, ARRIVES).await?;
+    drop(broker);
+
+    // The send's connection still waits for its unit to be durable.
+    let second = broker::Broker::builder(config(false)).lock_data_dir(true).start().await;
+    match second {
+        Err(broker::BrokerError::DataDirLocked { .. }) => {}
+        Err(error) => bail!("the second broker failed otherwise: {error}"),
+        Ok(second) => {
+            second.shutdown().await;
+            bail!("a second broker took the data directory while the first one's write was held");
+        }
+    }
+    // The write done, the dropped broker's connection answers and ends, its store goes, and
+    // with it the lock: a standby takes over.
+    store.release().await;
+    let receipt = producer.read_frame().await?;
+    assert_eq!((receipt.command, receipt.get("receipt-id")), (Command::Receipt, Some("r1")));
+    wait_for_close(&mut producer).await?;
+    drop(store);
+    let standby = broker::Broker::builder(config(true)).lock_data_dir(true).start();
+    let standby = tokio::time::timeout(ARRIVES, standby)
+        .await
+        .context("the lock was not released once the dropped broker's store was gone")?
+        .context("starting the standby")?;
+    standby.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_is_bounded_by_the_timeout_when_a_client_stops_reading() -> anyhow::Result<()> {
     let timeout = Duration::from_millis(500);

@@ -198,10 +198,12 @@ async fn activemq_jms_client_over_ssl_exchanges_messages() -> anyhow::Result<()>
     let classpath = crate::jms::classpath()?;
     let broker = start(&["ssl://127.0.0.1:0"], with_tls_user).await?;
     let addr = tls_addr(&broker, WireProtocol::OpenWire)?;
-    // The name the certificate carries, so that the client's host name check passes.
+    // 127.0.0.1, where the broker listens (`localhost` may resolve to ::1 first, where another
+    // program may listen); the certificate carries that address too (scripts/test-pki), so the
+    // client's host name check still passes only for the broker's certificate.
     let (user, password) = TLS_USER;
     let url =
-        format!("ssl://localhost:{}?jms.userName={user}&jms.password={password}", addr.port());
+        format!("ssl://127.0.0.1:{}?jms.userName={user}&jms.password={password}", addr.port());
     let jvm_options = TestPki::get()?.jvm_options(false);
     tokio::task::block_in_place(|| {
         crate::jms::run_java_check_with(
@@ -426,9 +428,11 @@ async fn load_tools_run_over_tls_with_credentials_on_every_protocol() -> anyhow:
         ("stomp+ssl", WireProtocol::Stomp),
         ("amqps", WireProtocol::Amqp),
     ] {
-        // `localhost`: the name the broker's certificate carries.
+        // 127.0.0.1, not `localhost` (which may resolve to ::1 first, where another program
+        // may listen): the broker's certificate carries that address too, and the tools check
+        // the name they connect to.
         let port = tls_addr(&broker, protocol)?.port();
-        let url: client::load::BrokerUrl = format!("{scheme}://localhost:{port}").parse()?;
+        let url: client::load::BrokerUrl = format!("{scheme}://127.0.0.1:{port}").parse()?;
         let url = url.with_trust_store(Some(pki.path("ca.pem")));
         let destination: client::load::DestinationName = format!("queue://TOOLS.{port}").parse()?;
         let produced = run_producer(ProducerOptions {
@@ -486,15 +490,16 @@ async fn the_admin_endpoint_serves_https_when_asked() -> anyhow::Result<()> {
     let pki = TestPki::get()?;
     let broker = start(&["stomp://127.0.0.1:0"], |config| config.admin.tls = true).await?;
     let port = broker.admin_addr().context("no admin endpoint")?.port();
-    let https = broker::admin::AdminClient::new(&format!("https://localhost:{port}"))?
+    // 127.0.0.1 as the other TLS tests above: the certificate's name checked is that address.
+    let https = broker::admin::AdminClient::new(&format!("https://127.0.0.1:{port}"))?
         .with_trust_store(Some(pki.path("ca.pem")));
     let stats = https.broker().await?;
     ensure!(stats.connections.accepted == 0, "{stats:?}");
     // Plain HTTP gets no answer from it, and a client that does not trust its certificate
     // refuses it.
-    let http = broker::admin::AdminClient::new(&format!("http://localhost:{port}"))?;
+    let http = broker::admin::AdminClient::new(&format!("http://127.0.0.1:{port}"))?;
     ensure!(http.broker().await.is_err(), "plain HTTP was answered");
-    let untrusting = broker::admin::AdminClient::new(&format!("https://localhost:{port}"))?
+    let untrusting = broker::admin::AdminClient::new(&format!("https://127.0.0.1:{port}"))?
         .with_trust_store(Some(pki.path("rogue-ca.pem")));
     ensure!(untrusting.broker().await.is_err(), "an untrusted certificate was accepted");
     broker.shutdown().await;
