@@ -24,8 +24,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use broker::admin::{AdminClient, BrokerRole, BrokerStatus};
 use common::{
-    free_port, loopback, receive_exactly, send_confirmed, temp_dir, Process, RawStomp,
-    EXIT_TIMEOUT, START_TIMEOUT,
+    free_port, listening_addrs, loopback, receive_exactly, send_confirmed, temp_dir, Process,
+    RawStomp, EXIT_TIMEOUT, START_TIMEOUT,
 };
 
 // Short enough for takeovers in seconds, long enough that an active broker on a loaded
@@ -334,6 +334,7 @@ fn a_broker_cut_off_from_postgres_stops_serving_before_its_standby_takes_over() 
     let stop = Arc::new(AtomicBool::new(false));
     let a_refused_at = Arc::new(AtomicU64::new(0));
     let both_active: Arc<Mutex<Vec<String>>> = Arc::default();
+    let a_pid = a.pid();
     let watcher = {
         let (stop, a_refused_at, both_active) =
             (stop.clone(), a_refused_at.clone(), both_active.clone());
@@ -348,9 +349,10 @@ fn a_broker_cut_off_from_postgres_stops_serving_before_its_standby_takes_over() 
                 if active(&status_a) && active(&status_b) {
                     both_active.lock().expect("log").push(format!("{status_a:?} {status_b:?}"));
                 }
+                // A's own sockets, not a connect: another program may take the port once
+                // A has let it go.
                 if a_refused_at.load(Ordering::SeqCst) == 0
-                    && TcpStream::connect_timeout(&loopback(port_a), Duration::from_millis(100))
-                        .is_err()
+                    && !listening_addrs(a_pid).contains(&loopback(port_a))
                 {
                     a_refused_at.store(unix_ms(), Ordering::SeqCst);
                 }
