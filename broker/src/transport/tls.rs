@@ -68,13 +68,19 @@ pub fn server_config(
     };
     let chain = certificate_chain(&tls.certificate)?;
     let key = private_key(&tls.private_key)?;
-    let config = builder.with_single_cert(chain, key).map_err(|error| {
+    let mut config = builder.with_single_cert(chain, key).map_err(|error| {
         TlsSetupError::Rejected(format!(
             "the certificate ({}) and private key ({}) do not go together: {error}",
             tls.certificate.display(),
             tls.private_key.display()
         ))
     })?;
+    // No TLS 1.3 session tickets. They arrive after the handshake, while a client may be
+    // sending its first frame: stomp.py reads on one thread and writes on another, and
+    // OpenSSL's handling of a ticket read during a write failed its CONNECT ("[SSL] internal
+    // error", once a segfault) about one connection in ten. Broker connections live long, so
+    // resumption saves little; full handshakes it is.
+    config.send_tls13_tickets = 0;
     Ok(Arc::new(config))
 }
 
