@@ -109,16 +109,37 @@ fn counts_the_bytes_cannot_hold_are_refused_before_allocating() {
     // An array of 4 billion uints in 0 bytes of elements.
     let err = decode(&[0xf0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0x70]);
     assert!(matches!(err, Err(WireError::ImpossibleCount { what: "array", .. })), "{err:?}");
-    // Elements without data (null, true, uint0) are free on the wire: their count is
-    // bounded by the input's length.
+    // Elements without data (true, uint0, list0) are free on the wire: their count is
+    // bounded by the input's length, for all arrays of the input together.
     for code in [0x40, 0x41, 0x43, 0x44, 0x45] {
         let err = decode(&[0xf0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, code]);
         assert!(matches!(err, Err(WireError::ImpossibleCount { .. })), "{code:02x}: {err:?}");
     }
     assert_eq!(
-        decode(&[0xe0, 0x02, 0x03, 0x40]),
-        Ok(Value::Array(crate::amqp::Array::new(crate::amqp::Kind::Null, vec![Value::Null; 3])))
+        decode(&[0xe0, 0x02, 0x03, 0x41]),
+        Ok(Value::Array(crate::amqp::Array::new(
+            crate::amqp::Kind::Boolean,
+            vec![Value::Boolean(true); 3]
+        )))
     );
+    // Three arrays of four trues fit a 15-byte input; once the first claims all 15, the
+    // second is refused (a bound per array let each claim the whole input).
+    let mut many = vec![0xc0, 0, 3];
+    for _ in 0..3 {
+        many.extend_from_slice(&[0xe0, 0x02, 0x04, 0x41]);
+    }
+    many[1] = (many.len() - 2) as u8;
+    assert!(decode(&many).is_ok(), "12 trues in 15 bytes fit");
+    many[5] = 0x0f;
+    let err = decode(&many);
+    assert!(matches!(err, Err(WireError::ImpossibleCount { what: "array", .. })), "{err:?}");
+    // Nulls have no encoding with data: an array of them is empty or refused.
+    assert_eq!(
+        decode(&[0xe0, 0x02, 0x00, 0x40]),
+        Ok(Value::Array(crate::amqp::Array::new(crate::amqp::Kind::Null, vec![])))
+    );
+    let err = decode(&[0xe0, 0x02, 0x03, 0x40]);
+    assert!(matches!(err, Err(WireError::ImpossibleCount { count: 3, .. })), "{err:?}");
 }
 
 #[test]

@@ -20,6 +20,11 @@ pub struct Decoder<'a> {
     pos: usize,
     depth: usize,
     max_depth: usize,
+    /// Array elements without data (`true`, `uint0`, `list0`...) still allowed: they cost no
+    /// bytes on the wire, so all arrays of one input together may hold at most as many as the
+    /// input has bytes. A bound per array let each of many small arrays claim the whole
+    /// input's length: quadratic in the input.
+    zero_width_left: usize,
 }
 
 /// Decodes the single value that fills `input` (trailing bytes are an error).
@@ -42,7 +47,7 @@ struct ElementLayout {
 impl<'a> Decoder<'a> {
     /// A decoder at the start of `input`, allowing values nested `max_depth` levels deep.
     pub fn new(input: &'a Bytes, max_depth: usize) -> Decoder<'a> {
-        Decoder { input, pos: 0, depth: 0, max_depth }
+        Decoder { input, pos: 0, depth: 0, max_depth, zero_width_left: input.len() }
     }
 
     /// Bytes not yet read.
@@ -276,10 +281,14 @@ impl<'a> Decoder<'a> {
         };
         let layout = element_layout(code)?;
         let available = end.checked_sub(self.pos).ok_or(WireError::Truncated { what })?;
-        // Elements without data cost no bytes, so their count is bounded by the whole
-        // input instead: nothing allocated here outgrows the frame that carried it.
+        // Elements without data cost no bytes, so their count is bounded by what is left of
+        // the input's budget for them instead: nothing allocated here outgrows the frame that
+        // carried it. Nulls have no encoding with data either, so an array of them would
+        // re-encode smaller than the budget it was decoded under: it carries nothing but its
+        // count, and only an empty one is accepted.
         let fits = match layout.min_width {
-            0 => count <= self.input.len(),
+            _ if layout.code == NULL => count == 0,
+            0 => count <= self.zero_width_left,
             width => count.checked_mul(width).is_some_and(|bytes| bytes <= available),
         };
         if !fits {
@@ -288,6 +297,9 @@ impl<'a> Decoder<'a> {
                 count: count as u64,
                 available: available as u64,
             });
+        }
+        if layout.min_width == 0 {
+            self.zero_width_left -= count;
         }
         let mut elements = Vec::with_capacity(count);
         for _ in 0..count {
