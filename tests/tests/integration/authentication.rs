@@ -52,6 +52,27 @@ fn login(user: &str, password: &str) -> ConnectOptions {
     }
 }
 
+/// Retries alice's right password until the failed-login window has passed, at most `wait`.
+async fn logs_in_once_the_window_passes(
+    addr: std::net::SocketAddr,
+    wait: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match StompClient::connect(addr, login(USER, PASSWORD)).await {
+            Ok(client) => {
+                client.disconnect().await?;
+                break;
+            }
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await
+            }
+            Err(error) => bail!("still refused after the window: {error}"),
+        }
+    }
+    Ok(())
+}
+
 /// What a refused STOMP CONNECT gets: an ERROR frame, then the close.
 async fn stomp_refusal(broker: &BrokerHandle, headers: &[(&str, &str)]) -> anyhow::Result<Frame> {
     let mut connection = RawConnection::open(tests::stomp_addr(broker)?).await?;
@@ -182,19 +203,7 @@ async fn an_address_that_fails_too_often_is_refused_for_a_while() -> anyhow::Res
         "{blocked:?}"
     );
     // ...until the window has passed.
-    let deadline = tokio::time::Instant::now() + ARRIVES * 2;
-    loop {
-        match StompClient::connect(addr, login(USER, PASSWORD)).await {
-            Ok(client) => {
-                client.disconnect().await?;
-                break;
-            }
-            Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(250)).await
-            }
-            Err(error) => bail!("still refused after the window: {error}"),
-        }
-    }
+    logs_in_once_the_window_passes(addr, ARRIVES * 2).await?;
     broker.shutdown().await;
     Ok(())
 }
@@ -283,19 +292,7 @@ async fn concurrent_wrong_logins_get_at_most_max_failures_checks_and_spare_other
     let bob = StompClient::connect(addr, login("bob", "bobs-password")).await?;
     bob.disconnect().await?;
     // Once the window has passed, the right password works again.
-    let deadline = tokio::time::Instant::now() + ARRIVES * 3;
-    loop {
-        match StompClient::connect(addr, login(USER, PASSWORD)).await {
-            Ok(client) => {
-                client.disconnect().await?;
-                break;
-            }
-            Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(250)).await
-            }
-            Err(error) => bail!("still refused after the window: {error}"),
-        }
-    }
+    logs_in_once_the_window_passes(addr, ARRIVES * 3).await?;
     broker.shutdown().await;
     Ok(())
 }
