@@ -175,7 +175,7 @@ impl BrokerBuilder {
             temp_store: temp_store.clone(),
             max_destinations: usize::try_from(config.destinations.max_destinations).ok(),
         };
-        let core = Arc::new(Core::recover(store, settings)?);
+        let core = Core::recover(store, settings)?;
         core.start_scheduler();
         core.start_store_watch();
         core.start_inactive_sweep();

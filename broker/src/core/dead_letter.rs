@@ -22,20 +22,12 @@
 //! A dead-letter queue is an ordinary queue. A message that fails there, or expires there, is
 //! dropped: never dead-lettered again (ActiveMQ's loop guard does the same).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
-use parking_lot::Mutex;
 use store::{
-    DeliveryMode, Destination, DestinationKind, Message, MessageId, MessageStore, Operation,
-    PageKey, PropertyValue, QueueKey, UnitOfWork,
+    DeliveryMode, Destination, DestinationKind, Message, MessageId, PropertyValue, QueueKey,
 };
-use tokio::sync::mpsc;
-
-use super::queue::QueueCommand;
-use super::registry::Registry;
 
 /// Property naming why a message was dead-lettered (ActiveMQ's
 /// `ActiveMQMessage.DLQ_DELIVERY_FAILURE_CAUSE_PROPERTY`).
@@ -123,7 +115,7 @@ pub enum Cause {
 
 impl Cause {
     /// The text of `dlqDeliveryFailureCause`, worded as ActiveMQ words its causes.
-    fn describe(&self, message: &Message) -> String {
+    pub(crate) fn describe(&self, message: &Message) -> String {
         match self {
             Cause::Poisoned(Some(reason)) => reason.clone(),
             Cause::Poisoned(None) => "java.lang.Throwable: poisoned by the consumer".to_owned(),
@@ -139,7 +131,8 @@ impl Cause {
     }
 }
 
-/// A message a queue gave up on, on its way to the dead-letter task.
+/// A message a queue gave up on, on its way to the observer (`engine/observer.rs`).
+#[derive(Debug)]
 pub(crate) struct DeadLetter {
     /// The queue it was in.
     pub queue: Arc<QueueKey>,
@@ -150,54 +143,6 @@ pub(crate) struct DeadLetter {
     pub cause: Cause,
     /// The settings of the queue's policy: where its dead letters go.
     pub settings: Arc<DeadLetterSettings>,
-}
-
-/// A queue's way to the dead-letter task, with the settings it needs itself (the redelivery
-/// limit and the expiry sweep period). Cheap to clone.
-#[derive(Clone, Debug)]
-pub(crate) struct DeadLetters {
-    settings: Arc<DeadLetterSettings>,
-    tx: mpsc::UnboundedSender<DeadLetter>,
-}
-
-impl DeadLetters {
-    /// A handle and the receiving end [`run`] serves.
-    pub fn new(settings: DeadLetterSettings) -> (Self, mpsc::UnboundedReceiver<DeadLetter>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (DeadLetters { settings: Arc::new(settings), tx }, rx)
-    }
-
-    pub fn settings(&self) -> &DeadLetterSettings {
-        &self.settings
-    }
-
-    /// The settings, to hand over with a letter.
-    pub fn shared_settings(&self) -> Arc<DeadLetterSettings> {
-        self.settings.clone()
-    }
-
-    /// The same way to the task, with a destination policy's own settings (`None`: these).
-    pub fn with_settings(&self, settings: Option<Arc<DeadLetterSettings>>) -> DeadLetters {
-        match settings {
-            Some(settings) => DeadLetters { settings, tx: self.tx.clone() },
-            None => self.clone(),
-        }
-    }
-
-    /// Hands a message over. If the task is gone (the broker is stopping) the message stays
-    /// where the store has it and comes back at the next start.
-    pub fn send(&self, letter: DeadLetter) {
-        if self.tx.send(letter).is_err() {
-            tracing::debug!("dead letter not processed: the broker is stopping");
-        }
-    }
-}
-
-impl Default for DeadLetters {
-    /// A handle whose letters go nowhere (for a registry not yet wired to its task).
-    fn default() -> Self {
-        DeadLetters::new(DeadLetterSettings::default()).0
-    }
 }
 
 /// What becomes of a message given up on.
@@ -273,95 +218,6 @@ pub(crate) fn copy_of(
         PropertyValue::String(cause.describe(message).into()),
     );
     copy
-}
-
-/// The dead-letter task: serves every queue's dead letters until every sender is gone or the
-/// registry is.
-pub(crate) async fn run(
-    mut letters: mpsc::UnboundedReceiver<DeadLetter>,
-    registry: Weak<Mutex<Registry>>,
-    store: Arc<dyn MessageStore>,
-    ids: Arc<AtomicU64>,
-) {
-    while let Some(letter) = letters.recv().await {
-        let Some(registry) = registry.upgrade() else { break };
-        let mut registry = registry.lock();
-        process(&mut registry, &store, &ids, letter);
-    }
-}
-
-fn process(
-    registry: &mut Registry,
-    store: &Arc<dyn MessageStore>,
-    ids: &AtomicU64,
-    letter: DeadLetter,
-) {
-    let DeadLetter { queue: from, stored, message, cause, settings } = letter;
-    let ack = (stored && message.is_persistent()).then(|| Operation::Ack {
-        queue: (*from).clone(),
-        key: PageKey::of(&message),
-        txn: None,
-    });
-    let (queue, original) = match verdict(&settings, &from, &message, &cause) {
-        Verdict::Drop(why) => {
-            if cause == Cause::Expired {
-                tracing::debug!(id = %message.message_id, queue = ?from, "expired message dropped: {why}");
-            } else {
-                tracing::warn!(id = %message.message_id, queue = ?from, ?cause, "undeliverable message dropped: {why}");
-            }
-            if let Some(ack) = ack {
-                // Nobody waits for this removal; a failure poisons the store, which says so.
-                drop(store.submit(UnitOfWork::with(ack)));
-            }
-            return;
-        }
-        Verdict::MoveTo { queue, original } => (queue, original),
-    };
-    // Declared (and its stored contents loaded) before the copy is stored, so that a new
-    // queue's task does not load the copy and also get it enqueued.
-    let (handle, created) = match registry.queue(&queue.name, store) {
-        Ok(found) => found,
-        Err(error) => {
-            tracing::error!(%error, id = %message.message_id, "cannot open dead-letter queue {queue}; the message stays stored where it was");
-            return;
-        }
-    };
-    let id = MessageId(ids.fetch_add(1, Ordering::Relaxed));
-    let advised = original.clone();
-    let copy = Arc::new(copy_of(&message, id, queue.clone(), original, &cause));
-    let mut unit = UnitOfWork::new();
-    if created {
-        unit.push(Operation::AddDestination(queue.clone()));
-    }
-    unit.push(Operation::AddMessage {
-        message: copy.clone(),
-        queues: vec![handle.key().clone()],
-        txn: None,
-    });
-    if let Some(ack) = ack {
-        unit.push(ack);
-    }
-    handle.announce(&copy);
-    let completion = store.submit(unit);
-    if completion.is_ready() {
-        if let Some(Err(error)) = completion.now_or_never() {
-            handle.withdraw(&copy);
-            // Refused whole (full, closed, poisoned): the original is still stored where it
-            // was, and comes back there at the next start.
-            tracing::error!(%error, id = %message.message_id, "cannot move the message to dead-letter queue {queue}; it stays stored where it was");
-            return;
-        }
-    }
-    tracing::debug!(id = %message.message_id, from = ?from, to = %queue, ?cause, "dead-lettered");
-    handle.send(QueueCommand::Enqueue(vec![copy]));
-    super::advisory::message_dead_lettered(
-        registry,
-        ids,
-        &message,
-        &advised,
-        &queue,
-        &cause.describe(&message),
-    );
 }
 
 #[cfg(test)]

@@ -31,15 +31,16 @@ use store::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::advisory::Advisor;
 use super::audit::ProducerAudit;
-use super::dead_letter::{Cause, DeadLetter, DeadLetters};
+use super::dead_letter::{Cause, DeadLetter, DeadLetterSettings};
+use super::events::{EventSink, QueueEvent};
 use super::flow::FlowGate;
 use super::policy::Policy;
 use super::selector::Selector;
 use super::slow::{self, SlowState};
 use super::temp_store::TempStore;
-use super::{AckMode, ConsumerId, Delivery};
+pub(crate) use super::types::now_millis;
+use super::types::{AckMode, ConsumerId};
 
 mod groups;
 mod paging;
@@ -49,6 +50,19 @@ use groups::GroupMap;
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
 use paging::{Paging, MAX_BROWSE};
+
+/// A message handed to a consumer.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub consumer: ConsumerId,
+    /// The queue it comes from, to which its ack goes (a wildcard consumer has several).
+    pub queue: QueueHandle,
+    pub message: Arc<Message>,
+    /// True if the message was delivered before (to this or another consumer).
+    pub redelivered: bool,
+    /// 1 on first delivery.
+    pub delivery_count: u32,
+}
 
 /// A message waiting in a queue, with the queue's delivery state beside it.
 #[derive(Debug, Clone)]
@@ -189,18 +203,14 @@ pub(crate) enum QueueCommand {
     Resume,
     /// Stop the task (broker shutdown, or the subscription was removed).
     Stop,
-    /// The inactive-destination sweep (`gc.rs`): if the queue has held no message and had no
-    /// consumer for `after`, `retire` is called with the handle and a check that nothing is
-    /// on its way to the task (to make under the routing lock); the task stops if it returns
-    /// true (it removed the queue from the routing table).
+    /// The inactive-destination sweep (`engine/gc.rs`): if the queue has held no message and
+    /// had no consumer for `after`, it reports [`QueueEvent::Idle`] with the count of commands
+    /// it has taken; the core removes it from the routing table if no command was sent to it
+    /// since, and stops it.
     Retire {
         after: std::time::Duration,
-        retire: Retirement,
     },
 }
-
-/// What [`QueueCommand::Retire`] calls.
-pub(crate) type Retirement = Box<dyn FnOnce(&QueueHandle, &dyn Fn() -> bool) -> bool + Send>;
 
 /// A snapshot of a queue's counters. The counts since the queue started (`enqueued`,
 /// `acked`, `expired`, `dead_lettered`) start from zero at every broker start, as ActiveMQ's;
@@ -247,6 +257,9 @@ pub struct QueueHandle {
     /// faster than the task fills its channel; counting these in the flow control gate keeps
     /// that backlog bounded like the messages the queue holds.
     inbox: Arc<std::sync::atomic::AtomicUsize>,
+    /// Commands sent to the task: compared with those it has taken, it tells the core that
+    /// nothing reached an idle queue since it said so (see [`QueueCommand::Retire`]).
+    sent: Arc<std::sync::atomic::AtomicU64>,
     tx: mpsc::UnboundedSender<QueueCommand>,
 }
 
@@ -256,7 +269,13 @@ impl QueueHandle {
             let bytes = messages.iter().map(|m| m.memory_size()).sum::<usize>();
             self.inbox.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         }
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.tx.send(command).is_ok()
+    }
+
+    /// True if the task has taken every command sent to it when it had taken `taken`.
+    pub(crate) fn nothing_sent_since(&self, taken: u64) -> bool {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed) == taken
     }
 
     pub fn name(&self) -> &str {
@@ -395,19 +414,21 @@ struct Queue {
     /// group's message goes to gets all of them until it closes or the group is closed
     /// (JMSXGroupSeq -1).
     groups: GroupMap,
-    /// Where messages go that this queue gives up on (expired, poisoned, redelivered too
-    /// often), with the settings for that.
-    dead_letters: DeadLetters,
+    /// What becomes of messages this queue gives up on (expired, poisoned, redelivered too
+    /// often): its policy's dead-letter settings.
+    dead_letters: Arc<DeadLetterSettings>,
     /// Which part of the stored queue is in memory, and the memory limits.
     paging: Paging,
     /// The destination's policy (the topic's, for a subscription's queue).
     policy: Arc<Policy>,
     /// Since when the queue has held no message and had no consumer (for `Retire`).
     idle_since: Option<tokio::time::Instant>,
-    /// Publishes the policy's advisories and aborts slow consumers.
-    advisor: Advisor,
+    /// Where the queue reports what the policy announces, its dead letters and its idleness.
+    events: EventSink,
     /// Messages discarded by the pending message limit.
     discarded: u64,
+    /// Commands taken from the channel, for [`QueueHandle::nothing_sent_since`].
+    taken: u64,
 }
 
 /// Starts the task for `key`, first loading what the store holds for it when it is stored.
@@ -424,10 +445,10 @@ pub(crate) fn spawn(
     key: QueueKey,
     stored: bool,
     store: Arc<dyn MessageStore>,
-    dead_letters: DeadLetters,
+    dead_letters: Arc<DeadLetterSettings>,
     limits: MemoryLimits,
     policy: Arc<Policy>,
-    advisor: Advisor,
+    events: EventSink,
     audit: &mut ProducerAudit,
     temp_store: Option<Arc<TempStore>>,
 ) -> Result<QueueHandle, StoreError> {
@@ -442,6 +463,7 @@ pub(crate) fn spawn(
         arriving: Arc::default(),
         gate: Arc::default(),
         inbox: Arc::default(),
+        sent: Arc::default(),
         tx,
     };
     let mut queue = Queue {
@@ -461,8 +483,9 @@ pub(crate) fn spawn(
         paging: Paging::new(limits, temp_store.filter(|_| spills), &handle.key),
         policy,
         idle_since: None,
-        advisor,
+        events,
         discarded: 0,
+        taken: 0,
     };
     if stored {
         queue.load_first_window(audit)?;
@@ -473,7 +496,7 @@ pub(crate) fn spawn(
 
 impl Queue {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<QueueCommand>) {
-        let mut sweep = self.dead_letters.settings().expire_messages_period.map(|period| {
+        let mut sweep = self.dead_letters.expire_messages_period.map(|period| {
             let mut sweep = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             sweep
@@ -483,7 +506,10 @@ impl Queue {
             self.note_idle();
             let command = tokio::select! {
                 command = rx.recv() => match command {
-                    Some(command) => command,
+                    Some(command) => {
+                        self.taken += 1;
+                        command
+                    }
                     None => break,
                 },
                 () = next_sweep(&mut sweep) => {
@@ -581,11 +607,10 @@ impl Queue {
                 }
                 QueueCommand::Resume => self.paging.resume_sent = false,
                 QueueCommand::Stop => break,
-                QueueCommand::Retire { after, retire } => {
-                    let idle_long = self.idle_since.is_some_and(|since| since.elapsed() >= after);
-                    let quiet = || rx.is_empty() && self.handle.is_quiet();
-                    if idle_long && retire(&self.handle, &quiet) {
-                        break;
+                QueueCommand::Retire { after } => {
+                    if self.idle_since.is_some_and(|since| since.elapsed() >= after) {
+                        let queue = self.handle.key.clone();
+                        self.events.send(QueueEvent::Idle { queue, taken: self.taken });
                     }
                 }
             }
@@ -1031,7 +1056,7 @@ impl Queue {
     /// consumer's redeliveries) and it was delivered more often than allowed, else ready again,
     /// marked redelivered.
     fn give_back(&mut self, queued: QueuedMessage, counted: bool) {
-        let settings = self.dead_letters.settings();
+        let settings = &self.dead_letters;
         if counted && settings.redeliveries_exceeded(queued.delivery_count) {
             let cause = Cause::Redeliveries {
                 deliveries: queued.delivery_count,
@@ -1072,13 +1097,13 @@ impl Queue {
         }
         self.memory_bytes = self.memory_bytes.saturating_sub(message.memory_size());
         self.paging.pin(self.handle.stored, &message, false);
-        self.dead_letters.send(DeadLetter {
+        self.events.send(QueueEvent::DeadLettered(DeadLetter {
             queue: self.handle.key.clone(),
             stored: self.handle.stored,
             message,
             cause,
-            settings: self.dead_letters.shared_settings(),
-        });
+            settings: self.dead_letters.clone(),
+        }));
     }
 }
 
@@ -1090,12 +1115,4 @@ async fn next_sweep(sweep: &mut Option<tokio::time::Interval>) {
         }
         None => std::future::pending().await,
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

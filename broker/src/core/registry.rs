@@ -12,15 +12,16 @@ use store::{
 
 use super::advisory::AdvisoryState;
 use super::audit::ProducerAudit;
-use super::dead_letter::DeadLetters;
+use super::dead_letter::DeadLetterSettings;
+use super::events::EventSink;
 use super::policy::Policies;
 use super::queue::{self, ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle};
 use super::recovery::RecoveryBuffer;
 use super::selector::Selector;
 use super::statistics::TopicCounters;
 use super::temp_store::TempStore;
+use super::types::{now_millis, ConsumerId, VirtualTopicRule};
 use super::wildcard::DestinationFilter;
-use super::{ConsumerId, VirtualTopicRule};
 
 /// A subscription that receives a copy of every matching topic message.
 pub(crate) struct TopicSubscription {
@@ -74,8 +75,10 @@ pub(crate) struct Registry {
     pub audit: ProducerAudit,
     /// What advisories about consumers and connections need to remember.
     pub advisories: AdvisoryState,
-    /// Where every queue's task sends the messages it gives up on.
-    pub dead_letters: DeadLetters,
+    /// The broker's dead-letter settings, for queues whose policy has none of its own.
+    pub dead_letters: Arc<DeadLetterSettings>,
+    /// Where every queue's task reports its events (see [`events`](super::events)).
+    pub events: EventSink,
     /// The memory limits every queue keeps to (the broker's is shared).
     pub memory: MemoryLimits,
     /// Messages published per topic, for the statistics.
@@ -127,9 +130,9 @@ impl Registry {
         store: &Arc<dyn MessageStore>,
     ) -> Result<QueueHandle, StoreError> {
         let policy = self.policies.for_destination(&key.destination);
-        let dead_letters = self.dead_letters.with_settings(policy.dead_letters.clone());
+        let dead_letters = policy.dead_letters.clone().unwrap_or_else(|| self.dead_letters.clone());
         let limits = self.memory.with_destination_limit(policy.memory_limit);
-        let (advisor, audit) = (self.advisories.advisor.clone(), &mut self.audit);
+        let (events, audit) = (self.events.clone(), &mut self.audit);
         let temp_store = self.temp_store.clone();
         queue::spawn(
             key,
@@ -138,7 +141,7 @@ impl Registry {
             dead_letters,
             limits,
             policy,
-            advisor,
+            events,
             audit,
             temp_store,
         )
@@ -147,7 +150,7 @@ impl Registry {
     /// Keeps `message` (just published to `topic`) for retroactive subscribers, as the topic's
     /// subscription recovery policy says.
     pub fn remember_recent(&mut self, topic: &Destination, message: &Arc<Message>) {
-        let (now, now_millis) = (tokio::time::Instant::now(), queue::now_millis());
+        let (now, now_millis) = (tokio::time::Instant::now(), now_millis());
         let buffer = match self.recent.get_mut(topic) {
             Some(buffer) => buffer,
             None => {
@@ -171,7 +174,7 @@ impl Registry {
     /// The recent messages of every topic `filter` matches (temporary topics only for a
     /// `temporary` subscription), oldest first per topic.
     pub fn recent_of(&mut self, filter: &DestinationFilter, temporary: bool) -> Vec<Arc<Message>> {
-        let (now, now_millis) = (tokio::time::Instant::now(), queue::now_millis());
+        let (now, now_millis) = (tokio::time::Instant::now(), now_millis());
         let mut recent = Vec::new();
         for (topic, buffer) in &mut self.recent {
             if (topic.kind == DestinationKind::TempTopic) != temporary

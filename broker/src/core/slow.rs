@@ -32,7 +32,7 @@ use conf::SlowConsumerStrategy;
 use store::Destination;
 use tokio::time::{Instant, Interval};
 
-use super::ConsumerId;
+use super::types::ConsumerId;
 
 /// What the broker tells a connection about one of its consumers.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,16 +12,12 @@
 //! subscribers is enqueued once on the topic, and dequeued once by each of them (as in
 //! ActiveMQ).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use store::{Destination, DestinationKind};
 
-use super::queue::{QueueHandle, QueueStats};
-use super::wildcard::DestinationFilter;
-use super::{composite_parts, Core};
+use super::queue::QueueStats;
 
 /// What one queue task costs beside the messages it holds, for the broker's memory figure:
 /// the task and its future, its command channel, its routing entry and counters, and the
@@ -102,7 +98,7 @@ pub struct DestinationStats {
 }
 
 impl DestinationStats {
-    fn new(name: &str, kind: StatsKind) -> DestinationStats {
+    pub(crate) fn new(name: &str, kind: StatsKind) -> DestinationStats {
         DestinationStats {
             name: name.to_owned(),
             kind,
@@ -123,7 +119,7 @@ impl DestinationStats {
     }
 
     /// Adds a queue's counters (every one but `enqueued` for a topic, which counts publishes).
-    fn add(&mut self, stats: &QueueStats, count_enqueued: bool) {
+    pub(crate) fn add(&mut self, stats: &QueueStats, count_enqueued: bool) {
         self.pending += stats.ready as u64;
         self.in_flight += stats.in_flight as u64;
         if count_enqueued {
@@ -162,7 +158,7 @@ pub struct SubscriptionStats {
 /// How many messages have been published to each topic; kept in the routing table.
 #[derive(Debug, Default)]
 pub(crate) struct TopicCounters {
-    published: HashMap<Arc<str>, u64>,
+    pub(crate) published: HashMap<Arc<str>, u64>,
 }
 
 impl TopicCounters {
@@ -184,213 +180,5 @@ impl TopicCounters {
     /// Forgets a removed topic.
     pub fn forget(&mut self, topic: &str) {
         self.published.remove(topic);
-    }
-}
-
-/// The producers of each destination, shared by the core and every registration.
-#[derive(Debug, Default)]
-pub(crate) struct ProducerCounts {
-    counts: Mutex<HashMap<Destination, u64>>,
-}
-
-impl ProducerCounts {
-    pub(super) fn of(&self, destination: &Destination) -> u64 {
-        self.counts.lock().get(destination).copied().unwrap_or(0)
-    }
-}
-
-/// A producer counted on its destination (each part of a composite one) while this lives:
-/// adapters keep it beside their producer and drop it when the producer or its connection
-/// goes, so no count can outlive its producer.
-pub struct ProducerRegistration {
-    counts: Arc<ProducerCounts>,
-    destinations: Vec<Destination>,
-    /// The producer's id and the broker, to announce its stop (an advisory) when it goes.
-    advisory: Option<(String, std::sync::Weak<Core>)>,
-}
-
-impl std::fmt::Debug for ProducerRegistration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProducerRegistration").field("destinations", &self.destinations).finish()
-    }
-}
-
-impl Drop for ProducerRegistration {
-    fn drop(&mut self) {
-        let mut counts = self.counts.counts.lock();
-        for destination in &self.destinations {
-            if let Some(count) = counts.get_mut(destination) {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    counts.remove(destination);
-                }
-            }
-        }
-        drop(counts);
-        if let Some((producer, core)) = &self.advisory {
-            if let Some(core) = core.upgrade() {
-                for destination in &self.destinations {
-                    let count = self.counts.of(destination);
-                    core.advise_producer(destination, producer, false, count);
-                }
-            }
-        }
-    }
-}
-
-/// What a snapshot collects under the routing lock, to ask the queues about without it.
-struct TopicSnapshot {
-    name: String,
-    published: u64,
-    subscriptions: Vec<(QueueHandle, String, bool)>,
-}
-
-impl Core {
-    /// Counts a producer on `destination` (every part of a composite one) until the returned
-    /// registration is dropped, and announces its start and stop on the producer advisory
-    /// topics under `id` (the protocol's id for it).
-    pub fn register_producer(
-        self: &Arc<Self>,
-        destination: &Destination,
-        id: &str,
-    ) -> ProducerRegistration {
-        let destinations: Vec<Destination> = composite_parts(destination)
-            .into_iter()
-            .filter(|part| matches!(part.kind, DestinationKind::Queue | DestinationKind::Topic))
-            .collect();
-        let mut counts = self.producers.counts.lock();
-        for destination in &destinations {
-            *counts.entry(destination.clone()).or_insert(0) += 1;
-        }
-        drop(counts);
-        for destination in &destinations {
-            self.advise_producer(destination, id, true, self.producers.of(destination));
-        }
-        ProducerRegistration {
-            counts: self.producers.clone(),
-            destinations,
-            advisory: Some((id.to_owned(), Arc::downgrade(self))),
-        }
-    }
-
-    /// Every queue and topic with its counters: queues (dead-letter and virtual topic
-    /// consumer queues included, temporary ones not), then topics that were published to or
-    /// subscribed to by name, each sorted by name.
-    pub async fn destination_stats(&self) -> Vec<DestinationStats> {
-        let (queues, topics) = self.snapshot(None);
-        self.collect(queues, topics).await
-    }
-
-    /// One destination's counters, or `None` if it does not exist.
-    pub async fn destination_stats_of(
-        &self,
-        kind: StatsKind,
-        name: &str,
-    ) -> Option<DestinationStats> {
-        let (queues, topics) = self.snapshot(Some((kind, name)));
-        self.collect(queues, topics).await.into_iter().next()
-    }
-
-    /// The queue handles and topic subscriptions to ask, optionally of one destination.
-    fn snapshot(&self, only: Option<(StatsKind, &str)>) -> (Vec<QueueHandle>, Vec<TopicSnapshot>) {
-        let wanted = |kind: StatsKind, name: &str| {
-            only.is_none_or(|(only_kind, only_name)| only_kind == kind && only_name == name)
-        };
-        let registry = self.registry.lock();
-        let mut queues: Vec<QueueHandle> = registry
-            .queues
-            .iter()
-            .filter(|(name, _)| wanted(StatsKind::Queue, name))
-            .map(|(_, handle)| handle.clone())
-            .collect();
-        queues.sort_by(|a, b| a.name().cmp(b.name()));
-
-        // Topics exist once published to or subscribed to by a plain name.
-        let mut names: BTreeSet<Arc<str>> =
-            registry.topic_counters.published.keys().cloned().collect();
-        for subscription in &registry.topic_subscriptions {
-            let destination = &subscription.queue.key().destination;
-            if !subscription.temporary
-                && destination.kind == DestinationKind::Topic
-                && !destination.name.contains(',')
-                && !DestinationFilter::is_pattern(&destination.name)
-            {
-                names.insert(destination.name.clone());
-            }
-        }
-        let mut topics = Vec::new();
-        for name in names.into_iter().filter(|name| wanted(StatsKind::Topic, name)) {
-            let subscriptions = registry
-                .topic_subscriptions
-                .iter()
-                .filter(|s| !s.temporary && s.filter.matches(&name))
-                .map(|s| {
-                    let key = s.queue.key();
-                    let (label, durable) = match &key.subscription {
-                        Some(sub) if registry.durable.contains_key(sub) => {
-                            (format!("{}:{}", sub.client_id, sub.name), true)
-                        }
-                        Some(sub) => (format!("{}:{}", sub.client_id, sub.name), false),
-                        None => (key.destination.to_string(), false),
-                    };
-                    (s.queue.clone(), label, durable)
-                })
-                .collect();
-            let published = registry.topic_counters.published.get(&name).copied().unwrap_or(0);
-            topics.push(TopicSnapshot { name: name.to_string(), published, subscriptions });
-        }
-        (queues, topics)
-    }
-
-    async fn collect(
-        &self,
-        queues: Vec<QueueHandle>,
-        topics: Vec<TopicSnapshot>,
-    ) -> Vec<DestinationStats> {
-        let mut all = Vec::with_capacity(queues.len() + topics.len());
-        for handle in queues {
-            // A queue that stopped meanwhile (removed) is left out.
-            let Some(stats) = handle.stats().await else { continue };
-            let mut destination = DestinationStats::new(handle.name(), StatsKind::Queue);
-            destination.add(&stats, true);
-            let queue = Destination::queue(handle.name());
-            destination.producers = self.producers.of(&queue);
-            destination.memory_limit_bytes = self.memory_limit_of(&queue);
-            all.push(destination);
-        }
-        // A subscription matching several topics (a wildcard) is asked once.
-        let mut asked: BTreeMap<String, Option<QueueStats>> = BTreeMap::new();
-        for topic in topics {
-            let mut destination = DestinationStats::new(&topic.name, StatsKind::Topic);
-            destination.enqueued = topic.published;
-            let name = Destination::topic(topic.name.as_str());
-            destination.producers = self.producers.of(&name);
-            destination.memory_limit_bytes = self.memory_limit_of(&name);
-            for (handle, label, durable) in topic.subscriptions {
-                let stats = match asked.get(&label) {
-                    Some(stats) => *stats,
-                    None => {
-                        let stats = handle.stats().await;
-                        asked.insert(label.clone(), stats);
-                        stats
-                    }
-                };
-                let Some(stats) = stats else { continue };
-                destination.add(&stats, false);
-                destination.subscriptions.push(SubscriptionStats {
-                    name: label,
-                    durable,
-                    pending: stats.ready as u64,
-                    in_flight: stats.in_flight as u64,
-                    enqueued: stats.enqueued,
-                    dequeued: stats.acked,
-                    consumers: stats.consumers as u64,
-                    discarded: stats.discarded,
-                    slow: stats.slow_consumers > 0,
-                });
-            }
-            all.push(destination);
-        }
-        all
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use conf::MessageGroupMap;
 
-use crate::core::ConsumerId;
+use crate::core::types::ConsumerId;
 
 /// The owners of a queue's message groups.
 #[derive(Debug)]

@@ -1006,10 +1006,11 @@ mod tests {
     };
     use tokio::sync::{mpsc, oneshot};
 
+    use super::super::Delivery;
     use super::super::{spawn, ConsumerSpec, QueueHandle};
     use super::*;
-    use crate::core::dead_letter::{DeadLetterSettings, DeadLetters};
-    use crate::core::{AckMode, ConsumerId, Delivery};
+    use crate::core::dead_letter::DeadLetterSettings;
+    use crate::core::types::{AckMode, ConsumerId};
 
     /// A destination limit that holds a few dozen 1 KiB messages.
     const SMALL: u64 = 64 << 10;
@@ -1039,7 +1040,7 @@ mod tests {
     }
 
     fn start(store: &Arc<MemoryStore>, limit: u64) -> QueueHandle {
-        let (dead_letters, _letters) = DeadLetters::new(DeadLetterSettings::default());
+        let dead_letters = Arc::new(DeadLetterSettings::default());
         let store: Arc<dyn MessageStore> = store.clone();
         let limits = MemoryLimits::new(limit, 1 << 30);
         let policy = Arc::default();
@@ -1054,13 +1055,13 @@ mod tests {
         temp: Arc<dyn MessageStore>,
         limit: u64,
     ) -> QueueHandle {
-        let (dead_letters, _letters) = DeadLetters::new(DeadLetterSettings::default());
+        let dead_letters = Arc::new(DeadLetterSettings::default());
         let store: Arc<dyn MessageStore> = store.clone();
         let limits = MemoryLimits::new(limit, 1 << 30);
         let audit = &mut ProducerAudit::default();
         let temp = Arc::new(TempStore::new(0, Box::new(move || Ok(temp.clone()))));
-        let advisor = Default::default();
-        spawn(key(), true, store, dead_letters, limits, Arc::default(), advisor, audit, Some(temp))
+        let events = Default::default();
+        spawn(key(), true, store, dead_letters, limits, Arc::default(), events, audit, Some(temp))
             .expect("the queue starts")
     }
 

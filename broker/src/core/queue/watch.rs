@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use store::{Destination, Message, PropertyValue};
+use store::{Destination, Message};
 use tokio::time::Instant;
 
 use super::{Queue, QueuedMessage};
-use crate::core::advisory::{DISCARDED_COUNT, USAGE_NAME};
+use crate::core::events::QueueEvent;
 use crate::core::slow::{self, ConsumerNotice};
-use crate::core::{ConsumerId, ADVISORY_DESTINATION, ADVISORY_KIND};
+use crate::core::types::ConsumerId;
 
 impl Queue {
     /// After a command, once dispatch is done: notes which consumers are slow, and announces
@@ -28,7 +28,8 @@ impl Queue {
                 let id = consumer.spec.id;
                 tracing::debug!(queue = ?self.handle.key, consumer = id.0, "slow consumer");
                 if self.policy.advisories.slow_consumers {
-                    self.advisor.slow_consumer(id, &self.handle.key.destination);
+                    let destination = self.handle.key.destination.clone();
+                    self.events.send(QueueEvent::Slow { consumer: id, destination });
                 }
             }
         }
@@ -63,12 +64,12 @@ impl Queue {
             let reason = slow::abort_reason(&strategy, &consumer.slow, now);
             tracing::info!(queue = ?self.handle.key, consumer = consumer.spec.id.0, %reason,
                 "aborting slow consumer");
-            self.advisor.abort(ConsumerNotice::Abort {
+            self.events.send(QueueEvent::Abort(ConsumerNotice::Abort {
                 consumer: consumer.spec.id,
                 destination: self.handle.key.destination.clone(),
                 close_connection: strategy.abort_connection,
                 reason,
-            });
+            }));
         }
     }
 
@@ -96,20 +97,12 @@ impl Queue {
         tracing::debug!(queue = ?self.handle.key, id = %message.message_id,
             "pending message limit: message discarded");
         if self.policy.advisories.discarding_messages {
-            let consumer = self.consumers.first().map(|c| c.spec.id);
-            let count = i32::try_from(self.discarded).unwrap_or(i32::MAX);
-            let properties = vec![
-                (ADVISORY_KIND, PropertyValue::String("message".into())),
-                (DISCARDED_COUNT, PropertyValue::Int(count)),
-            ];
-            let destination = &message.destination;
-            self.advisor.publish_about(
-                "MessageDiscarded",
-                destination,
-                &message,
-                consumer,
-                properties,
-            );
+            self.events.send(QueueEvent::Discarded {
+                destination: message.destination.clone(),
+                consumer: self.consumers.first().map(|c| c.spec.id),
+                discarded: self.discarded,
+                message,
+            });
         }
     }
 
@@ -126,21 +119,19 @@ impl Queue {
     /// `advisory_for_delivery`: a message went to `consumer`.
     pub(super) fn advise_delivered(&self, consumer: ConsumerId, message: &Arc<Message>) {
         if self.policy.advisories.delivery {
-            self.advise_message("MessageDelivered", consumer, message);
+            let destination = self.advised_destination(message).clone();
+            let message = message.clone();
+            self.events.send(QueueEvent::Delivered { destination, message, consumer });
         }
     }
 
     /// `advisory_for_consumed`: `consumer` acknowledged a message.
     pub(super) fn advise_consumed(&self, consumer: ConsumerId, message: &Arc<Message>) {
         if self.policy.advisories.consumed {
-            self.advise_message("MessageConsumed", consumer, message);
+            let destination = self.advised_destination(message).clone();
+            let message = message.clone();
+            self.events.send(QueueEvent::Consumed { destination, message, consumer });
         }
-    }
-
-    fn advise_message(&self, kind: &str, consumer: ConsumerId, message: &Message) {
-        let properties = vec![(ADVISORY_KIND, PropertyValue::String("message".into()))];
-        let destination = self.advised_destination(message);
-        self.advisor.publish_about(kind, destination, message, Some(consumer), properties);
     }
 
     /// `send_advisory_if_no_consumers` for a queue: a non-persistent message arrived while
@@ -151,7 +142,8 @@ impl Queue {
             && self.handle.key.subscription.is_none()
             && !message.is_persistent()
         {
-            self.advisor.no_consumer(&self.handle.key.destination, message);
+            let destination = self.handle.key.destination.clone();
+            self.events.send(QueueEvent::NoConsumer { destination, message: message.clone() });
         }
     }
 
@@ -161,12 +153,7 @@ impl Queue {
         if !self.policy.advisories.when_full || !self.handle.gate.is_blocked() {
             return;
         }
-        let destination = &self.handle.key.destination;
-        let properties = vec![
-            (ADVISORY_KIND, PropertyValue::String("usage".into())),
-            (ADVISORY_DESTINATION, PropertyValue::String(destination.to_string().into())),
-            (USAGE_NAME, PropertyValue::String(format!("{destination}:memory").into())),
-        ];
-        self.advisor.publish("FULL", destination, properties);
+        let destination = self.handle.key.destination.clone();
+        self.events.send(QueueEvent::GateFull { destination });
     }
 }

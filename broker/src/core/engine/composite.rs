@@ -16,9 +16,10 @@ use std::sync::Arc;
 
 use store::{Destination, DestinationKind, Message, QueueKey};
 
-use super::selector::Selector;
-use super::wildcard::DestinationFilter;
-use super::{composite_parts, Core};
+use super::Core;
+use crate::core::selector::Selector;
+use crate::core::types::composite_parts;
+use crate::core::wildcard::DestinationFilter;
 
 /// What a configured composite does with a message sent to it.
 #[derive(Debug, Clone)]

@@ -42,10 +42,11 @@ use store::{
 };
 use tokio::sync::mpsc;
 
-use super::queue::{now_millis, QueueCommand, QueueHandle};
 use super::transaction::Transaction;
-use super::wildcard::DestinationFilter;
-use super::{composite_parts, Core, CoreError};
+use super::Core;
+use crate::core::queue::{now_millis, QueueCommand, QueueHandle};
+use crate::core::types::{composite_parts, CoreError};
+use crate::core::wildcard::DestinationFilter;
 pub use cron::{Cron, CronError};
 
 /// Delay before the first delivery, in milliseconds (a long; numeric strings are accepted).

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork};
 
-use super::queue::{QueueCommand, QueueHandle};
 use super::scheduler::Schedule;
-use super::{ConsumerId, Core, CoreError};
+use super::Core;
+use crate::core::queue::{QueueCommand, QueueHandle};
+use crate::core::types::{ConsumerId, CoreError};
 
 /// An open local transaction, owned by the connection that began it.
 #[derive(Debug)]

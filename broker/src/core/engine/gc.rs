@@ -12,12 +12,13 @@
 //!
 //! - **Queues** know when they became idle (no message held, in memory or in the store, and no
 //!   consumer): each gc-enabled queue is sent [`QueueCommand::Retire`] with its timeout, and a
-//!   queue idle that long calls back into the core, which, under the routing lock, checks that
-//!   nothing is on its way to the task (no command waiting in its channel, no announced
-//!   message: a committing transaction's, a scheduled fire's) and that no producer names the
-//!   queue, then removes it. Sends, subscriptions and the dead-letter task reach a queue only
-//!   under that lock, so once the queue has left the table nothing more can reach it: a later
-//!   send creates a new queue.
+//!   queue idle that long reports so (an `Idle` event, with how many commands it has taken).
+//!   The observer, under the routing lock, checks that nothing was sent to the task since (no
+//!   command it had not taken) and nothing announced is on its way (a committing
+//!   transaction's, a scheduled fire's), and that no producer names the queue, then removes it
+//!   and stops the task. Sends, subscriptions and dead letters reach a queue only under that
+//!   lock, so once the queue has left the table nothing more can reach it: a later send
+//!   creates a new queue.
 //! - **Topics** hold nothing themselves (their subscriptions do): the sweep remembers each
 //!   topic's publish count and since when it has seen it unchanged, without subscriptions
 //!   and without producers; subscriptions that ended since the last sweep restart their
@@ -32,15 +33,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use store::{Destination, DestinationKind, Operation, PropertyValue, UnitOfWork};
+use store::{Destination, DestinationKind, Operation, PropertyValue, QueueKey, UnitOfWork};
 use tokio::time::Instant;
 
-use super::advisory::ADVISORY_QUEUE;
-use super::policy::Policies;
-use super::queue::{QueueCommand, QueueHandle};
-use super::registry::Registry;
-use super::wildcard::DestinationFilter;
-use super::{composite_parts, Core, ADVISORY_DESTINATION, ADVISORY_KIND, ADVISORY_OPERATION};
+use super::Core;
+use crate::core::advisory::{ADVISORY_KIND, ADVISORY_QUEUE};
+use crate::core::policy::Policies;
+use crate::core::queue::QueueCommand;
+use crate::core::registry::Registry;
+use crate::core::types::{composite_parts, ADVISORY_DESTINATION, ADVISORY_OPERATION};
+use crate::core::wildcard::DestinationFilter;
 
 /// The advisory topic of topic creation and removal.
 const ADVISORY_TOPIC: &str = "ActiveMQ.Advisory.Topic";
@@ -83,13 +85,7 @@ impl Core {
             else {
                 continue;
             };
-            let core = Arc::downgrade(self);
-            queue.send(QueueCommand::Retire {
-                after,
-                retire: Box::new(move |queue, quiet| {
-                    core.upgrade().is_some_and(|core| core.retire_queue(queue, quiet))
-                }),
-            });
+            queue.send(QueueCommand::Retire { after });
         }
 
         // Subscriptions that ended since the last sweep: their topics were active until now.
@@ -132,19 +128,27 @@ impl Core {
         }
     }
 
-    /// Called by an idle queue's task (see the module documentation): removes the queue if,
-    /// under the routing lock, it is still the registered one, nothing is on its way to it
-    /// (`quiet`) and no producer names it. Returns whether it was removed.
-    fn retire_queue(&self, queue: &QueueHandle, quiet: &dyn Fn() -> bool) -> bool {
+    /// An idle queue's report (see the module documentation): removes the queue, and stops
+    /// its task, if under the routing lock it is still the registered one, no command was
+    /// sent to it since it had taken `taken` (every send, subscription and dead letter
+    /// reaches a queue under this lock), nothing announced is on its way to it, and no
+    /// producer names it.
+    pub(super) fn retire_idle(&self, queue: &Arc<QueueKey>, taken: u64) {
         let mut registry = self.registry.lock();
-        let name = queue.key.destination.name.clone();
-        let registered = registry.queues.get(&name).is_some_and(|q| q.same_queue(queue));
-        if !registered || !quiet() || self.producers.of(&queue.key.destination) > 0 {
-            return false;
+        let name = queue.destination.name.clone();
+        let Some(handle) = registry.queues.get(&name).filter(|h| Arc::ptr_eq(&h.key, queue)) else {
+            return;
+        };
+        if !handle.nothing_sent_since(taken)
+            || !handle.is_quiet()
+            || self.producers.of(&queue.destination) > 0
+        {
+            return;
         }
-        registry.queues.remove(&name);
+        if let Some(handle) = registry.queues.remove(&name) {
+            handle.send(QueueCommand::Stop);
+        }
         self.remove_destination(&mut registry, Destination::queue(name));
-        true
     }
 
     /// Forgets a removed destination everywhere but the routing table (the caller's part),
