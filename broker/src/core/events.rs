@@ -43,6 +43,9 @@ pub(crate) enum QueueEvent {
     NoConsumer { destination: Destination, message: Arc<Message> },
     /// The queue gave a message up (expired, poisoned, redelivered too often).
     DeadLettered(DeadLetter),
+    /// A queue created while the broker runs read these messages, carrying producers' message
+    /// ids, from the store: the audit records them, as it records what is recovered at start.
+    Loaded { messages: Vec<Arc<Message>> },
     /// The queue has been idle for the timeout of a `Retire` it was sent, having taken
     /// `taken` commands in all: it may be removed if no command was sent to it since.
     Idle { queue: Arc<QueueKey>, taken: u64 },

@@ -431,10 +431,22 @@ struct Queue {
     taken: u64,
 }
 
-/// Starts the task for `key`, first loading what the store holds for it when it is stored.
-///
-/// Messages loaded from the store are recorded in `audit`, so that a client's resend of one of
-/// them after a restart is recognised as a duplicate. Given `temp_store`, a queue spills there
+/// When a stored queue reads its first window of messages from the store.
+pub(crate) enum FirstWindow<'a> {
+    /// Before the task starts, recording what it reads in `audit` (at the broker's start,
+    /// so that a client's resend of a message accepted before the restart is recognised as a
+    /// duplicate).
+    Now(&'a mut ProducerAudit),
+    /// In the task, before its first command: a queue created while the broker runs is
+    /// created under the routing lock, which must never wait for the store (a read may be a
+    /// round trip to PostgreSQL). Messages sent to it meanwhile are announced before they are
+    /// stored, so the read skips them and their `Enqueue` brings them. What it reads that
+    /// carries a producer's message id is reported ([`QueueEvent::Loaded`]) for the audit.
+    InTask,
+}
+
+/// Starts the task for `key`, loading what the store holds for it when it is stored (see
+/// [`FirstWindow`]). Given `temp_store`, a queue spills there
 /// what it cannot keep in memory and that is not in the store (non-persistent messages; every
 /// message of a queue that is not stored), unless it discards by a pending message limit
 /// (see `paging.rs`).
@@ -449,7 +461,7 @@ pub(crate) fn spawn(
     limits: MemoryLimits,
     policy: Arc<Policy>,
     events: EventSink,
-    audit: &mut ProducerAudit,
+    first_window: FirstWindow<'_>,
     temp_store: Option<Arc<TempStore>>,
 ) -> Result<QueueHandle, StoreError> {
     // A non-durable subscriber with a pending message limit discards what waits beyond it
@@ -487,15 +499,43 @@ pub(crate) fn spawn(
         discarded: 0,
         taken: 0,
     };
-    if stored {
-        queue.load_first_window(audit)?;
-    }
-    tokio::spawn(queue.run(rx));
+    let load_in_task = match first_window {
+        FirstWindow::Now(audit) if stored => {
+            queue.load_first_window(audit)?;
+            false
+        }
+        FirstWindow::Now(_) => false,
+        FirstWindow::InTask => stored,
+    };
+    tokio::spawn(queue.run(rx, load_in_task));
     Ok(handle)
 }
 
 impl Queue {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<QueueCommand>) {
+    /// Reads the first window in the task (see [`FirstWindow::InTask`]). A store that cannot
+    /// be read now is read again at the next command, as when paging in.
+    fn load_first_window_in_task(&mut self) {
+        let mut audit = ProducerAudit::default();
+        if let Err(error) = self.load_first_window(&mut audit) {
+            tracing::warn!(queue = ?self.handle.key, %error,
+                "cannot read the queue's messages from the store; retrying at the next command");
+            return;
+        }
+        let audited: Vec<Arc<Message>> = self
+            .ready
+            .values()
+            .filter(|queued| super::audit::is_producer_message_id(&queued.message.message_id))
+            .map(|queued| queued.message.clone())
+            .collect();
+        if !audited.is_empty() {
+            self.events.send(QueueEvent::Loaded { messages: audited });
+        }
+    }
+
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<QueueCommand>, load_in_task: bool) {
+        if load_in_task {
+            self.load_first_window_in_task();
+        }
         let mut sweep = self.dead_letters.expire_messages_period.map(|period| {
             let mut sweep = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -20,10 +20,11 @@ use super::recovery::RecoveryBuffer;
 use super::selector::Selector;
 use super::statistics::TopicCounters;
 use super::temp_store::TempStore;
-use super::types::{now_millis, ConsumerId, VirtualTopicRule};
+use super::types::{now_millis, off_the_runtime, ConsumerId, VirtualTopicRule};
 use super::wildcard::DestinationFilter;
 
 /// A subscription that receives a copy of every matching topic message.
+#[derive(Clone)]
 pub(crate) struct TopicSubscription {
     pub filter: DestinationFilter,
     pub queue: QueueHandle,
@@ -35,6 +36,75 @@ pub(crate) struct TopicSubscription {
     /// Only messages this selector matches are routed to the subscription (so a durable
     /// subscription stores nothing else).
     pub selector: Option<Arc<Selector>>,
+}
+
+/// Every topic subscription, shared copy-on-write: a send takes a snapshot under the lock and
+/// evaluates the selectors of its topic's subscriptions without it ([`SelectorVerdicts`]);
+/// a change while a snapshot is out copies the list.
+#[derive(Default)]
+pub(crate) struct TopicSubscriptions(Arc<Vec<TopicSubscription>>);
+
+impl std::ops::Deref for TopicSubscriptions {
+    type Target = [TopicSubscription];
+
+    fn deref(&self) -> &[TopicSubscription] {
+        &self.0
+    }
+}
+
+impl TopicSubscriptions {
+    /// The list, to change it.
+    pub fn edit(&mut self) -> &mut Vec<TopicSubscription> {
+        Arc::make_mut(&mut self.0)
+    }
+
+    pub fn snapshot(&self) -> Arc<Vec<TopicSubscription>> {
+        self.0.clone()
+    }
+}
+
+/// Which subscriptions of a snapshot of [`TopicSubscriptions`] a message's selectors let
+/// through, decided without the routing lock. Only good while the list is still the snapshot
+/// (nothing subscribed or left since); otherwise the route evaluates under the lock.
+pub(crate) struct SelectorVerdicts {
+    snapshot: Arc<Vec<TopicSubscription>>,
+    /// By position in the snapshot: true if the subscription has no selector, or its selector
+    /// matches the message.
+    passes: Vec<bool>,
+}
+
+impl SelectorVerdicts {
+    /// Evaluates, against `message`, the selector of every subscription in `snapshot` that
+    /// listens on one of `topics` (`(name, temporary)`). None if no such subscription has a
+    /// selector.
+    pub fn judge(
+        snapshot: Arc<Vec<TopicSubscription>>,
+        topics: &[(&str, bool)],
+        message: &Message,
+    ) -> Option<SelectorVerdicts> {
+        let judged = |s: &TopicSubscription| {
+            s.selector.is_some()
+                && topics
+                    .iter()
+                    .any(|(topic, temporary)| s.temporary == *temporary && s.filter.matches(topic))
+        };
+        let count = snapshot.iter().filter(|s| judged(s)).count();
+        if count == 0 {
+            return None;
+        }
+        let evaluate = || {
+            snapshot
+                .iter()
+                .map(|s| match &s.selector {
+                    Some(selector) if judged(s) => selector.matches(message),
+                    _ => true,
+                })
+                .collect()
+        };
+        // Many selectors take long: other tasks of this worker move elsewhere meanwhile.
+        let passes = if count >= 64 { off_the_runtime(evaluate) } else { evaluate() };
+        Some(SelectorVerdicts { snapshot, passes })
+    }
 }
 
 /// Where a consumer is attached, so that closing it detaches it everywhere. A composite
@@ -62,7 +132,7 @@ pub(crate) struct Temporary {
 #[derive(Default)]
 pub(crate) struct Registry {
     pub queues: HashMap<Arc<str>, QueueHandle>,
-    pub topic_subscriptions: Vec<TopicSubscription>,
+    pub topic_subscriptions: TopicSubscriptions,
     /// Durable subscriptions by identity, with the consumer attached to each, if any.
     pub durable: HashMap<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
     pub consumers: HashMap<ConsumerId, Attachment>,
@@ -90,6 +160,9 @@ pub(crate) struct Registry {
     pub temp_store: Option<Arc<TempStore>>,
     /// Some policy removes inactive destinations (see [`gc`](super::gc)).
     pub collects_garbage: bool,
+    /// Queues created from now on read their first window in their own task, not under the
+    /// routing lock (set once the store is recovered; see [`queue::FirstWindow`]).
+    pub loads_in_task: bool,
     /// Topic subscriptions that ended since the last inactive-destination sweep, by the
     /// destination they subscribed to (only while `collects_garbage`): their topics were active
     /// until now.
@@ -132,7 +205,11 @@ impl Registry {
         let policy = self.policies.for_destination(&key.destination);
         let dead_letters = policy.dead_letters.clone().unwrap_or_else(|| self.dead_letters.clone());
         let limits = self.memory.with_destination_limit(policy.memory_limit);
-        let (events, audit) = (self.events.clone(), &mut self.audit);
+        let events = self.events.clone();
+        let first_window = match self.loads_in_task {
+            true => queue::FirstWindow::InTask,
+            false => queue::FirstWindow::Now(&mut self.audit),
+        };
         let temp_store = self.temp_store.clone();
         queue::spawn(
             key,
@@ -142,7 +219,7 @@ impl Registry {
             limits,
             policy,
             events,
-            audit,
+            first_window,
             temp_store,
         )
     }
@@ -198,7 +275,8 @@ impl Registry {
 
     /// Every queue `message`, sent to topic `topic`, lands in: matching subscriptions whose
     /// selector matches it (minus no-local ones of the sending connection) and virtual topic
-    /// consumer queues.
+    /// consumer queues. Selectors are taken from `verdicts` when they were judged on the
+    /// current subscriptions, else evaluated here.
     pub fn topic_route(
         &self,
         topic: &str,
@@ -206,17 +284,23 @@ impl Registry {
         temporary: bool,
         connection: u64,
         virtual_topics: &[VirtualTopicRule],
+        verdicts: Option<&SelectorVerdicts>,
     ) -> Vec<QueueHandle> {
+        let verdicts = verdicts.filter(|v| Arc::ptr_eq(&v.snapshot, &self.topic_subscriptions.0));
         let mut route: Vec<QueueHandle> = self
             .topic_subscriptions
             .iter()
-            .filter(|s| {
+            .enumerate()
+            .filter(|(index, s)| {
                 s.temporary == temporary
                     && s.filter.matches(topic)
                     && s.no_local_connection != Some(connection)
-                    && s.selector.iter().all(|selector| selector.matches(message))
+                    && match verdicts {
+                        Some(verdicts) => verdicts.passes[*index],
+                        None => s.selector.iter().all(|selector| selector.matches(message)),
+                    }
             })
-            .map(|s| s.queue.clone())
+            .map(|(_, s)| s.queue.clone())
             .collect();
         if temporary {
             return route;
@@ -244,7 +328,7 @@ impl Registry {
         }
         if let Some(queue) = attachment.private {
             // A non-durable subscription ends with its subscriber.
-            self.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
+            self.topic_subscriptions.edit().retain(|s| !s.queue.same_queue(&queue));
             queue.send(QueueCommand::Stop);
             if self.collects_garbage {
                 self.ended_subscriptions.push(queue.key.destination.name.clone());

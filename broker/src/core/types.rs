@@ -102,3 +102,18 @@ pub(crate) fn now_millis() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// Runs work that blocks its thread for long (a store read that misses the page cache, a
+/// round trip to PostgreSQL, a wait of seconds while the database is unreachable, a thousand
+/// selectors of a topic send) without
+/// taking a runtime worker out of service: the broker runs on two workers on a 2-core
+/// machine, and a queue paging in must not stall every connection and timer (the lease
+/// renewal of an active broker among them). `block_in_place` hands this worker's other tasks
+/// to another thread for the duration; the queue's own task waits, as it must. On a
+/// current-thread runtime (some embedding tests) the read runs in place.
+pub(crate) fn off_the_runtime<T>(read: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read),
+        _ => read(),
+    }
+}

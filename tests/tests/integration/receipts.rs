@@ -234,3 +234,34 @@ async fn slow_store_reads_do_not_stall_other_connections() -> anyhow::Result<()>
     broker.shutdown().await;
     Ok(())
 }
+
+/// A queue created while the broker runs reads its first messages from the store in its own
+/// task, not under the routing lock: the first send to a new queue on a store whose reads take
+/// 2 s does not delay a send to another destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_a_queue_on_a_slow_store_does_not_delay_other_sends() -> anyhow::Result<()> {
+    const READ_DELAY: Duration = Duration::from_secs(2);
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let addr = stomp_addr(&broker)?;
+    let (mut first, _) = RawConnection::connect(addr, &[]).await?;
+    let (mut other, _) = RawConnection::connect(addr, &[]).await?;
+    other.write_frame(&send("/queue/existing", "m", "created", true)).await?;
+    assert_receipt(&other.read_frame().await?, "created")?;
+
+    store.set_read_delay(READ_DELAY);
+    first.write_frame(&send("/queue/brand.new", "m", "new", true)).await?;
+    store.wait_reading(1, ARRIVES).await?;
+    let started = Instant::now();
+    other.write_frame(&send("/queue/existing", "m", "other", true)).await?;
+    assert_receipt(&other.read_frame().await?, "other")?;
+    let waited = started.elapsed();
+    ensure!(
+        waited < READ_DELAY / 2,
+        "the receipt took {waited:?}: the new queue's store read held the routing lock"
+    );
+    assert_receipt(&first.read_frame().await?, "new")?;
+    store.set_read_delay(Duration::ZERO);
+    broker.shutdown().await;
+    Ok(())
+}

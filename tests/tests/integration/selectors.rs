@@ -318,3 +318,83 @@ async fn an_invalid_selector_is_refused_with_an_error_saying_why() -> anyhow::Re
     broker.shutdown().await;
     Ok(())
 }
+
+/// The selectors of a topic's subscriptions are evaluated without the routing lock: while a
+/// send to a topic with 1,000 selector subscriptions is routed (each selector slow, a LIKE
+/// that scans a long property), sends to another destination get their receipts at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_topic_selectors_do_not_hold_up_sends_elsewhere() -> anyhow::Result<()> {
+    use std::time::{Duration, Instant};
+
+    use protocol::stomp::{Command, Frame};
+    use tests::{stomp_addr, RawConnection};
+
+    let broker = start_broker(|_| {}).await?;
+    let subscriber = connect(&broker).await?;
+    // Never matches (no `b` in the text), after comparing about 150 characters at each of the
+    // text's 1,000 positions.
+    let slow = format!("text LIKE '%{}b%'", "a".repeat(300));
+    let mut subscriptions = Vec::new();
+    for _ in 0..999 {
+        subscriptions
+            .push(subscriber.subscribe("/topic/selective", AckMode::Auto, &selector(&slow)).await?);
+    }
+    let mut matching = subscriber
+        .subscribe("/topic/selective", AckMode::Auto, &selector("text LIKE 'a%'"))
+        .await?;
+
+    let addr = stomp_addr(&broker)?;
+    let (mut topic_producer, _) = RawConnection::connect(addr, &[]).await?;
+    let (mut other, _) = RawConnection::connect(addr, &[]).await?;
+    let send_elsewhere = |receipt: &str| {
+        Frame::new(Command::Send)
+            .header("destination", "/queue/elsewhere")
+            .header("receipt", receipt)
+            .with_body("m")
+    };
+    let is_receipt = |frame: &Frame, receipt: &str| {
+        frame.command == Command::Receipt && frame.get("receipt-id") == Some(receipt)
+    };
+    other.write_frame(&send_elsewhere("created")).await?;
+    ensure!(is_receipt(&other.read_frame().await?, "created"));
+
+    let started = Instant::now();
+    let topic_send = Frame::new(Command::Send)
+        .header("destination", "/topic/selective")
+        .header("text", "a".repeat(1000))
+        .header("receipt", "topic")
+        .with_body("selected");
+    topic_producer.write_frame(&topic_send).await?;
+    let topic_confirmed = tokio::spawn(async move {
+        let frame = topic_producer.read_frame().await?;
+        ensure!(is_receipt(&frame, "topic"), "expected the topic send's receipt, got {frame:?}");
+        anyhow::Ok(started.elapsed())
+    });
+    // Sends elsewhere, one after another, for as long as the topic send is being routed.
+    let (mut slowest, mut sent) = (Duration::ZERO, 0);
+    while !topic_confirmed.is_finished() {
+        let receipt = format!("elsewhere-{sent}");
+        let began = Instant::now();
+        other.write_frame(&send_elsewhere(&receipt)).await?;
+        let frame = other.read_frame().await?;
+        ensure!(is_receipt(&frame, &receipt), "expected {receipt}, got {frame:?}");
+        slowest = slowest.max(began.elapsed());
+        sent += 1;
+    }
+    let topic_took = topic_confirmed.await??;
+    ensure!(
+        topic_took >= Duration::from_millis(400) && sent >= 2,
+        "the selectors took {topic_took:?} ({sent} sends elsewhere meanwhile): too fast for \
+         this check to mean anything"
+    );
+    ensure!(
+        slowest < topic_took / 4,
+        "a send elsewhere took {slowest:?} while the topic send took {topic_took:?}: the \
+         selectors ran under the routing lock"
+    );
+    let message = recv(&mut matching).await?;
+    ensure!(bodies(&[message]) == ["selected"]);
+    assert_nothing_arrives(&mut subscriptions[0]).await?;
+    broker.shutdown().await;
+    Ok(())
+}

@@ -29,7 +29,7 @@ pub(super) fn publish_in(
         return;
     }
     let message = Arc::new(build(MessageId(ids.fetch_add(1, Ordering::Relaxed))));
-    for queue in registry.topic_route(topic, &message, false, 0, &[]) {
+    for queue in registry.topic_route(topic, &message, false, 0, &[], None) {
         queue.send(QueueCommand::Enqueue(vec![message.clone()]));
     }
 }

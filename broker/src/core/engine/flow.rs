@@ -66,6 +66,7 @@ impl Core {
                         part.kind == DestinationKind::TempTopic,
                         connection,
                         &self.settings().virtual_topics,
+                        None,
                     )
                 }
             };

@@ -36,7 +36,7 @@ use crate::core::events::EventSink;
 use crate::core::flow::{self as gates, FlowSettings};
 use crate::core::policy;
 use crate::core::queue::{ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle, QueueStats};
-use crate::core::registry::{Attachment, Registry, Temporary, TopicSubscription};
+use crate::core::registry::{Attachment, Registry, SelectorVerdicts, Temporary, TopicSubscription};
 use crate::core::selector::Selector;
 use crate::core::temp_store::TempStore;
 use crate::core::types::{
@@ -214,7 +214,7 @@ impl Core {
                         None
                     }
                 };
-                registry.topic_subscriptions.push(TopicSubscription {
+                registry.topic_subscriptions.edit().push(TopicSubscription {
                     filter: DestinationFilter::new(&info.topic.name),
                     queue: handle.clone(),
                     no_local_connection: None,
@@ -224,6 +224,9 @@ impl Core {
                 messages += core.store.count(&handle.key)?;
                 registry.durable.insert(info.key, (handle, None));
             }
+            // What is created from now on is new while the broker runs: its store reads must
+            // not happen under the routing lock.
+            registry.loads_in_task = true;
             let prepared = recovered.prepared.len();
             tracing::info!(
                 store = core.store.name(),
@@ -342,6 +345,10 @@ impl Core {
     ) -> Result<Completion, CoreError> {
         // Checked first: a refused schedule must not count as seen by the audit.
         let schedule = self.schedule_of(&message)?;
+        let verdicts = match schedule {
+            None => self.judge_selectors(&message),
+            Some(_) => None,
+        };
         let mut registry = self.registry.lock();
         // Under the registry lock, so that an original and its resend (on another connection)
         // are judged in the order they are routed.
@@ -356,7 +363,8 @@ impl Core {
         }
         // A transacted topic message is published (and becomes recent for retroactive
         // subscribers) at the commit: an aborted one must never be replayed.
-        let route = self.route(&mut registry, &message, connection, transaction.is_none())?;
+        let publish = transaction.is_none();
+        let route = self.route(&mut registry, &message, connection, publish, verdicts.as_ref())?;
         let stored: Vec<QueueKey> = if message.is_persistent() {
             route.iter().filter(|q| q.stored).map(|q| (*q.key).clone()).collect()
         } else {
@@ -409,15 +417,34 @@ impl Core {
         Ok(completion)
     }
 
+    /// The selectors of the subscriptions `message` may reach through its topics, evaluated
+    /// on a snapshot of the subscriptions without the routing lock, so that a topic with many
+    /// selector subscribers does not hold every other send up (see [`SelectorVerdicts`]).
+    fn judge_selectors(&self, message: &Message) -> Option<SelectorVerdicts> {
+        let targets = self.targets(message);
+        let topics: Vec<(&str, bool)> = targets
+            .iter()
+            .filter(|part| !part.kind.is_queue())
+            .map(|part| (&*part.name, part.kind == DestinationKind::TempTopic))
+            .collect();
+        if topics.is_empty() {
+            return None;
+        }
+        let snapshot = self.registry.lock().topic_subscriptions.snapshot();
+        SelectorVerdicts::judge(snapshot, &topics, message)
+    }
+
     /// Every queue a message sent by `connection` lands in, for a plain, composite (`A,B`) or
     /// configured composite destination ([`Core::targets`]). `publish` also keeps topic
-    /// messages for retroactive subscribers.
+    /// messages for retroactive subscribers. Topic subscriptions' selectors come from
+    /// `verdicts` when they still apply, else they are evaluated here, under the lock.
     pub(crate) fn route(
         &self,
         registry: &mut Registry,
         message: &Arc<Message>,
         connection: u64,
         publish: bool,
+        verdicts: Option<&SelectorVerdicts>,
     ) -> Result<Vec<QueueHandle>, CoreError> {
         let mut route: Vec<QueueHandle> = Vec::new();
         let targets = self.targets(message);
@@ -455,6 +482,7 @@ impl Core {
                         temporary,
                         connection,
                         &self.settings.virtual_topics,
+                        verdicts,
                     );
                     if reached.is_empty() && publish {
                         self.advise_no_consumers(registry, &part, message);
@@ -726,7 +754,7 @@ impl Core {
                         &queue,
                     );
                 }
-                registry.topic_subscriptions.push(TopicSubscription {
+                registry.topic_subscriptions.edit().push(TopicSubscription {
                     filter,
                     queue: queue.clone(),
                     no_local_connection: no_local.then_some(connection),
@@ -776,7 +804,7 @@ impl Core {
                 });
             if queue.key.destination == *topic && same_selector {
                 let queue = queue.clone();
-                for subscription in &mut registry.topic_subscriptions {
+                for subscription in registry.topic_subscriptions.edit() {
                     if subscription.queue.same_queue(&queue) {
                         subscription.no_local_connection = no_local;
                     }
@@ -805,7 +833,7 @@ impl Core {
         let queue = registry.spawn_queue(info.queue(), true, &self.store)?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.
         drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
-        registry.topic_subscriptions.push(TopicSubscription {
+        registry.topic_subscriptions.edit().push(TopicSubscription {
             filter: DestinationFilter::new(&topic.name),
             queue: queue.clone(),
             no_local_connection: no_local,
@@ -822,7 +850,7 @@ impl Core {
 
     fn drop_durable(&self, registry: &mut Registry, key: &SubscriptionKey) -> Completion {
         if let Some((queue, _)) = registry.durable.remove(key) {
-            registry.topic_subscriptions.retain(|s| !s.queue.same_queue(&queue));
+            registry.topic_subscriptions.edit().retain(|s| !s.queue.same_queue(&queue));
             queue.send(QueueCommand::Stop);
             if registry.collects_garbage {
                 registry.ended_subscriptions.push(queue.key.destination.name.clone());
@@ -1025,7 +1053,7 @@ impl Core {
         for handle in registry.queues.drain().map(|(_, h)| h) {
             handle.send(QueueCommand::Stop);
         }
-        for subscription in registry.topic_subscriptions.drain(..) {
+        for subscription in registry.topic_subscriptions.edit().drain(..) {
             subscription.queue.send(QueueCommand::Stop);
         }
         registry.durable.clear();

@@ -126,6 +126,12 @@ impl Core {
                 let mut registry = self.registry.lock();
                 dead_letter(&mut registry, &self.store, ids, letter);
             }
+            QueueEvent::Loaded { messages } => {
+                let mut registry = self.registry.lock();
+                for message in &messages {
+                    registry.audit.record_recovered(message);
+                }
+            }
             QueueEvent::Idle { queue, taken } => self.retire_idle(&queue, taken),
         }
     }
@@ -205,8 +211,8 @@ fn dead_letter(
         }
         Verdict::MoveTo { queue, original } => (queue, original),
     };
-    // Declared (and its stored contents loaded) before the copy is stored, so that a new
-    // queue's task does not load the copy and also get it enqueued.
+    // Declared before the copy is stored, and the copy announced, so that a new queue's task
+    // does not load the copy and also get it enqueued.
     let (handle, created) = match registry.queue(&queue.name, store) {
         Ok(found) => found,
         Err(error) => {

@@ -500,7 +500,7 @@ impl Core {
         let mut delivery = None;
         if plan.deliver {
             let message = Arc::new(delivered(job, self.next_message_id(), now));
-            match self.route(&mut registry, &message, 0, true) {
+            match self.route(&mut registry, &message, 0, true, None) {
                 Ok(route) => {
                     let stored: Vec<QueueKey> = if message.is_persistent() {
                         route.iter().filter(|q| q.stored).map(|q| (*q.key).clone()).collect()

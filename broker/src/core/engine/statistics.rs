@@ -134,7 +134,7 @@ impl Core {
         // Topics exist once published to or subscribed to by a plain name.
         let mut names: BTreeSet<Arc<str>> =
             registry.topic_counters.published.keys().cloned().collect();
-        for subscription in &registry.topic_subscriptions {
+        for subscription in registry.topic_subscriptions.iter() {
             let destination = &subscription.queue.key().destination;
             if !subscription.temporary
                 && destination.kind == DestinationKind::Topic

@@ -173,7 +173,9 @@ impl Core {
             }
             // The stored route stays the one the store record names; a destination that went
             // meanwhile (a temporary one) leaves only that.
-            let Ok(now) = self.route(&mut registry, message, *connection, true) else { continue };
+            let Ok(now) = self.route(&mut registry, message, *connection, true, None) else {
+                continue;
+            };
             route.retain(|queue| queue.stored);
             route.extend(now.into_iter().filter(|queue| !queue.stored));
         }

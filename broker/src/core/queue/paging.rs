@@ -85,6 +85,7 @@ use store::{
 };
 
 use super::{FlowGate, ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector, TempStore};
+use crate::core::types::off_the_runtime;
 
 /// Messages read from the store per page.
 const PAGE: usize = 512;
@@ -982,20 +983,6 @@ impl Queue {
     }
 }
 
-/// Runs a store read that blocks its thread (a disk read that misses the page cache, a round
-/// trip to PostgreSQL, or a wait of seconds while the database is unreachable) without
-/// taking a runtime worker out of service: the broker runs on two workers on a 2-core
-/// machine, and a queue paging in must not stall every connection and timer (the lease
-/// renewal of an active broker among them). `block_in_place` hands this worker's other tasks
-/// to another thread for the duration; the queue's own task waits, as it must. On a
-/// current-thread runtime (some embedding tests) the read runs in place.
-fn off_the_runtime<T>(read: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read),
-        _ => read(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -1007,7 +994,7 @@ mod tests {
     use tokio::sync::{mpsc, oneshot};
 
     use super::super::Delivery;
-    use super::super::{spawn, ConsumerSpec, QueueHandle};
+    use super::super::{spawn, ConsumerSpec, FirstWindow, QueueHandle};
     use super::*;
     use crate::core::dead_letter::DeadLetterSettings;
     use crate::core::types::{AckMode, ConsumerId};
@@ -1045,8 +1032,18 @@ mod tests {
         let limits = MemoryLimits::new(limit, 1 << 30);
         let policy = Arc::default();
         let audit = &mut ProducerAudit::default();
-        spawn(key(), true, store, dead_letters, limits, policy, Default::default(), audit, None)
-            .expect("the queue starts")
+        spawn(
+            key(),
+            true,
+            store,
+            dead_letters,
+            limits,
+            policy,
+            Default::default(),
+            FirstWindow::Now(audit),
+            None,
+        )
+        .expect("the queue starts")
     }
 
     /// A queue like [`start`]'s that spills non-persistent messages to `temp`.
@@ -1061,8 +1058,18 @@ mod tests {
         let audit = &mut ProducerAudit::default();
         let temp = Arc::new(TempStore::new(0, Box::new(move || Ok(temp.clone()))));
         let events = Default::default();
-        spawn(key(), true, store, dead_letters, limits, Arc::default(), events, audit, Some(temp))
-            .expect("the queue starts")
+        spawn(
+            key(),
+            true,
+            store,
+            dead_letters,
+            limits,
+            Arc::default(),
+            events,
+            FirstWindow::Now(audit),
+            Some(temp),
+        )
+        .expect("the queue starts")
     }
 
     fn non_persistent(id: u64, priority: u8) -> Arc<Message> {
