@@ -383,6 +383,67 @@ def check_jms_interop_receive(url):
     assert b"hello back" in obj.body, obj.body
     conn.close()
 
+class OpenWatcher(MessagingHandler):
+    """Opens one connection with container id `container_id` and records how the broker
+    answers: `condition` is the error it closed the connection with, if any."""
+
+    def __init__(self, url, container_id):
+        super().__init__()
+        self.url = url
+        self.container_id = container_id
+        self.opened = False
+        self.condition = None
+        self.connection = None
+        self.timer = None
+
+    def on_start(self, event):
+        event.container.container_id = self.container_id
+        self.connection = event.container.connect(self.url, reconnect=False)
+        # Only a broker that wrongly accepts the connection gets here: the check fails then.
+        self.timer = event.container.schedule(TIMEOUT, self)
+
+    def on_connection_opened(self, event):
+        self.opened = True
+
+    def on_connection_error(self, event):
+        self.condition = event.connection.remote_condition
+        self.timer.cancel()
+
+    def on_timer_task(self, event):
+        self.connection.close()
+
+
+def check_client_id_claimed(url):
+    """The container id is the JMS client id, which one live connection may hold (as in
+    ActiveMQ): a second connection with it is answered with an open then a close with
+    amqp:invalid-field naming container-id; the first works on; once it has closed, the id can
+    be used again."""
+    client_id = unique("claimed")
+    queue = unique("queue://claimed")
+    first = connect(url, client_id)
+    watcher = OpenWatcher(url, client_id)
+    Container(watcher).run()
+    condition = watcher.condition
+    assert condition is not None, "the second connection with container id %s was not refused" % client_id
+    assert condition.name == "amqp:invalid-field", condition
+    assert condition.info == {symbol("invalid-field"): symbol("container-id")}, condition.info
+    assert client_id in (condition.description or ""), condition.description
+    print("refused: %s: %s" % (condition.name, condition.description))
+
+    # The first connection is untouched.
+    sender = first.create_sender(queue)
+    sender.send(Message(body="still mine", durable=True))
+    receiver = first.create_receiver(queue, credit=10)
+    assert [m.body for m in receive_all(receiver, 1)] == ["still mine"]
+    first.close()
+
+    # Its close (answered once the broker let go of it) frees the id.
+    again = connect(url, client_id)
+    again.create_sender(queue).send(Message(body="mine again", durable=True))
+    receiver = again.create_receiver(queue, credit=10)
+    assert [m.body for m in receive_all(receiver, 1)] == ["mine again"]
+    again.close()
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -413,6 +474,7 @@ def main():
         "receive_from_stomp": lambda: check_receive_from_stomp(args.url, args.address),
         "jms_interop_send": lambda: check_jms_interop_send(args.url),
         "jms_interop_receive": lambda: check_jms_interop_receive(args.url),
+        "client_id_claimed": lambda: check_client_id_claimed(args.url),
     }
     checks[args.check]()
     print("ok %s" % args.check)

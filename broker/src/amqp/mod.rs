@@ -367,8 +367,15 @@ impl Connection {
                 }
                 if self.state == State::AwaitingOpen {
                     // The spec: an error before open is answered by an open, then the close.
+                    // Like ActiveMQ, the open says that it failed and a close follows (the
+                    // property Qpid JMS reads before it waits for the close's error).
+                    let failed = protocol::amqp::Fields(vec![(
+                        protocol::amqp::Symbol::from("amqp:connection-establishment-failed"),
+                        protocol::amqp::Value::Boolean(true),
+                    )]);
                     let open = protocol::amqp::Open {
                         container_id: self.context.id_prefix.clone(),
+                        properties: Some(failed),
                         ..Default::default()
                     };
                     self.send_frame(AmqpFrame::new(0, open));
@@ -442,10 +449,14 @@ impl Connection {
         }
     }
 
-    /// Gives up the connection's consumers (their unsettled messages go back), rolls back
-    /// its transactions and deletes its temporary destinations.
+    /// Gives up the connection's client id and consumers (their unsettled messages go back),
+    /// rolls back its transactions and deletes its temporary destinations. Idempotent: a
+    /// client's close is answered only after it, and the connection's end calls it again.
     fn release(&mut self) {
         let core = self.context.core.clone();
+        // The client id first: once anything sees this connection's consumers gone (a durable
+        // subscription inactive), a reconnect with the same id must be accepted.
+        core.release_client_id(self.connection_id);
         for (_, transaction) in self.transactions.drain() {
             drop(core.rollback(transaction));
         }
