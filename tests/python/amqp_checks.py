@@ -445,6 +445,80 @@ def check_client_id_claimed(url):
     again.close()
 
 
+class NeverSettles(MessagingHandler):
+    """Takes one message from `address` (credit 1, granted once) and never settles it, so that
+    the broker sees a full prefetch while more messages wait; records the error the link (or,
+    with `whole_connection`, the connection) is closed with."""
+
+    def __init__(self, url, address, whole_connection):
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
+        self.url = url
+        self.address = address
+        self.whole_connection = whole_connection
+        self.received = []
+        self.condition = None
+        self.detached_open = False
+        self.timer = None
+
+    def on_start(self, event):
+        self.connection = event.container.connect(self.url, reconnect=False)
+        receiver = event.container.create_receiver(self.connection, self.address, name="slow")
+        receiver.flow(1)
+        self.timer = event.container.schedule(TIMEOUT, self)
+
+    def on_message(self, event):
+        self.received.append(event.message.body)
+
+    def on_link_remote_detach(self, event):
+        # A detach that does not close the link: wrong for an aborted consumer.
+        self.detached_open = True
+        self.finish(event)
+
+    def on_link_error(self, event):
+        if not self.whole_connection:
+            self.condition = event.link.remote_condition
+            self.finish(event)
+
+    def on_connection_error(self, event):
+        if self.whole_connection:
+            self.condition = event.connection.remote_condition
+        self.finish(event)
+
+    def finish(self, event):
+        self.timer.cancel()
+        event.connection.close()
+
+    def on_timer_task(self, event):
+        self.connection.close()
+
+
+def check_slow_abort(url, address, count, whole_connection):
+    """A receiver that never settles is aborted by the policy's slow consumer strategy: its link
+    is closed with amqp:internal-error (ActiveMQ's condition for a consumer the broker closes)
+    and the reason, or with abort_connection the connection; nothing is lost: every message,
+    the unsettled one included, goes to the next consumer."""
+    conn = connect(url)
+    sender = conn.create_sender(address)
+    for i in range(count):
+        sender.send(Message(body="slow %d" % i, durable=True))
+    conn.close()
+    handler = NeverSettles(url, address, whole_connection)
+    Container(handler).run()
+    assert not handler.detached_open, "the link was detached without being closed"
+    condition = handler.condition
+    assert condition is not None, "no error closed the slow consumer within %d s (got %r)" % (TIMEOUT, handler.received)
+    assert condition.name == "amqp:internal-error", condition
+    assert "slow" in (condition.description or ""), condition.description
+    assert handler.received == ["slow 0"], handler.received
+    print("aborted: %s: %s" % (condition.name, condition.description))
+
+    conn = connect(url)
+    receiver = conn.create_receiver(address, credit=count)
+    bodies = sorted(m.body for m in receive_all(receiver, count))
+    assert bodies == sorted("slow %d" % i for i in range(count)), bodies
+    conn.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
@@ -475,6 +549,8 @@ def main():
         "jms_interop_send": lambda: check_jms_interop_send(args.url),
         "jms_interop_receive": lambda: check_jms_interop_receive(args.url),
         "client_id_claimed": lambda: check_client_id_claimed(args.url),
+        "slow_abort_link": lambda: check_slow_abort(args.url, args.address, args.count, False),
+        "slow_abort_connection": lambda: check_slow_abort(args.url, args.address, args.count, True),
     }
     checks[args.check]()
     print("ok %s" % args.check)

@@ -35,7 +35,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::{ConsumerId, Delivery, HeldSends, Transaction};
+use crate::core::{ConsumerId, ConsumerNotice, Delivery, HeldSends, Transaction};
 use crate::security::{AuthError, Authentication, Subject};
 use crate::transport::{ConnectionContext, ReadBuffer};
 
@@ -197,6 +197,7 @@ where
     let writer = tokio::spawn(writer(write_half, items, outbound.clone()));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
+    let notices = context.core.consumer_notices(connection_id);
     let max_message_size = context.limits.max_frame_size as u64;
     let frame_size = u32::try_from(context.limits.max_frame_size)
         .unwrap_or(u32::MAX)
@@ -211,6 +212,7 @@ where
         outbound,
         deliveries_tx,
         deliveries,
+        notices,
         state: State::Start,
         container_id: None,
         sessions: HashMap::new(),
@@ -245,6 +247,8 @@ struct Connection {
     outbound: crate::transport::Outbound,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
+    /// What the broker tells the connection about its consumers (a slow consumer abort).
+    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     state: State,
     /// The client's container id: its JMS client id, for durable subscriptions.
     container_id: Option<Arc<str>>,
@@ -331,6 +335,7 @@ impl Connection {
                     Ok(true)
                 }
                 Some(event) = self.pending.next(), if !self.pending.is_empty() => self.event(event),
+                Some(notice) = self.notices.recv() => self.aborted(notice),
                 _ = &mut deadline => {
                     let reason = if self.state == State::Open {
                         format!("nothing received within the idle timeout ({} ms)", IDLE_TIMEOUT.as_millis())
