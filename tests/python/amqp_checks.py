@@ -383,6 +383,141 @@ def check_jms_interop_receive(url):
     assert b"hello back" in obj.body, obj.body
     conn.close()
 
+class OpenWatcher(MessagingHandler):
+    """Opens one connection with container id `container_id` and records how the broker
+    answers: `condition` is the error it closed the connection with, if any."""
+
+    def __init__(self, url, container_id):
+        super().__init__()
+        self.url = url
+        self.container_id = container_id
+        self.opened = False
+        self.condition = None
+        self.connection = None
+        self.timer = None
+
+    def on_start(self, event):
+        event.container.container_id = self.container_id
+        self.connection = event.container.connect(self.url, reconnect=False)
+        # Only a broker that wrongly accepts the connection gets here: the check fails then.
+        self.timer = event.container.schedule(TIMEOUT, self)
+
+    def on_connection_opened(self, event):
+        self.opened = True
+
+    def on_connection_error(self, event):
+        self.condition = event.connection.remote_condition
+        self.timer.cancel()
+
+    def on_timer_task(self, event):
+        self.connection.close()
+
+
+def check_client_id_claimed(url):
+    """The container id is the JMS client id, which one live connection may hold (as in
+    ActiveMQ): a second connection with it is answered with an open then a close with
+    amqp:invalid-field naming container-id; the first works on; once it has closed, the id can
+    be used again."""
+    client_id = unique("claimed")
+    queue = unique("queue://claimed")
+    first = connect(url, client_id)
+    watcher = OpenWatcher(url, client_id)
+    Container(watcher).run()
+    condition = watcher.condition
+    assert condition is not None, "the second connection with container id %s was not refused" % client_id
+    assert condition.name == "amqp:invalid-field", condition
+    assert condition.info == {symbol("invalid-field"): symbol("container-id")}, condition.info
+    assert client_id in (condition.description or ""), condition.description
+    print("refused: %s: %s" % (condition.name, condition.description))
+
+    # The first connection is untouched.
+    sender = first.create_sender(queue)
+    sender.send(Message(body="still mine", durable=True))
+    receiver = first.create_receiver(queue, credit=10)
+    assert [m.body for m in receive_all(receiver, 1)] == ["still mine"]
+    first.close()
+
+    # Its close (answered once the broker let go of it) frees the id.
+    again = connect(url, client_id)
+    again.create_sender(queue).send(Message(body="mine again", durable=True))
+    receiver = again.create_receiver(queue, credit=10)
+    assert [m.body for m in receive_all(receiver, 1)] == ["mine again"]
+    again.close()
+
+
+class NeverSettles(MessagingHandler):
+    """Takes one message from `address` (credit 1, granted once) and never settles it, so that
+    the broker sees a full prefetch while more messages wait; records the error the link (or,
+    with `whole_connection`, the connection) is closed with."""
+
+    def __init__(self, url, address, whole_connection):
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
+        self.url = url
+        self.address = address
+        self.whole_connection = whole_connection
+        self.received = []
+        self.condition = None
+        self.detached_open = False
+        self.timer = None
+
+    def on_start(self, event):
+        self.connection = event.container.connect(self.url, reconnect=False)
+        receiver = event.container.create_receiver(self.connection, self.address, name="slow")
+        receiver.flow(1)
+        self.timer = event.container.schedule(TIMEOUT, self)
+
+    def on_message(self, event):
+        self.received.append(event.message.body)
+
+    def on_link_remote_detach(self, event):
+        # A detach that does not close the link: wrong for an aborted consumer.
+        self.detached_open = True
+        self.finish(event)
+
+    def on_link_error(self, event):
+        if not self.whole_connection:
+            self.condition = event.link.remote_condition
+            self.finish(event)
+
+    def on_connection_error(self, event):
+        if self.whole_connection:
+            self.condition = event.connection.remote_condition
+        self.finish(event)
+
+    def finish(self, event):
+        self.timer.cancel()
+        event.connection.close()
+
+    def on_timer_task(self, event):
+        self.connection.close()
+
+
+def check_slow_abort(url, address, count, whole_connection):
+    """A receiver that never settles is aborted by the policy's slow consumer strategy: its link
+    is closed with amqp:internal-error (ActiveMQ's condition for a consumer the broker closes)
+    and the reason, or with abort_connection the connection; nothing is lost: every message,
+    the unsettled one included, goes to the next consumer."""
+    conn = connect(url)
+    sender = conn.create_sender(address)
+    for i in range(count):
+        sender.send(Message(body="slow %d" % i, durable=True))
+    conn.close()
+    handler = NeverSettles(url, address, whole_connection)
+    Container(handler).run()
+    assert not handler.detached_open, "the link was detached without being closed"
+    condition = handler.condition
+    assert condition is not None, "no error closed the slow consumer within %d s (got %r)" % (TIMEOUT, handler.received)
+    assert condition.name == "amqp:internal-error", condition
+    assert "slow" in (condition.description or ""), condition.description
+    assert handler.received == ["slow 0"], handler.received
+    print("aborted: %s: %s" % (condition.name, condition.description))
+
+    conn = connect(url)
+    receiver = conn.create_receiver(address, credit=count)
+    bodies = sorted(m.body for m in receive_all(receiver, count))
+    assert bodies == sorted("slow %d" % i for i in range(count)), bodies
+    conn.close()
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -413,6 +548,9 @@ def main():
         "receive_from_stomp": lambda: check_receive_from_stomp(args.url, args.address),
         "jms_interop_send": lambda: check_jms_interop_send(args.url),
         "jms_interop_receive": lambda: check_jms_interop_receive(args.url),
+        "client_id_claimed": lambda: check_client_id_claimed(args.url),
+        "slow_abort_link": lambda: check_slow_abort(args.url, args.address, args.count, False),
+        "slow_abort_connection": lambda: check_slow_abort(args.url, args.address, args.count, True),
     }
     checks[args.check]()
     print("ok %s" % args.check)

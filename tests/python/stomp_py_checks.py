@@ -719,6 +719,46 @@ def check_transactions(args):
         client.listener.expect_no_more_messages(0)
 
 
+def check_client_id_claimed(args):
+    """A client-id is held by one connection at a time, as in ActiveMQ: a second CONNECT with it
+    is answered with an ERROR whose message names the id, and closed; the first connection
+    works on; once it has disconnected, the id can be used again (a durable subscriber that
+    reconnects)."""
+    client_id = "stomp-py-claimed-%s" % uuid.uuid4().hex[:12]
+    queue = queue_name("client_id_claimed")
+    with Client(args, "client_id_claimed first", client_id=client_id) as first:
+        first.subscribe(queue, "claimed-1")
+        listener = Collector("client_id_claimed second")
+        second = stomp.Connection12(host_and_ports=[(args.host, args.port)], reconnect_attempts_max=1, timeout=WAIT_SECONDS)
+        second.set_listener("collector", listener)
+        try:
+            second.connect(wait=True, headers={"client-id": client_id})
+            refused = False
+        except stomp.exception.ConnectFailedException:
+            refused = True
+        deadline = time.monotonic() + WAIT_SECONDS
+        with listener.condition:
+            while not (listener.errors and listener.disconnected):
+                remaining = deadline - time.monotonic()
+                expect(remaining > 0, "the second connection with client-id %s got no ERROR and close (errors %r, closed %r)"
+                       % (client_id, [e.headers for e in listener.errors], listener.disconnected))
+                listener.condition.wait(min(remaining, 0.1))
+            error = listener.errors[0]
+        expect(refused, "CONNECT with a client-id in use succeeded")
+        message = error.headers.get("message", "")
+        expect(client_id in message, "the ERROR names the client id: %r" % message)
+        print("refused: %s" % message, flush=True)
+
+        # The first connection is untouched.
+        first.request("send", queue, "still mine")
+        expect_equal(bodies(first.listener.wait_messages(1)), ["still mine"], "the first connection's message")
+    # Disconnected (with its receipt): the id is free again.
+    with Client(args, "client_id_claimed again", client_id=client_id) as again:
+        again.subscribe(queue, "claimed-2")
+        again.request("send", queue, "mine again")
+        expect_equal(bodies(again.listener.wait_messages(1)), ["mine again"], "the reconnected client's message")
+
+
 CHECKS = {
     "ordering": check_ordering,
     "custom_headers": check_custom_headers,
@@ -733,6 +773,7 @@ CHECKS = {
     "wildcards": check_wildcards,
     "virtual_topic_groups": check_virtual_topic_groups,
     "transactions": check_transactions,
+    "client_id_claimed": check_client_id_claimed,
 }
 
 

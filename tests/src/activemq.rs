@@ -2,12 +2,13 @@
 //! free loopback port, in a temporary directory, and killed when dropped.
 //!
 //! The broker runs the repository's minimal configuration (`tests/activemq/activemq.xml`:
-//! no JMX, no web console, one OpenWire connector, persistence off, or KahaDB with
+//! no JMX, no web console, one OpenWire and one STOMP connector, persistence off, or KahaDB with
 //! [`ActiveMq::start_persistent`]) as
 //!
 //! ```text
 //! java -Xmx256M -Dactivemq.home=/usr/share/activemq -Dactivemq.base=DIR -Dactivemq.conf=DIR/conf
-//!      -Dactivemq.data=DIR/data -Dferromq.openwire.port=PORT -Dferromq.persistent=BOOL
+//!      -Dactivemq.data=DIR/data -Dferromq.openwire.port=PORT -Dferromq.stomp.port=PORT
+//!      -Dferromq.persistent=BOOL
 //!      -jar /usr/share/activemq/bin/activemq.jar start xbean:file:DIR/conf/activemq.xml
 //! ```
 //!
@@ -61,6 +62,8 @@ pub const REQUIRE_ACTIVEMQ: &str = "FERROMQ_REQUIRE_ACTIVEMQ";
 pub struct ActiveMq {
     child: Option<Child>,
     port: u16,
+    /// The STOMP connector's port.
+    stomp_port: u16,
     persistent: bool,
     /// The one user and password allowed, with the authentication plugin.
     user: Option<(String, String)>,
@@ -123,9 +126,17 @@ impl ActiveMq {
             std::fs::write(conf.join(file), contents)
                 .with_context(|| format!("writing {}", conf.join(file).display()))?;
         }
+        let openwire_port = free_port()?;
         let mut broker = ActiveMq {
             child: None,
-            port: free_port()?,
+            port: openwire_port,
+            stomp_port: loop {
+                // Two free ports, not the same one twice.
+                let port = free_port()?;
+                if port != openwire_port {
+                    break port;
+                }
+            },
             persistent,
             user,
             dir,
@@ -160,6 +171,7 @@ impl ActiveMq {
             .arg(format!("-Dactivemq.conf={}", conf.display()))
             .arg(format!("-Dactivemq.data={}", dir.join("data").display()))
             .arg(format!("-Dferromq.openwire.port={}", self.port))
+            .arg(format!("-Dferromq.stomp.port={}", self.stomp_port))
             .arg(format!("-Dferromq.persistent={}", self.persistent))
             .arg("-jar")
             .arg(jar())
@@ -180,7 +192,7 @@ impl ActiveMq {
     }
 
     fn wait_accepting(&mut self, started: Instant) -> anyhow::Result<()> {
-        let addr = self.addr();
+        let (addr, stomp) = (self.addr(), self.stomp_addr());
         loop {
             if let Some(status) = self.child.as_mut().map(Child::try_wait).transpose()?.flatten() {
                 bail!("Apache ActiveMQ exited ({status}) before opening {addr}:\n{}", self.log());
@@ -188,12 +200,13 @@ impl ActiveMq {
             // The JVM itself must listen there: a connect could reach another program on the
             // port while ActiveMQ, failing to bind it, stays up.
             let pid = self.child.as_ref().map(Child::id);
-            if pid.is_some_and(|pid| store::kit::listening_addrs(pid).contains(&addr)) {
+            let listening = pid.map(store::kit::listening_addrs).unwrap_or_default();
+            if listening.contains(&addr) && listening.contains(&stomp) {
                 return Ok(());
             }
             if started.elapsed() > START_LIMIT {
                 bail!(
-                    "Apache ActiveMQ did not open {addr} within {START_LIMIT:?}:\n{}",
+                    "Apache ActiveMQ did not open {addr} and {stomp} within {START_LIMIT:?}:\n{}",
                     self.log()
                 );
             }
@@ -229,6 +242,11 @@ impl ActiveMq {
     /// The OpenWire address.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The STOMP address.
+    pub fn stomp_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.stomp_port))
     }
 
     /// The OpenWire port.

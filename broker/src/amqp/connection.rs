@@ -1,12 +1,14 @@
 //! The connection layer: protocol headers, SASL, open/close with their negotiation, and the
 //! sessions (begin/end).
 
+use std::sync::Arc;
+
 use bytes::BytesMut;
 use protocol::amqp::sasl::{self, mechanism};
 use protocol::amqp::{
-    condition, AmqpFrame, Begin, Close, Codec, Decoded, End, Frame, Open, Performative,
-    ProtocolHeader, ProtocolId, SaslCode, SaslFrame, SaslMechanisms, SaslOutcome, Symbol,
-    MIN_MAX_FRAME_SIZE,
+    condition, AmqpError, AmqpFrame, Begin, Close, Codec, Decoded, End, Fields, Frame, Open,
+    Performative, ProtocolHeader, ProtocolId, SaslCode, SaslFrame, SaslMechanisms, SaslOutcome,
+    Symbol, Value, MIN_MAX_FRAME_SIZE,
 };
 
 use super::{
@@ -154,6 +156,10 @@ impl Connection {
                 if let Some(error) = &close.error {
                     tracing::info!(peer = %self.peer, condition = %error.condition, "client closed with an error");
                 }
+                // As ActiveMQ does, the connection is gone from the broker before the close is
+                // answered: a client that reconnects at once with the same container id (a JMS
+                // client id) is not refused, and finds its durable subscriptions free.
+                self.release();
                 self.send_frame(AmqpFrame::new(0, Close::default()));
                 return Ok(false);
             }
@@ -185,7 +191,23 @@ impl Connection {
         }
         self.read_timeout = Some(IDLE_TIMEOUT);
         if !open.container_id.is_empty() {
-            self.container_id = Some(open.container_id.as_str().into());
+            let id: Arc<str> = open.container_id.as_str().into();
+            // The container id is the JMS client id, which ActiveMQ lets one live connection
+            // hold: its AmqpConnection refuses another with `amqp:invalid-field` naming the
+            // field in the info map (what Qpid JMS turns into an InvalidClientIDException).
+            // The text is the OpenWire adapter's. Released when the connection ends.
+            if !self.context.core.claim_client_id(&id, self.connection_id) {
+                let mut error = AmqpError::new(
+                    condition::INVALID_FIELD,
+                    format!("client id {id} is already in use by another connection"),
+                );
+                error.info = Some(Fields(vec![(
+                    Symbol::from("invalid-field"),
+                    Value::Symbol(Symbol::from("container-id")),
+                )]));
+                return Err(Fatal::Close(error));
+            }
+            self.container_id = Some(id);
         }
         self.context.core.connection_opened(self.connection_id, self.container_id.as_deref(), None);
         let ours = Open {

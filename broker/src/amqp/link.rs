@@ -24,7 +24,8 @@ use store::{Destination, DestinationKind, Message, SubscriptionKey};
 use super::{mapping, Connection, Event, Fatal, Session, INCOMING_WINDOW};
 use crate::core::selector::Selector;
 use crate::core::{
-    flow, AckMode, ConsumerId, ConsumerSpec, CoreError, Delivery, QueueHandle, SubscribeRequest,
+    flow, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery, QueueHandle,
+    SubscribeRequest,
 };
 
 /// The credit a producer's link gets, topped up as its messages are taken: ActiveMQ's
@@ -669,6 +670,38 @@ impl Connection {
             destination.as_ref(),
         );
         Ok(())
+    }
+
+    /// The slow consumer strategy gave up on one of our consumers: its link is detached
+    /// (closed) with the reason, or the whole connection closed when the policy says so. The
+    /// condition is ActiveMQ's for a consumer the broker closes (its AmqpSender answers a
+    /// ConsumerControl `close` with `amqp:internal-error`); the description says why. Its
+    /// unsettled messages go back to their queues as with any detach, marked redelivered;
+    /// a durable subscription stays (the client did not ask to end it).
+    pub(super) fn aborted(&mut self, notice: ConsumerNotice) -> Result<bool, Fatal> {
+        let ConsumerNotice::Abort { consumer, close_connection, reason, .. } = notice;
+        let Some(&(channel, handle)) = self.consumers.get(&consumer) else {
+            // Already detached by the client: nothing is left to abort.
+            return Ok(true);
+        };
+        tracing::info!(peer = %self.peer, channel, handle, %reason, close_connection,
+            "aborting slow AMQP consumer");
+        if close_connection {
+            return Err(Fatal::close(condition::INTERNAL_ERROR, reason));
+        }
+        let Some(session) = self.sessions.get_mut(&channel) else { return Ok(true) };
+        let Some(link) = session.links.remove(&handle) else { return Ok(true) };
+        // The client's detach that answers ours is expected.
+        session.detached_by_us.insert(handle);
+        let mut unsettled = std::mem::take(&mut session.unsettled);
+        self.close_link(handle, link, &mut unsettled, false);
+        if let Some(session) = self.sessions.get_mut(&channel) {
+            session.unsettled = unsettled;
+        }
+        let error = link_error(condition::INTERNAL_ERROR, reason);
+        let detach = Detach { handle, closed: Some(true), error: Some(error) };
+        self.send_frame(AmqpFrame::new(channel, detach));
+        Ok(true)
     }
 
     /// Detaches a link with an error (a link-level failure, not the connection's).

@@ -35,7 +35,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::{ConsumerId, Delivery, HeldSends, Transaction};
+use crate::core::{ConsumerId, ConsumerNotice, Delivery, HeldSends, Transaction};
 use crate::security::{AuthError, Authentication, Subject};
 use crate::transport::{ConnectionContext, ReadBuffer};
 
@@ -197,6 +197,7 @@ where
     let writer = tokio::spawn(writer(write_half, items, outbound.clone()));
     let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
     let connection_id = context.core.next_connection_id();
+    let notices = context.core.consumer_notices(connection_id);
     let max_message_size = context.limits.max_frame_size as u64;
     let frame_size = u32::try_from(context.limits.max_frame_size)
         .unwrap_or(u32::MAX)
@@ -211,6 +212,7 @@ where
         outbound,
         deliveries_tx,
         deliveries,
+        notices,
         state: State::Start,
         container_id: None,
         sessions: HashMap::new(),
@@ -245,6 +247,8 @@ struct Connection {
     outbound: crate::transport::Outbound,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
+    /// What the broker tells the connection about its consumers (a slow consumer abort).
+    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     state: State,
     /// The client's container id: its JMS client id, for durable subscriptions.
     container_id: Option<Arc<str>>,
@@ -331,6 +335,7 @@ impl Connection {
                     Ok(true)
                 }
                 Some(event) = self.pending.next(), if !self.pending.is_empty() => self.event(event),
+                Some(notice) = self.notices.recv() => self.aborted(notice),
                 _ = &mut deadline => {
                     let reason = if self.state == State::Open {
                         format!("nothing received within the idle timeout ({} ms)", IDLE_TIMEOUT.as_millis())
@@ -367,8 +372,15 @@ impl Connection {
                 }
                 if self.state == State::AwaitingOpen {
                     // The spec: an error before open is answered by an open, then the close.
+                    // Like ActiveMQ, the open says that it failed and a close follows (the
+                    // property Qpid JMS reads before it waits for the close's error).
+                    let failed = protocol::amqp::Fields(vec![(
+                        protocol::amqp::Symbol::from("amqp:connection-establishment-failed"),
+                        protocol::amqp::Value::Boolean(true),
+                    )]);
                     let open = protocol::amqp::Open {
                         container_id: self.context.id_prefix.clone(),
+                        properties: Some(failed),
                         ..Default::default()
                     };
                     self.send_frame(AmqpFrame::new(0, open));
@@ -442,10 +454,14 @@ impl Connection {
         }
     }
 
-    /// Gives up the connection's consumers (their unsettled messages go back), rolls back
-    /// its transactions and deletes its temporary destinations.
+    /// Gives up the connection's client id and consumers (their unsettled messages go back),
+    /// rolls back its transactions and deletes its temporary destinations. Idempotent: a
+    /// client's close is answered only after it, and the connection's end calls it again.
     fn release(&mut self) {
         let core = self.context.core.clone();
+        // The client id first: once anything sees this connection's consumers gone (a durable
+        // subscription inactive), a reconnect with the same id must be accepted.
+        core.release_client_id(self.connection_id);
         for (_, transaction) in self.transactions.drain() {
             drop(core.rollback(transaction));
         }

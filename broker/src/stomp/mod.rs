@@ -447,6 +447,21 @@ impl Connection {
                 ),
             )
         })?;
+        let client_id: Option<Arc<str>> =
+            frame.get("client-id").filter(|id| !id.is_empty()).map(Arc::from);
+        if let Some(id) = &client_id {
+            // ActiveMQ refuses a second live connection with one client id whatever the
+            // protocol (its ProtocolConverter answers with an ERROR whose `message` is the
+            // InvalidClientIDException's, then closes). The text is the OpenWire adapter's, so
+            // that every protocol says the same. Released when the connection task ends.
+            if !self.context.core.claim_client_id(id, self.connection_id) {
+                return Err(Fatal::new(
+                    Some(frame),
+                    &format!("client id {id} is already in use by another connection"),
+                    "a client id can be used by one connection at a time",
+                ));
+            }
+        }
         let mut connected = Frame::new(Command::Connected)
             .header("session", format!("{}:{}", self.context.id_prefix, self.connection_id))
             .header("server", format!("ferromq/{}", env!("CARGO_PKG_VERSION")));
@@ -469,7 +484,7 @@ impl Connection {
                 self.read_timeout = Some(Duration::from_millis(client_send).mul_f64(grace));
             }
         }
-        self.client_id = frame.get("client-id").filter(|id| !id.is_empty()).map(Arc::from);
+        self.client_id = client_id;
         self.write_frame(&connected);
         self.codec.set_version(version);
         self.connected = true;

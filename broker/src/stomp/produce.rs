@@ -261,10 +261,13 @@ impl Connection {
         Ok(())
     }
 
-    /// Ends the connection's open transactions (they roll back) and releases its consumers,
-    /// whose unacknowledged messages go back to their queues.
+    /// Ends the connection's open transactions (they roll back) and releases its client id and
+    /// its consumers, whose unacknowledged messages go back to their queues.
     pub(super) fn release(&mut self) {
         let core = self.context.core.clone();
+        // The client id first: once anything sees this connection's consumers gone (a durable
+        // subscription inactive), a reconnect with the same id must be accepted.
+        core.release_client_id(self.connection_id);
         for (_, transaction) in self.transactions.drain() {
             drop(core.rollback(transaction));
         }

@@ -253,10 +253,15 @@ where
     }
 
     let container_id = options.container_id.clone().unwrap_or_else(|| {
+        // Brokers let one live connection hold a container id (it is the JMS client id): a
+        // count makes the ids of one process distinct even when two connections read the
+        // same clock, the time those of processes that reuse a pid.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let sequence = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        format!("ferromq-client-{}-{nanos:x}", std::process::id())
+        format!("ferromq-client-{}-{nanos:x}-{sequence}", std::process::id())
     });
     let open = Open {
         container_id,

@@ -146,6 +146,11 @@ async fn amqp_proton_transaction_commit_and_rollback() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_proton_a_container_id_is_held_by_one_connection_at_a_time() -> anyhow::Result<()> {
+    run_check("client_id_claimed").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_proton_durable_subscription_survives_a_restart() -> anyhow::Result<()> {
     let data = tempfile::tempdir()?;
     let journal = |config: &mut conf::Config| {

@@ -183,9 +183,14 @@ async fn a_second_consumer_on_an_active_durable_subscription_is_refused() -> any
     let first = connect_as(&broker, "shared-id").await?;
     let mut first_sub = first.subscribe(NEWS, AckMode::Auto, &durable("only-one")).await?;
 
-    let second = connect_as(&broker, "shared-id").await?;
-    let message = server_error(second.subscribe(NEWS, AckMode::Auto, &durable("only-one")).await)?;
-    ensure!(message.contains("active consumer"), "unexpected ERROR message: {message}");
+    // Another connection cannot even connect with the client id (as in ActiveMQ, the id is
+    // held by one connection at a time), in the words of the OpenWire adapter's refusal.
+    let refused = connect_as(&broker, "shared-id").await.err().context("the client id is taken")?;
+    let message = format!("{refused:#}");
+    ensure!(
+        message.contains("client id shared-id is already in use by another connection"),
+        "unexpected refusal: {message}"
+    );
 
     // The refusal closed that connection only; the first subscription is untouched.
     let producer = connect(&broker).await?;
@@ -280,17 +285,21 @@ async fn removing_a_subscription_in_use_elsewhere_is_refused() -> anyhow::Result
     let broker = start_broker(|_| {}).await?;
     let holder = connect_as(&broker, "busy").await?;
     let mut sub = holder.subscribe(NEWS, AckMode::Auto, &durable("held")).await?;
-    let other = connect_as(&broker, "busy").await?;
-    let message = server_error(other.request_receipt(remove_durable("held", None)).await)?;
-    ensure!(message.contains("active consumer"), "unexpected ERROR message: {message}");
+    // No other connection can hold the client id meanwhile, so none can name the
+    // subscription; the holder itself cannot remove it while it consumes.
+    let refused = connect_as(&broker, "busy").await.err().context("the client id is taken")?;
+    ensure!(format!("{refused:#}").contains("already in use"), "unexpected refusal: {refused:#}");
     // Removing a subscription that does not exist is refused as well.
-    let third = connect_as(&broker, "busy").await?;
+    let third = connect_as(&broker, "busy-too").await?;
     let message = server_error(third.request_receipt(remove_durable("never", None)).await)?;
     ensure!(message.contains("does not exist"), "unexpected ERROR message: {message}");
 
     let producer = connect(&broker).await?;
     producer.send_with_receipt(NEWS, "still there", &[]).await?;
     assert_eq!(&recv(&mut sub).await?.body()[..], b"still there");
+    let message = server_error(holder.request_receipt(remove_durable("held", None)).await)?;
+    ensure!(message.contains("active consumer"), "unexpected ERROR message: {message}");
+    assert!(broker.durable_subscription_stats("busy", "held").await.is_some());
     broker.shutdown().await;
     Ok(())
 }

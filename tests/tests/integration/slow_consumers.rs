@@ -1,7 +1,8 @@
 //! Slow consumers and the policy advisories over STOMP: a subscriber whose prefetch is full
 //! while messages wait is announced on `ActiveMQ.Advisory.SlowConsumer.*` and, with a
 //! `slow_consumer_strategy`, aborted (STOMP: an ERROR naming the subscription, then the
-//! close) while the other subscribers go on; the pending message limit bounds what a slow
+//! close; AMQP: the link closed with `amqp:internal-error`, through Qpid Proton) while the
+//! other subscribers go on; the pending message limit bounds what a slow
 //! non-durable subscriber holds (so its producers never wait for it); dead-lettered messages
 //! are announced on `MessageDLQd`; the delivery, consumed, no-consumer, FULL and fast
 //! producer advisories follow their policy flags.
@@ -341,4 +342,56 @@ async fn full_and_fast_producer_advisories_when_the_memory_gate_closes_if_switch
     }
     broker.shutdown().await;
     Ok(())
+}
+
+/// A broker with an AMQP connector and `[[policies]]` `toml`.
+async fn amqp_broker(toml: &str) -> anyhow::Result<broker::BrokerHandle> {
+    let policies = policies(toml)?;
+    start_broker(|config| {
+        config.transport.connectors = vec!["amqp://127.0.0.1:0".parse().expect("a valid URI")];
+        config.policies = policies;
+    })
+    .await
+}
+
+/// An AMQP receiver that never settles its one message is aborted as a slow consumer: its
+/// link is closed (not just detached) with `amqp:internal-error` and the reason, and every
+/// message, the unsettled one too, then goes to the next consumer (the Proton check waits for
+/// the detach, then receives them all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_slow_amqp_consumer_has_its_link_closed_and_its_messages_kept(
+) -> anyhow::Result<()> {
+    let broker = amqp_broker(
+        r#"
+        [[policies]]
+        queue = "slow.amqp.>"
+        slow_consumer_strategy = { max_slow_duration_ms = 500, check_period_ms = 200 }
+        "#,
+    )
+    .await?;
+    let addr = broker.amqp_addr().context("no AMQP connector")?;
+    let args = ["--address", "queue://slow.amqp.link", "--count", "5"];
+    let result = crate::amqp::proton(addr, "slow_abort_link", &args).await;
+    broker.shutdown().await;
+    result
+}
+
+/// With `abort_connection`, the slow AMQP consumer's whole connection is closed, with
+/// `amqp:internal-error` and the reason; its messages are kept as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_slow_amqp_consumer_loses_its_connection_with_abort_connection(
+) -> anyhow::Result<()> {
+    let broker = amqp_broker(
+        r#"
+        [[policies]]
+        queue = "slow.amqp.>"
+        slow_consumer_strategy = { max_slow_duration_ms = 500, check_period_ms = 200, abort_connection = true }
+        "#,
+    )
+    .await?;
+    let addr = broker.amqp_addr().context("no AMQP connector")?;
+    let args = ["--address", "queue://slow.amqp.connection", "--count", "5"];
+    let result = crate::amqp::proton(addr, "slow_abort_connection", &args).await;
+    broker.shutdown().await;
+    result
 }

@@ -95,13 +95,20 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<S
 
 /// Starts a broker on a free port and runs stomp.py check `check` against it.
 async fn run_check(check: &str) -> anyhow::Result<()> {
-    let python = python()?;
     let mut config = conf::Config::default();
     config.store.kind = conf::StoreKind::Memory;
     config.transport.connectors = vec!["stomp://127.0.0.1:0".parse()?];
     config.admin.bind = "127.0.0.1:0".to_owned();
     let broker = broker::Broker::start(config).await?;
     let addr = broker.stomp_addr().context("the broker has no STOMP connector")?;
+    let result = run_check_at(addr, check).await;
+    broker.shutdown().await;
+    result
+}
+
+/// Runs stomp.py check `check` against the STOMP server at `addr`.
+async fn run_check_at(addr: std::net::SocketAddr, check: &str) -> anyhow::Result<()> {
+    let python = python()?;
     let script = repository_root().join("tests/python/stomp_py_checks.py");
     let args = vec![
         script.display().to_string(),
@@ -116,7 +123,6 @@ async fn run_check(check: &str) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || run_with_timeout(&python, &args, CHECK_TIMEOUT))
             .await
             .context("the check's runner panicked")??;
-    broker.shutdown().await;
     if !output.status.success() {
         bail!(
             "stomp.py check `{check}` failed ({})\n--- stdout\n{}\n--- stderr\n{}",
@@ -200,6 +206,27 @@ async fn stomp_py_transactions_commit_and_abort_sends_and_acks() -> anyhow::Resu
     run_check("transactions").await
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stomp_py_a_client_id_is_held_by_one_connection_at_a_time() -> anyhow::Result<()> {
+    run_check("client_id_claimed").await
+}
+
+/// The same check against Apache ActiveMQ, whose refusal ferromq's follows: an ERROR whose
+/// `message` names the client id (ActiveMQ's InvalidClientIDException text, "Broker: <name> -
+/// Client: <id> already connected from <address>"), then the close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stomp_py_a_client_id_is_held_by_one_connection_at_a_time_in_apache_activemq(
+) -> anyhow::Result<()> {
+    let Some(activemq) = tokio::task::spawn_blocking(tests::ActiveMq::start).await?? else {
+        return Ok(());
+    };
+    let result = run_check_at(activemq.stomp_addr(), "client_id_claimed").await;
+    if result.is_err() {
+        eprintln!("--- Apache ActiveMQ's log\n{}", activemq.log());
+    }
+    result
+}
+
 /// Every check the script has is run by one of the tests above.
 #[test]
 fn stomp_py_every_check_has_a_test() -> anyhow::Result<()> {
@@ -217,6 +244,7 @@ fn stomp_py_every_check_has_a_test() -> anyhow::Result<()> {
         "wildcards",
         "virtual_topic_groups",
         "transactions",
+        "client_id_claimed",
     ];
     let script =
         std::fs::read_to_string(repository_root().join("tests/python/stomp_py_checks.py"))?;
