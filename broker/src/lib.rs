@@ -33,6 +33,7 @@ mod error;
 mod lease;
 mod openwire;
 pub mod security;
+mod session;
 mod stomp;
 mod transcode;
 mod transport;

@@ -1,8 +1,6 @@
 //! The connection layer: protocol headers, SASL, open/close with their negotiation, and the
 //! sessions (begin/end).
 
-use std::sync::Arc;
-
 use bytes::BytesMut;
 use protocol::amqp::sasl::{self, mechanism};
 use protocol::amqp::{
@@ -109,7 +107,7 @@ impl Connection {
     ) -> Result<bool, Fatal> {
         match outcome {
             Ok(subject) => {
-                self.subject = Some(subject);
+                self.client.logged_in(subject);
                 let outcome = SaslOutcome { code: SaslCode::Ok, additional_data: None };
                 self.write(&Frame::Sasl(SaslFrame::Outcome(outcome)));
                 self.state = State::SaslDone;
@@ -190,26 +188,17 @@ impl Connection {
             let _ = self.out.send(WriteItem::HeartBeat(interval));
         }
         self.read_timeout = Some(IDLE_TIMEOUT);
-        if !open.container_id.is_empty() {
-            let id: Arc<str> = open.container_id.as_str().into();
-            // The container id is the JMS client id, which ActiveMQ lets one live connection
-            // hold: its AmqpConnection refuses another with `amqp:invalid-field` naming the
-            // field in the info map (what Qpid JMS turns into an InvalidClientIDException).
-            // The text is the OpenWire adapter's. Released when the connection ends.
-            if !self.context.core.claim_client_id(&id, self.connection_id) {
-                let mut error = AmqpError::new(
-                    condition::INVALID_FIELD,
-                    format!("client id {id} is already in use by another connection"),
-                );
-                error.info = Some(Fields(vec![(
-                    Symbol::from("invalid-field"),
-                    Value::Symbol(Symbol::from("container-id")),
-                )]));
-                return Err(Fatal::Close(error));
-            }
-            self.container_id = Some(id);
+        // The container id is the JMS client id, which ActiveMQ lets one live connection hold:
+        // its AmqpConnection refuses another with `amqp:invalid-field` naming the field in the
+        // info map (what Qpid JMS turns into an InvalidClientIDException).
+        if let Err(refused) = self.client.open(Some(open.container_id.as_str()), None) {
+            let mut error = AmqpError::new(condition::INVALID_FIELD, refused.to_string());
+            error.info = Some(Fields(vec![(
+                Symbol::from("invalid-field"),
+                Value::Symbol(Symbol::from("container-id")),
+            )]));
+            return Err(Fatal::Close(error));
         }
-        self.context.core.connection_opened(self.connection_id, self.container_id.as_deref(), None);
         let ours = Open {
             container_id: self.context.id_prefix.clone(),
             max_frame_size: Some(self.codec.limits().max_frame_size),

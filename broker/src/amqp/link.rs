@@ -135,27 +135,28 @@ impl Connection {
     /// Asks `[[authorization]]` whether this client may `action` `destination` (and create it,
     /// when it does not exist yet).
     fn authorize(&self, action: Action, destination: &Destination) -> Result<(), AmqpError> {
-        let core = &self.context.core;
-        self.context
-            .authorizer
-            .check_use(self.subject.as_ref(), action, destination, |d| core.destination_exists(d))
+        self.client
+            .authorize(action, destination)
             .map_err(|denied| link_error(condition::UNAUTHORIZED_ACCESS, denied.to_string()))
     }
 
     /// A temporary destination for a dynamic terminus, owned by this connection.
     fn dynamic(&mut self, topic: bool) -> Result<Destination, AmqpError> {
-        let name =
-            format!("ID:{}-{}:{}", self.context.id_prefix, self.connection_id, self.next_temporary);
+        let name = format!(
+            "ID:{}-{}:{}",
+            self.context.id_prefix,
+            self.client.connection(),
+            self.next_temporary
+        );
         self.next_temporary += 1;
         let kind = if topic { DestinationKind::TempTopic } else { DestinationKind::TempQueue };
         let destination = Destination { kind, name: name.into() };
-        self.context
-            .authorizer
-            .check(self.subject.as_ref(), Action::Admin, &destination)
+        self.client
+            .authorize_creation(&destination)
             .map_err(|denied| link_error(condition::UNAUTHORIZED_ACCESS, denied.to_string()))?;
         self.context
             .core
-            .create_temporary(destination.clone(), self.connection_id)
+            .create_temporary(destination.clone(), self.client.connection())
             .map_err(|e| link_error(condition::INTERNAL_ERROR, e.to_string()))?;
         Ok(destination)
     }
@@ -255,7 +256,7 @@ impl Connection {
                     "durable subscriptions are for topics (add the `topic` capability or a topic:// address)",
                 ));
             }
-            let Some(client_id) = self.container_id.clone() else {
+            let Some(client_id) = self.client.client_id().cloned() else {
                 return Err(link_error(
                     condition::INVALID_FIELD,
                     "a durable subscription needs the connection's container id",
@@ -276,7 +277,7 @@ impl Connection {
                 ack_mode: AckMode::ClientIndividual,
                 exclusive: false,
                 priority: 0,
-                sink: self.deliveries_tx.clone(),
+                sink: self.client.delivery_sink(),
                 selector,
                 // AMQP clients do not count redeliveries: the broker does.
                 counts_redeliveries: true,
@@ -284,9 +285,9 @@ impl Connection {
             durable: durable.clone(),
             retroactive: false,
             no_local: false,
-            connection: self.connection_id,
+            connection: self.client.connection(),
         };
-        core.subscribe(request).map_err(|e| {
+        self.client.subscribe(request).map_err(|e| {
             let condition = match e {
                 CoreError::DurableInUse { .. } => condition::RESOURCE_LOCKED,
                 CoreError::NoSuchTemporary(_) => condition::NOT_FOUND,
@@ -360,7 +361,7 @@ impl Connection {
         let seen: Vec<_> =
             unsettled.values().filter(|u| u.handle == handle).map(|u| u.message.id).collect();
         unsettled.retain(|_, u| u.handle != handle);
-        core.unsubscribe_seen_only(outgoing.consumer, seen);
+        self.client.unsubscribe_seen_only(outgoing.consumer, seen);
         let key = outgoing.durable.filter(|_| closed)?;
         match core.remove_durable(&key) {
             Ok(completion) => {
@@ -556,7 +557,7 @@ impl Connection {
             let ids = vec![entry.message.id];
             match &state {
                 Some(DeliveryState::Transactional(ts)) => {
-                    let Some(transaction) = self.transactions.get_mut(&ts.txn_id) else {
+                    let Some(transaction) = self.client.transaction(&ts.txn_id) else {
                         return Err(Fatal::close(
                             protocol::amqp::transactions::condition::UNKNOWN_ID,
                             "a disposition names a transaction that is not declared",
@@ -728,7 +729,9 @@ impl Connection {
         let core = self.context.core.clone();
         let generated = format!(
             "ID:{}-{}:1:1:{}",
-            self.context.id_prefix, self.connection_id, self.next_message_seq
+            self.context.id_prefix,
+            self.client.connection(),
+            self.next_message_seq
         );
         self.next_message_seq += 1;
         let message = match mapping::from_amqp(amqp, core.next_message_id(), generated, destination)
@@ -750,13 +753,14 @@ impl Connection {
             return;
         }
         if let Some(DeliveryState::Transactional(ts)) = state {
-            let result = match self.transactions.get_mut(&ts.txn_id) {
+            let connection = self.client.connection();
+            let result = match self.client.transaction(&ts.txn_id) {
                 None => Err(link_error(
                     protocol::amqp::transactions::condition::UNKNOWN_ID,
                     "the transaction is not declared",
                 )),
                 Some(transaction) => core
-                    .send(message, self.connection_id, Some(transaction))
+                    .send(message, connection, Some(transaction))
                     .map(drop)
                     .map_err(|e| refusal(&e)),
             };
@@ -774,7 +778,7 @@ impl Connection {
             return;
         }
         let key = (channel, handle);
-        if self.held.holds(&key) || core.blocker(&message, self.connection_id).is_some() {
+        if self.held.holds(&key) || core.blocker(&message, self.client.connection()).is_some() {
             if self.held.is_full() {
                 if core.settings().flow.fail_if_no_space {
                     let error = link_error(condition::RESOURCE_LIMIT_EXCEEDED, format!(
@@ -784,7 +788,7 @@ impl Connection {
                     self.settle_incoming(channel, handle, delivery_id, Err(error));
                     return;
                 }
-                if let Some(oldest) = self.held.force_oldest(&core, self.connection_id) {
+                if let Some(oldest) = self.held.force_oldest(&core, self.client.connection()) {
                     self.admitted(oldest, Ok(()));
                 }
             }
@@ -794,7 +798,7 @@ impl Connection {
                 incoming.held += 1;
             }
             let held = HeldTransfer { channel, handle, delivery_id };
-            self.held.hold(&core, self.connection_id, key, held, message);
+            self.held.hold(&core, self.client.connection(), key, held, message);
             return;
         }
         self.submit(channel, handle, delivery_id, message);
@@ -826,7 +830,7 @@ impl Connection {
         message: Arc<Message>,
     ) {
         let core = self.context.core.clone();
-        match core.send(message, self.connection_id, None) {
+        match core.send(message, self.client.connection(), None) {
             Err(error) => self.settle_incoming(channel, handle, delivery_id, Err(refusal(&error))),
             Ok(completion) if delivery_id.is_some() => {
                 if let Some(Some(Link::Incoming(incoming))) =
@@ -930,13 +934,13 @@ impl Connection {
         if Declare::from_value(value.clone()).is_ok() {
             let id = Bytes::copy_from_slice(&self.next_transaction.to_be_bytes());
             self.next_transaction += 1;
-            self.transactions.insert(id.clone(), core.begin());
+            self.client.begin(id.clone());
             if let Some(delivery_id) = delivery_id {
                 let state = DeliveryState::Declared(Declared { txn_id: id });
                 self.send_frame(AmqpFrame::new(channel, settled_disposition(delivery_id, state)));
             }
         } else if let Ok(discharge) = Discharge::from_value(value) {
-            match self.transactions.remove(&discharge.txn_id) {
+            match self.client.end_transaction(&discharge.txn_id) {
                 None => {
                     let error = link_error(
                         protocol::amqp::transactions::condition::UNKNOWN_ID,

@@ -35,8 +35,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::{ConsumerId, ConsumerNotice, Delivery, HeldSends, Transaction};
+use crate::core::{ConsumerId, HeldSends};
 use crate::security::{AuthError, Authentication, Subject};
+use crate::session::Session as ClientSession;
 use crate::transport::{ConnectionContext, ReadBuffer};
 
 /// The largest frame we accept unless the connector's `wireFormat.maxFrameSize` is lower:
@@ -195,9 +196,7 @@ where
     let (out, items) = mpsc::unbounded_channel();
     let outbound = crate::transport::Outbound::default();
     let writer = tokio::spawn(writer(write_half, items, outbound.clone()));
-    let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
-    let connection_id = context.core.next_connection_id();
-    let notices = context.core.consumer_notices(connection_id);
+    let client = ClientSession::new(context.clone());
     let max_message_size = context.limits.max_frame_size as u64;
     let frame_size = u32::try_from(context.limits.max_frame_size)
         .unwrap_or(u32::MAX)
@@ -206,15 +205,11 @@ where
     let mut connection = Connection {
         codec: Codec::new(limits),
         context,
-        connection_id,
+        client,
         peer,
         out,
         outbound,
-        deliveries_tx,
-        deliveries,
-        notices,
         state: State::Start,
-        container_id: None,
         sessions: HashMap::new(),
         consumers: HashMap::new(),
         channel_max: CHANNEL_MAX,
@@ -222,12 +217,10 @@ where
         read_timeout: None,
         pending: FuturesUnordered::new(),
         held: HeldSends::default(),
-        transactions: HashMap::new(),
         next_transaction: 1,
         next_message_seq: 1,
         next_temporary: 1,
         authenticating: None,
-        subject: None,
     };
     connection.run(reader).await;
     connection.release();
@@ -240,18 +233,14 @@ where
 struct Connection {
     context: Arc<ConnectionContext>,
     codec: Codec,
-    connection_id: u64,
+    /// Who the client is (its container id is its JMS client id, for durable
+    /// subscriptions), its consumers, transactions and temporary destinations.
+    client: ClientSession<Bytes>,
     peer: String,
     out: mpsc::UnboundedSender<WriteItem>,
     /// What waits in `out` unwritten: deliveries are taken only while it has room.
     outbound: crate::transport::Outbound,
-    deliveries_tx: mpsc::UnboundedSender<Delivery>,
-    deliveries: mpsc::UnboundedReceiver<Delivery>,
-    /// What the broker tells the connection about its consumers (a slow consumer abort).
-    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     state: State,
-    /// The client's container id: its JMS client id, for durable subscriptions.
-    container_id: Option<Arc<str>>,
     /// Sessions by channel.
     sessions: HashMap<u16, Session>,
     /// Which link each consumer feeds: (channel, handle).
@@ -265,15 +254,11 @@ struct Connection {
     pending: FuturesUnordered<Pending>,
     /// Transfers held by producer flow control, per link.
     held: HeldSends<(u16, u32), link::HeldTransfer>,
-    /// Open transactions by their id.
-    transactions: HashMap<Bytes, Transaction>,
     next_transaction: u64,
     next_message_seq: u64,
     next_temporary: u64,
     /// The SASL login being checked; reading stops meanwhile.
     authenticating: Option<Authentication>,
-    /// Who the client logged in as.
-    subject: Option<Subject>,
 }
 
 /// The outcome of the SASL login being checked; never ready without one.
@@ -290,6 +275,7 @@ impl Connection {
         let deadline = tokio::time::sleep(self.context.connect_timeout);
         tokio::pin!(deadline);
         let shutdown = self.context.shutdown.clone();
+        let connection = self.client.connection();
         loop {
             let result = tokio::select! {
                 _ = shutdown.cancelled() => {
@@ -326,16 +312,16 @@ impl Connection {
                 // A client that does not read leaves its deliveries in the channel, where the
                 // queues count them in flight, instead of encoded in the writer's.
                 () = self.outbound.room(), if !self.outbound.has_room() => Ok(true),
-                Some(delivery) = self.deliveries.recv(), if self.outbound.has_room() => {
+                Some(delivery) = self.client.deliveries.recv(), if self.outbound.has_room() => {
                     self.deliver(delivery);
                     Ok(true)
                 }
-                (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
+                (held, room) = self.held.next(&self.context.core, connection), if !self.held.is_empty() => {
                     self.admitted(held, room);
                     Ok(true)
                 }
                 Some(event) = self.pending.next(), if !self.pending.is_empty() => self.event(event),
-                Some(notice) = self.notices.recv() => self.aborted(notice),
+                Some(notice) = self.client.notices.recv() => self.aborted(notice),
                 _ = &mut deadline => {
                     let reason = if self.state == State::Open {
                         format!("nothing received within the idle timeout ({} ms)", IDLE_TIMEOUT.as_millis())
@@ -458,18 +444,8 @@ impl Connection {
     /// rolls back its transactions and deletes its temporary destinations. Idempotent: a
     /// client's close is answered only after it, and the connection's end calls it again.
     fn release(&mut self) {
-        let core = self.context.core.clone();
-        // The client id first: once anything sees this connection's consumers gone (a durable
-        // subscription inactive), a reconnect with the same id must be accepted.
-        core.release_client_id(self.connection_id);
-        for (_, transaction) in self.transactions.drain() {
-            drop(core.rollback(transaction));
-        }
-        for consumer in self.consumers.keys() {
-            core.unsubscribe(*consumer);
-        }
         self.consumers.clear();
         self.sessions.clear();
-        core.release_connection(self.connection_id);
+        self.client.release();
     }
 }

@@ -34,6 +34,7 @@ use crate::core::{
     ProducerRegistration, QueueHandle, SubscribeRequest, Transaction,
 };
 use crate::security::{Action, AuthError, Authentication, Subject};
+use crate::session::Session;
 use crate::transport::{ConnectionContext, ReadBuffer};
 
 /// How long a closing connection's last frames may take to be written.
@@ -81,34 +82,26 @@ pub(crate) async fn serve<S>(
     let (out, items) = mpsc::unbounded_channel();
     let outbound = crate::transport::Outbound::default();
     let writer = tokio::spawn(write_loop(write_half, items, outbound.clone()));
-    let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
-    let connection_id = context.core.next_connection_id();
-    let notices = context.core.consumer_notices(connection_id);
+    let session = Session::new(context.clone());
     let mut connection = Connection {
         codec: Codec::new(context.limits.max_frame_size),
         context,
-        connection_id,
+        session,
         peer,
         broker_url,
         out,
         outbound,
-        deliveries_tx,
-        deliveries,
-        notices,
         consumers: HashMap::new(),
         by_core: HashMap::new(),
         producers: HashMap::new(),
         producer_registrations: HashMap::new(),
-        transactions: HashMap::new(),
         transaction_acks: HashMap::new(),
-        client_id: None,
         pending: FuturesOrdered::new(),
         held: HeldSends::default(),
         pulls: FuturesUnordered::new(),
         browses: FuturesUnordered::new(),
         format: None,
         authenticating: None,
-        subject: None,
     };
     connection.run(reader).await;
     connection.release();
@@ -230,16 +223,13 @@ fn exception_response(correlation_id: i32, refusal: Refusal) -> Command {
 struct Connection {
     context: Arc<ConnectionContext>,
     codec: Codec,
-    connection_id: u64,
+    /// Who the client is, its client id, consumers, transactions and temporary destinations.
+    session: Session<ow::LocalTransactionId>,
     peer: String,
     broker_url: String,
     out: mpsc::UnboundedSender<Option<Bytes>>,
     /// What waits in `out` unwritten: deliveries are taken only while it has room.
     outbound: crate::transport::Outbound,
-    deliveries_tx: mpsc::UnboundedSender<Delivery>,
-    deliveries: mpsc::UnboundedReceiver<Delivery>,
-    /// What the broker tells the connection about its consumers (a slow consumer abort).
-    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     consumers: HashMap<ow::ConsumerId, OwConsumer>,
     by_core: HashMap<ConsumerId, ow::ConsumerId>,
     /// Producers and their window size (ProducerAck after async sends when > 0).
@@ -247,11 +237,9 @@ struct Connection {
     /// Producers created for a destination, counted on it (for the statistics) while their
     /// registration lives.
     producer_registrations: HashMap<ow::ProducerId, ProducerRegistration>,
-    transactions: HashMap<ow::LocalTransactionId, Transaction>,
     /// What each open transaction acknowledged: on rollback these are again awaiting an ack
     /// (the client redelivers them itself).
     transaction_acks: HashMap<ow::LocalTransactionId, TransactionAcks>,
-    client_id: Option<Arc<str>>,
     pending: FuturesOrdered<Pending>,
     /// Sends waiting for room (producer flow control), in order per producer.
     held: HeldSends<Option<ow::ProducerId>, HeldSend>,
@@ -261,8 +249,6 @@ struct Connection {
     /// The ConnectionInfo whose login is being checked (with its command id and whether it
     /// wants a response), and the check.
     authenticating: Option<(Box<ow::ConnectionInfo>, i32, bool, Authentication)>,
-    /// Who the client logged in as.
-    subject: Option<Subject>,
 }
 
 /// The outcome of the login being checked, with its ConnectionInfo; never ready without one.
@@ -325,6 +311,7 @@ impl Connection {
         let mut keep_alive = tokio::time::interval(Duration::from_secs(3600 * 24 * 365));
         keep_alive.reset();
         let shutdown = self.context.shutdown.clone();
+        let connection = self.session.connection();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => {
@@ -368,7 +355,7 @@ impl Connection {
                 (info, id, required, outcome) = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
                     match outcome {
                         Ok(subject) => {
-                            self.subject = Some(subject);
+                            self.session.logged_in(subject);
                             self.connection_info(id, required, &info);
                             // Then the commands the client sent behind its ConnectionInfo.
                             let handled = self.handle_input(buffer.bytes(), &local);
@@ -387,15 +374,15 @@ impl Connection {
                 }
                 // A client that does not read leaves its deliveries in the channel, where the
                 // queues count them in flight, instead of encoded in the writer's.
-                Some(delivery) = self.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
+                Some(delivery) = self.session.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
                 () = self.outbound.room(), if !self.outbound.has_room() => {}
-                Some(notice) = self.notices.recv() => {
+                Some(notice) = self.session.notices.recv() => {
                     if let Flow::Close = self.notice(notice) {
                         self.finish_pending().await;
                         break;
                     }
                 }
-                (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
+                (held, room) = self.held.next(&self.context.core, connection), if !self.held.is_empty() => {
                     self.admitted(held, room);
                 }
                 Some(reply) = self.pending.next(), if !self.pending.is_empty() => {
@@ -541,42 +528,25 @@ impl Connection {
     /// Asks `[[authorization]]` whether this client may `action` `destination` (and create it,
     /// when it does not exist yet).
     fn authorize(&self, action: Action, destination: &store::Destination) -> Result<(), Refusal> {
-        let core = &self.context.core;
-        self.context
-            .authorizer
-            .check_use(self.subject.as_ref(), action, destination, |d| core.destination_exists(d))
+        self.session
+            .authorize(action, destination)
             .map_err(|denied| Refusal::new(SECURITY_EXCEPTION, denied.to_string()))
     }
 
     /// Completes a ConnectionInfo whose login checked out: claims its client id.
     fn connection_info(&mut self, id: i32, required: bool, info: &ow::ConnectionInfo) {
-        let client_id: Option<Arc<str>> =
-            info.client_id.as_deref().filter(|c| !c.is_empty()).map(Arc::from);
-        let result = match &client_id {
-            Some(c) if !self.context.core.claim_client_id(c, self.connection_id) => {
-                Err(Refusal::new(
-                    INVALID_CLIENT_ID,
-                    format!("client id {c} is already in use by another connection"),
-                ))
-            }
-            _ => {
-                let connection = info.connection_id.as_ref().map(|id| id.value.as_str());
-                self.context.core.connection_opened(
-                    self.connection_id,
-                    client_id.as_deref(),
-                    connection,
-                );
-                self.client_id = client_id;
-                Ok(())
-            }
-        };
+        let connection = info.connection_id.as_ref().map(|id| id.value.as_str());
+        let result = self
+            .session
+            .open(info.client_id.as_deref(), connection)
+            .map_err(|refused| Refusal::new(INVALID_CLIENT_ID, refused.to_string()));
         self.answer(id, required, result);
     }
 
     fn handle(&mut self, command: Command) -> Flow {
         let id = command.command_id();
         let required = command.response_required();
-        let logged_in = self.subject.is_some() || !self.context.security.enabled();
+        let logged_in = self.session.subject().is_some() || !self.context.security.enabled();
         let before_login = matches!(
             command,
             Command::ConnectionInfo(_)
@@ -698,7 +668,7 @@ impl Connection {
                         "durable subscriptions are for topics",
                     ));
                 }
-                let client_id = self.client_id.clone().ok_or_else(|| {
+                let client_id = self.session.client_id().cloned().ok_or_else(|| {
                     Refusal::new(INVALID_CLIENT_ID, "a durable subscription needs a client id")
                 })?;
                 Some(SubscriptionKey { client_id, name: name.as_str().into() })
@@ -711,7 +681,7 @@ impl Connection {
         let prefetch = i32::try_from(prefetch).unwrap_or(i32::MAX);
         tracing::debug!(peer = %self.peer, prefetch, "consumer added");
         let consumer = core.next_consumer_id();
-        core.subscribe(SubscribeRequest {
+        self.session.subscribe(SubscribeRequest {
             destination,
             spec: ConsumerSpec {
                 id: consumer,
@@ -719,7 +689,7 @@ impl Connection {
                 ack_mode: AckMode::ClientIndividual,
                 exclusive: info.exclusive,
                 priority: info.priority,
-                sink: self.deliveries_tx.clone(),
+                sink: self.session.delivery_sink(),
                 selector,
                 // The JMS client counts redeliveries itself and sends a poison ack.
                 counts_redeliveries: false,
@@ -727,7 +697,7 @@ impl Connection {
             durable,
             retroactive: info.retroactive,
             no_local: info.no_local,
-            connection: self.connection_id,
+            connection: self.session.connection(),
         })?;
         self.by_core.insert(consumer, consumer_id.clone());
         self.consumers.insert(
@@ -750,9 +720,9 @@ impl Connection {
                     .map(|(_, m)| m.id)
                     .filter(|id| id.0 as i64 <= last_delivered)
                     .collect();
-                self.context.core.unsubscribe_seen_only(consumer.core, seen);
+                self.session.unsubscribe_seen_only(consumer.core, seen);
             } else {
-                self.context.core.unsubscribe(consumer.core);
+                self.session.unsubscribe(consumer.core);
             }
         }
     }
@@ -800,7 +770,7 @@ impl Connection {
             .as_deref()
             .filter(|c| !c.is_empty())
             .map(Arc::from)
-            .or_else(|| self.client_id.clone());
+            .or_else(|| self.session.client_id().cloned());
         let (Some(client_id), Some(name)) = (client_id, info.subscription_name.as_deref()) else {
             self.answer(
                 id,
@@ -839,13 +809,11 @@ impl Connection {
             None => Ok(None),
             Some(ow::TransactionId::Xa(_)) => Err(xa_refusal()),
             Some(ow::TransactionId::Local(local)) => {
-                if !self.transactions.contains_key(local) {
-                    // The client begins lazily; a send in an unknown transaction begins it.
-                    let mut transaction = self.context.core.begin();
+                // The client begins lazily; a send in an unknown transaction begins it.
+                if let Some(transaction) = self.session.begin(local.clone()) {
                     transaction.keep_delivered_on_rollback();
-                    self.transactions.insert(local.clone(), transaction);
                 }
-                Ok(self.transactions.get_mut(local))
+                Ok(self.session.transaction(local))
             }
         }
     }
@@ -870,7 +838,7 @@ impl Connection {
             // synchronous send) or ProducerAck (an asynchronous one with a window) goes out
             // once it is accepted, which is what paces the client.
             let key = send.producer.clone();
-            if self.held.holds(&key) || core.blocker(&stored, self.connection_id).is_some() {
+            if self.held.holds(&key) || core.blocker(&stored, self.session.connection()).is_some() {
                 if self.held.is_full() {
                     if core.settings().flow.fail_if_no_space {
                         let refusal = Refusal::new(
@@ -885,11 +853,11 @@ impl Connection {
                     }
                     // Holds no more: the oldest held send goes ahead past the limit (an
                     // asynchronous sender without a window cannot be paced otherwise).
-                    if let Some(oldest) = self.held.force_oldest(&core, self.connection_id) {
+                    if let Some(oldest) = self.held.force_oldest(&core, self.session.connection()) {
                         self.admitted(oldest, Ok(()));
                     }
                 }
-                self.held.hold(&core, self.connection_id, key, send, stored);
+                self.held.hold(&core, self.session.connection(), key, send, stored);
                 return;
             }
         }
@@ -927,7 +895,7 @@ impl Connection {
     fn submit(&mut self, send: HeldSend, stored: Arc<Message>, txn: Option<&ow::TransactionId>) {
         let HeldSend { id, required, producer, size } = send;
         let core = self.context.core.clone();
-        let connection = self.connection_id;
+        let connection = self.session.connection();
         let transactional = txn.is_some();
         let completion = match self.transaction_of(txn) {
             Ok(transaction) => core.send(stored, connection, transaction),
@@ -1156,17 +1124,14 @@ impl Connection {
         let core = self.context.core.clone();
         match info.transaction_type {
             transaction_type::BEGIN => {
-                if self.transactions.contains_key(&local) {
-                    return self.answer(id, required, Ok(()));
+                if let Some(transaction) = self.session.begin(local) {
+                    transaction.keep_delivered_on_rollback();
                 }
-                let mut transaction = core.begin();
-                transaction.keep_delivered_on_rollback();
-                self.transactions.insert(local, transaction);
                 self.answer(id, required, Ok(()));
             }
             transaction_type::COMMIT_ONE_PHASE => {
                 self.transaction_acks.remove(&local);
-                let Some(transaction) = self.transactions.remove(&local) else {
+                let Some(transaction) = self.session.end_transaction(&local) else {
                     // Nothing was sent or acknowledged in it.
                     return self.answer(id, required, Ok(()));
                 };
@@ -1188,7 +1153,7 @@ impl Connection {
                 }));
             }
             transaction_type::ROLLBACK => {
-                if let Some(transaction) = self.transactions.remove(&local) {
+                if let Some(transaction) = self.session.end_transaction(&local) {
                     drop(core.rollback(transaction));
                 }
                 // In reverse, each to the front: the original order is restored.
@@ -1211,10 +1176,8 @@ impl Connection {
         };
         let adding = info.operation_type == ow::destination_operation::ADD;
         if adding && !self.context.core.destination_exists(&destination) {
-            let subject = self.subject.as_ref();
-            self.context
-                .authorizer
-                .check(subject, Action::Admin, &destination)
+            self.session
+                .authorize_creation(&destination)
                 .map_err(|denied| Refusal::new(SECURITY_EXCEPTION, denied.to_string()))?;
         }
         if !matches!(destination.kind, DestinationKind::TempQueue | DestinationKind::TempTopic) {
@@ -1225,9 +1188,9 @@ impl Connection {
         let core = &self.context.core;
         match info.operation_type {
             ow::destination_operation::ADD => {
-                core.create_temporary(destination, self.connection_id)?
+                core.create_temporary(destination, self.session.connection())?
             }
-            _ => core.delete_temporary(&destination, self.connection_id)?,
+            _ => core.delete_temporary(&destination, self.session.connection())?,
         }
         Ok(())
     }
@@ -1279,16 +1242,9 @@ impl Connection {
     /// Rolls back open transactions, releases consumers (their unacknowledged messages go
     /// back) and the connection's temporary destinations.
     fn release(&mut self) {
-        let core = self.context.core.clone();
-        for (_, transaction) in self.transactions.drain() {
-            drop(core.rollback(transaction));
-        }
-        for (_, consumer) in self.consumers.drain() {
-            core.unsubscribe(consumer.core);
-        }
+        self.consumers.clear();
         self.by_core.clear();
         self.producer_registrations.clear();
-        core.release_connection(self.connection_id);
-        core.release_client_id(self.connection_id);
+        self.session.release();
     }
 }

@@ -43,12 +43,8 @@ impl Connection {
             Fatal::new(Some(frame), "SUBSCRIBE frame has no destination header", "")
         })?;
         let destination = self.resolve_destination(frame, destination)?;
-        let core = &self.context.core;
-        self.context
-            .authorizer
-            .check_use(self.subject.as_ref(), crate::security::Action::Read, &destination, |d| {
-                core.destination_exists(d)
-            })
+        self.session
+            .authorize(crate::security::Action::Read, &destination)
             .map_err(|denied| Fatal::new(Some(frame), &denied.to_string(), ""))?;
         let id = match (frame.get("id"), self.codec.version()) {
             (Some(id), _) => id.to_owned(),
@@ -157,7 +153,7 @@ impl Connection {
                 ack_mode,
                 exclusive: flag(frame, "activemq.exclusive")?,
                 priority,
-                sink: self.deliveries_tx.clone(),
+                sink: self.session.delivery_sink(),
                 selector,
                 // STOMP clients do not count: the broker does, and dead-letters past its limit.
                 counts_redeliveries: true,
@@ -165,9 +161,9 @@ impl Connection {
             durable,
             retroactive: flag(frame, "activemq.retroactive")?,
             no_local: flag(frame, "activemq.noLocal")?,
-            connection: self.connection_id,
+            connection: self.session.connection(),
         };
-        core.subscribe(request).map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
+        self.session.subscribe(request).map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         self.by_consumer.insert(consumer, id.clone());
         self.subscriptions
             .insert(id, Subscription { consumer, ack_mode, delivered: VecDeque::new() });
@@ -190,7 +186,7 @@ impl Connection {
                 "activemq.subscriptionName needs a /topic/ destination",
             ));
         }
-        let Some(client_id) = &self.client_id else {
+        let Some(client_id) = self.session.client_id() else {
             return Err(Fatal::new(
                 Some(frame),
                 "a durable subscription needs a client id",
@@ -220,7 +216,7 @@ impl Connection {
                 ));
             };
             self.by_consumer.remove(&subscription.consumer);
-            core.unsubscribe(subscription.consumer);
+            self.session.unsubscribe(subscription.consumer);
         }
         if let Some(name) = durable_name {
             // ActiveMQ's way to end a durable subscription for good.
@@ -260,7 +256,7 @@ impl Connection {
         }
         let transaction = frame.get("transaction");
         if let Some(name) = transaction {
-            if !self.transactions.contains_key(name) {
+            if !self.session.has_transaction(name) {
                 return Err(Fatal::new(
                     Some(frame),
                     &format!("transaction {name} has not begun"),
@@ -316,7 +312,7 @@ impl Connection {
             return Ok(());
         }
         if let Some(name) = transaction {
-            if let Some(open) = self.transactions.get_mut(name) {
+            if let Some(open) = self.session.transaction(name) {
                 for (queue, messages) in &per_queue {
                     core.ack_in_transaction(open, queue, consumer, messages)
                         .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;

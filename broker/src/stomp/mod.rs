@@ -21,10 +21,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::core::{
-    AckMode, ConsumerId, ConsumerNotice, Delivery, HeldSends, QueueHandle, Transaction,
-};
+use crate::core::{AckMode, ConsumerId, ConsumerNotice, HeldSends, QueueHandle};
 use crate::security::{AuthError, Authentication, Subject};
+use crate::session::Session;
 use crate::transport::{ConnectionContext, Outbound, ReadBuffer};
 use writer::WriteItem;
 
@@ -80,24 +79,18 @@ where
     let outbound = Outbound::default();
     let writer =
         tokio::spawn(writer::run(write_half, items, context.core.clone(), outbound.clone()));
-    let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
-    let connection_id = context.core.next_connection_id();
-    let notices = context.core.consumer_notices(connection_id);
-    let temp_names = mapping::TempNames::new(format!("ID:{}-{}", context.id_prefix, connection_id));
+    let session = Session::new(context.clone());
+    let temp_names =
+        mapping::TempNames::new(format!("ID:{}-{}", context.id_prefix, session.connection()));
     let mut connection = Connection {
         codec: Codec::new(context.limits),
         context,
-        connection_id,
+        session,
         peer,
         out,
         outbound,
-        deliveries_tx,
-        deliveries,
-        notices,
         subscriptions: HashMap::new(),
         by_consumer: HashMap::new(),
-        transactions: HashMap::new(),
-        client_id: None,
         pending: FuturesOrdered::new(),
         held: HeldSends::default(),
         browsers: std::collections::HashSet::new(),
@@ -108,7 +101,6 @@ where
         disconnect_receipt: None,
         temp_names,
         authenticating: None,
-        subject: None,
     };
     connection.run(reader).await;
     let writer_abort = writer.abort_handle();
@@ -147,23 +139,15 @@ where
 struct Connection {
     context: Arc<ConnectionContext>,
     codec: Codec,
-    connection_id: u64,
+    /// Who the client is, its client id, consumers, transactions and temporary destinations.
+    session: Session<String>,
     peer: String,
     out: mpsc::UnboundedSender<WriteItem>,
     /// What waits in `out` unwritten: deliveries are taken only while it has room.
     outbound: Outbound,
-    deliveries_tx: mpsc::UnboundedSender<Delivery>,
-    deliveries: mpsc::UnboundedReceiver<Delivery>,
-    /// What the broker tells the connection about its consumers (a slow consumer abort).
-    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     /// Subscription id (as the client named it) to its state.
     subscriptions: HashMap<String, Subscription>,
     by_consumer: HashMap<ConsumerId, String>,
-    /// Open transactions by the name the client gave them.
-    transactions: HashMap<String, Transaction>,
-    /// The JMS client id (ActiveMQ's `client-id` CONNECT header), needed for durable
-    /// subscriptions.
-    client_id: Option<Arc<str>>,
     /// Responses waiting for the store, written in the order the requests came.
     pending: FuturesOrdered<Pending>,
     /// SENDs waiting for room (producer flow control), in order; answered through `pending`
@@ -183,8 +167,6 @@ struct Connection {
     temp_names: mapping::TempNames,
     /// The CONNECT frame whose login is being checked, and the check.
     authenticating: Option<(Frame, Authentication)>,
-    /// Who the client logged in as.
-    subject: Option<Subject>,
 }
 
 /// The outcome of the login being checked, with its CONNECT frame; never ready without one.
@@ -206,6 +188,7 @@ impl Connection {
         let deadline = tokio::time::sleep(self.context.connect_timeout);
         tokio::pin!(deadline);
         let shutdown = self.context.shutdown.clone();
+        let connection = self.session.connection();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => {
@@ -238,7 +221,7 @@ impl Connection {
                 (frame, outcome) = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
                     let handled = match outcome {
                         Ok(subject) => {
-                            self.subject = Some(subject);
+                            self.session.logged_in(subject);
                             // Then the frames the client sent behind its CONNECT.
                             self.connect(&frame).and_then(|()| self.handle_input(buffer.bytes()))
                         }
@@ -254,16 +237,16 @@ impl Connection {
                 }
                 // A client that does not read leaves its deliveries in the channel, where the
                 // queues count them in flight, instead of encoded in the writer's.
-                Some(delivery) = self.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
+                Some(delivery) = self.session.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
                 () = self.outbound.room(), if !self.outbound.has_room() => {}
-                Some(notice) = self.notices.recv() => {
+                Some(notice) = self.session.notices.recv() => {
                     // STOMP cannot close one subscription: the connection goes.
                     let frame = self.aborted(notice);
                     tracing::info!(peer = %self.peer, error = frame.get("message").unwrap_or(""), "closing connection of an aborted slow consumer");
                     self.write_frame(&frame);
                     break;
                 }
-                (held, room) = self.held.next(&self.context.core, self.connection_id), if !self.held.is_empty() => {
+                (held, room) = self.held.next(&self.context.core, connection), if !self.held.is_empty() => {
                     self.admitted(held, room);
                 }
                 Some((id, destination, messages)) = self.browses.next(), if !self.browses.is_empty() => {
@@ -447,23 +430,18 @@ impl Connection {
                 ),
             )
         })?;
-        let client_id: Option<Arc<str>> =
-            frame.get("client-id").filter(|id| !id.is_empty()).map(Arc::from);
-        if let Some(id) = &client_id {
-            // ActiveMQ refuses a second live connection with one client id whatever the
-            // protocol (its ProtocolConverter answers with an ERROR whose `message` is the
-            // InvalidClientIDException's, then closes). The text is the OpenWire adapter's, so
-            // that every protocol says the same. Released when the connection task ends.
-            if !self.context.core.claim_client_id(id, self.connection_id) {
-                return Err(Fatal::new(
-                    Some(frame),
-                    &format!("client id {id} is already in use by another connection"),
-                    "a client id can be used by one connection at a time",
-                ));
-            }
-        }
+        // ActiveMQ refuses a second live connection with one client id whatever the protocol
+        // (its ProtocolConverter answers with an ERROR whose `message` is the
+        // InvalidClientIDException's, then closes).
+        self.session.claim_client_id(frame.get("client-id")).map_err(|refused| {
+            Fatal::new(
+                Some(frame),
+                &refused.to_string(),
+                "a client id can be used by one connection at a time",
+            )
+        })?;
         let mut connected = Frame::new(Command::Connected)
-            .header("session", format!("{}:{}", self.context.id_prefix, self.connection_id))
+            .header("session", format!("{}:{}", self.context.id_prefix, self.session.connection()))
             .header("server", format!("ferromq/{}", env!("CARGO_PKG_VERSION")));
         if version >= Version::V1_1 {
             connected.push_header("version", version.as_str());
@@ -484,11 +462,10 @@ impl Connection {
                 self.read_timeout = Some(Duration::from_millis(client_send).mul_f64(grace));
             }
         }
-        self.client_id = client_id;
         self.write_frame(&connected);
         self.codec.set_version(version);
         self.connected = true;
-        self.context.core.connection_opened(self.connection_id, self.client_id.as_deref(), None);
+        self.session.announce(None);
         tracing::debug!(peer = %self.peer, version = version.as_str(), "STOMP connected");
         Ok(())
     }
@@ -500,14 +477,8 @@ impl Connection {
             .resolve(text)
             .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         if created {
-            let subject = self.subject.as_ref();
-            self.context
-                .authorizer
-                .check(subject, crate::security::Action::Admin, &destination)
-                .map_err(|denied| Fatal::new(Some(frame), &denied.to_string(), ""))?;
-            self.context
-                .core
-                .create_temporary(destination.clone(), self.connection_id)
+            self.session
+                .create_temporary(destination.clone())
                 .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         }
         Ok(destination)

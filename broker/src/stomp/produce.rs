@@ -27,7 +27,7 @@ impl Connection {
             e
         };
         if let Some(name) = &transaction {
-            if !self.transactions.contains_key(name) {
+            if !self.session.has_transaction(name) {
                 return Err(Fatal(error_frame(&format!("transaction {name} has not begun"))));
             }
         }
@@ -47,7 +47,7 @@ impl Connection {
                 format!(
                     "ID:{}-{}:1:1:{}",
                     self.context.id_prefix,
-                    self.connection_id,
+                    self.session.connection(),
                     self.next_message_seq - 1
                 )
             }
@@ -59,25 +59,25 @@ impl Connection {
             Ok(message) => Arc::new(message),
             Err(error) => return Err(Fatal(error_frame(&error))),
         };
-        let authorizer = &self.context.authorizer;
-        let subject = self.subject.as_ref();
+        // Every temporary destination the SEND names first is authorized before any is
+        // created.
         for destination in &created {
-            let allowed = authorizer.check(subject, Action::Admin, destination);
+            let allowed = self.session.authorize_creation(destination);
             allowed.map_err(|denied| Fatal(error_frame(&denied)))?;
         }
         for destination in created {
-            if let Err(error) = core.create_temporary(destination, self.connection_id) {
+            if let Err(error) = core.create_temporary(destination, self.session.connection()) {
                 return Err(Fatal(error_frame(&error)));
             }
         }
-        authorizer
-            .check_use(subject, Action::Write, &message.destination, |d| core.destination_exists(d))
+        self.session
+            .authorize(Action::Write, &message.destination)
             .map_err(|denied| Fatal(error_frame(&denied)))?;
         if transaction.is_none() {
             // Producer flow control: a send that finds no room (or finds earlier sends of this
             // connection waiting) is held; the connection goes on reading meanwhile.
             let core = self.context.core.clone();
-            if self.held.holds(&()) || core.blocker(&message, self.connection_id).is_some() {
+            if self.held.holds(&()) || core.blocker(&message, self.session.connection()).is_some() {
                 if self.held.is_full() {
                     if core.settings().flow.fail_if_no_space {
                         return Err(Fatal(error_frame(&format!(
@@ -89,12 +89,12 @@ impl Connection {
                     }
                     // Holds no more: the oldest held send goes ahead past the limit, so that
                     // this connection's memory stays bounded and its order kept.
-                    if let Some(oldest) = self.held.force_oldest(&core, self.connection_id) {
+                    if let Some(oldest) = self.held.force_oldest(&core, self.session.connection()) {
                         self.admitted(oldest, Ok(()));
                     }
                 }
                 let held = HeldSend { receipt };
-                self.held.hold(&core, self.connection_id, (), held, message);
+                self.held.hold(&core, self.session.connection(), (), held, message);
                 return Ok(());
             }
         }
@@ -155,8 +155,9 @@ impl Connection {
             e
         };
         let core = self.context.core.clone();
-        let open = transaction.as_ref().and_then(|name| self.transactions.get_mut(name));
-        let completion = match core.send(message, self.connection_id, open) {
+        let connection = self.session.connection();
+        let open = transaction.as_ref().and_then(|name| self.session.transaction(name.as_str()));
+        let completion = match core.send(message, connection, open) {
             Ok(completion) => completion,
             Err(CoreError::Store(error)) => {
                 tracing::error!(%error, "store refused a message");
@@ -206,22 +207,20 @@ impl Connection {
 
     pub(super) fn begin(&mut self, frame: &Frame) -> Result<(), Fatal> {
         let name = Self::transaction_name(frame)?;
-        if self.transactions.contains_key(name) {
+        if self.session.begin(name.to_owned()).is_none() {
             return Err(Fatal::new(
                 Some(frame),
                 &format!("transaction {name} has already begun"),
                 "",
             ));
         }
-        let transaction = self.context.core.begin();
-        self.transactions.insert(name.to_owned(), transaction);
         self.receipt(frame);
         Ok(())
     }
 
     pub(super) fn commit(&mut self, frame: &Frame) -> Result<(), Fatal> {
         let name = Self::transaction_name(frame)?;
-        let Some(transaction) = self.transactions.remove(name) else {
+        let Some(transaction) = self.session.end_transaction(name) else {
             return Err(Fatal::new(Some(frame), &format!("transaction {name} has not begun"), ""));
         };
         let committed = self.context.core.commit(transaction);
@@ -251,7 +250,7 @@ impl Connection {
 
     pub(super) fn abort(&mut self, frame: &Frame) -> Result<(), Fatal> {
         let name = Self::transaction_name(frame)?;
-        let Some(transaction) = self.transactions.remove(name) else {
+        let Some(transaction) = self.session.end_transaction(name) else {
             return Err(Fatal::new(Some(frame), &format!("transaction {name} has not begun"), ""));
         };
         // The rollback record need not be durable before we answer: recovery rolls back a
@@ -261,19 +260,11 @@ impl Connection {
         Ok(())
     }
 
-    /// Ends the connection's open transactions (they roll back) and releases its client id and
-    /// its consumers, whose unacknowledged messages go back to their queues.
+    /// Releases the session (its client id, transactions, consumers and temporary
+    /// destinations; see [`Session::release`](crate::session::Session::release)).
     pub(super) fn release(&mut self) {
-        let core = self.context.core.clone();
-        // The client id first: once anything sees this connection's consumers gone (a durable
-        // subscription inactive), a reconnect with the same id must be accepted.
-        core.release_client_id(self.connection_id);
-        for (_, transaction) in self.transactions.drain() {
-            drop(core.rollback(transaction));
-        }
-        for (_, subscription) in self.subscriptions.drain() {
-            core.unsubscribe(subscription.consumer);
-        }
-        core.release_connection(self.connection_id);
+        self.subscriptions.clear();
+        self.by_consumer.clear();
+        self.session.release();
     }
 }

@@ -1,0 +1,241 @@
+//! A client connection's session with the broker, the same for every protocol (in the spirit
+//! of Artemis's `ServerSession`): who the client is, the client id it holds, its consumers,
+//! its open transactions, its temporary destinations, and the channels on which the core
+//! reaches it (deliveries, and notices such as a broker-side consumer close). Adapters keep
+//! their codec, their maps from protocol ids to these, the mapping of messages and the
+//! protocol's pacing; what every protocol must do alike is done here once, so the protocols
+//! cannot drift apart (a client id is claimed by every protocol; every consumer and every
+//! transaction goes when the connection goes).
+//!
+//! It sits above the core and security because it joins them: the core knows no subjects and
+//! no authorization, and neither knows connections' protocols.
+//!
+//! Releasing a session (on drop, or earlier where a protocol must answer only once the
+//! connection is gone, such as STOMP's DISCONNECT receipt) gives up, in this order: the client
+//! id (so that once anything sees the consumers gone, a reconnect with the id is accepted),
+//! open transactions (rolled back), consumers (their unacknowledged messages back in their
+//! queues), temporary destinations, and the connection's announcement.
+
+use std::borrow::Borrow;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::Arc;
+
+use store::Destination;
+use tokio::sync::mpsc;
+
+use crate::core::{ConsumerId, ConsumerNotice, CoreError, Delivery, SubscribeRequest, Transaction};
+use crate::security::{Action, Denied, Subject};
+use crate::transport::ConnectionContext;
+
+/// A session refused what was asked of it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// Another live connection holds the client id (ActiveMQ's `InvalidClientIDException`).
+    #[error("client id {0} is already in use by another connection")]
+    ClientIdInUse(Arc<str>),
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    #[error(transparent)]
+    Core(#[from] CoreError),
+}
+
+/// One connection's session; `T` is how its protocol names transactions.
+pub(crate) struct Session<T: Eq + Hash> {
+    context: Arc<ConnectionContext>,
+    connection: u64,
+    client_id: Option<Arc<str>>,
+    subject: Option<Subject>,
+    consumers: HashSet<ConsumerId>,
+    transactions: HashMap<T, Transaction>,
+    deliveries_tx: mpsc::UnboundedSender<Delivery>,
+    /// Messages for this connection's consumers.
+    pub deliveries: mpsc::UnboundedReceiver<Delivery>,
+    /// What the broker tells the connection about its consumers (a slow consumer abort).
+    pub notices: mpsc::UnboundedReceiver<ConsumerNotice>,
+    released: bool,
+}
+
+impl<T: Eq + Hash> Session<T> {
+    /// A session for a new connection: a connection id, and the channels the core reaches it
+    /// on.
+    pub fn new(context: Arc<ConnectionContext>) -> Session<T> {
+        let connection = context.core.next_connection_id();
+        let notices = context.core.consumer_notices(connection);
+        let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
+        Session {
+            context,
+            connection,
+            client_id: None,
+            subject: None,
+            consumers: HashSet::new(),
+            transactions: HashMap::new(),
+            deliveries_tx,
+            deliveries,
+            notices,
+            released: false,
+        }
+    }
+
+    /// The connection's id in the core.
+    pub fn connection(&self) -> u64 {
+        self.connection
+    }
+
+    /// Where the core sends deliveries for this connection's consumers.
+    pub fn delivery_sink(&self) -> mpsc::UnboundedSender<Delivery> {
+        self.deliveries_tx.clone()
+    }
+
+    /// The client logged in (or security is off and nobody needs to).
+    pub fn logged_in(&mut self, subject: Subject) {
+        self.subject = Some(subject);
+    }
+
+    pub fn subject(&self) -> Option<&Subject> {
+        self.subject.as_ref()
+    }
+
+    /// The JMS client id the connection holds, if it gave one.
+    pub fn client_id(&self) -> Option<&Arc<str>> {
+        self.client_id.as_ref()
+    }
+
+    /// Opens the session: [claims](Self::claim_client_id) `client_id`, then
+    /// [announces](Self::announce) the connection.
+    pub fn open(
+        &mut self,
+        client_id: Option<&str>,
+        announced_as: Option<&str>,
+    ) -> Result<(), SessionError> {
+        self.claim_client_id(client_id)?;
+        self.announce(announced_as);
+        Ok(())
+    }
+
+    /// Claims `client_id` (an empty one is none) for this connection: refused while another
+    /// live connection holds it, whatever its protocol, as ActiveMQ refuses it.
+    pub fn claim_client_id(&mut self, client_id: Option<&str>) -> Result<(), SessionError> {
+        let client_id: Option<Arc<str>> = client_id.filter(|id| !id.is_empty()).map(Arc::from);
+        if let Some(id) = &client_id {
+            if !self.context.core.claim_client_id(id, self.connection) {
+                return Err(SessionError::ClientIdInUse(id.clone()));
+            }
+        }
+        self.client_id = client_id;
+        Ok(())
+    }
+
+    /// Announces the connection on `ActiveMQ.Advisory.Connection` (`announced_as`: the
+    /// protocol's own id for it, if any), once it is established.
+    pub fn announce(&self, announced_as: Option<&str>) {
+        let client_id = self.client_id.as_deref();
+        self.context.core.connection_opened(self.connection, client_id, announced_as);
+    }
+
+    /// Whether `[[authorization]]` lets the client `action` `destination`, and create it when
+    /// it does not exist yet (every part of a composite).
+    pub fn authorize(&self, action: Action, destination: &Destination) -> Result<(), Denied> {
+        let core = &self.context.core;
+        self.context
+            .authorizer
+            .check_use(self.subject.as_ref(), action, destination, |d| core.destination_exists(d))
+    }
+
+    /// Whether the client may create `destination` (it takes the admin right).
+    pub fn authorize_creation(&self, destination: &Destination) -> Result<(), Denied> {
+        self.context.authorizer.check(self.subject.as_ref(), Action::Admin, destination)
+    }
+
+    /// Creates a temporary destination owned by this connection, if the client may; it goes
+    /// with the connection.
+    pub fn create_temporary(&self, destination: Destination) -> Result<(), SessionError> {
+        self.authorize_creation(&destination)?;
+        self.context.core.create_temporary(destination, self.connection)?;
+        Ok(())
+    }
+
+    /// Starts a consumer (`request.connection` is this connection's); it is closed when the
+    /// session is released, if not before.
+    pub fn subscribe(&mut self, mut request: SubscribeRequest) -> Result<(), CoreError> {
+        request.connection = self.connection;
+        let consumer = request.spec.id;
+        self.context.core.subscribe(request)?;
+        self.consumers.insert(consumer);
+        Ok(())
+    }
+
+    /// Closes a consumer: its unacknowledged messages go back to their queues.
+    pub fn unsubscribe(&mut self, consumer: ConsumerId) {
+        if self.consumers.remove(&consumer) {
+            self.context.core.unsubscribe(consumer);
+        }
+    }
+
+    /// Closes a consumer whose client saw only `seen` of its in-flight messages: the others
+    /// go back not marked redelivered (see [`Core::unsubscribe_seen_only`]).
+    pub fn unsubscribe_seen_only(&mut self, consumer: ConsumerId, seen: Vec<store::MessageId>) {
+        if self.consumers.remove(&consumer) {
+            self.context.core.unsubscribe_seen_only(consumer, seen);
+        }
+    }
+
+    /// Begins a local transaction named `name`, and returns it; `None` if one by that name is
+    /// open already.
+    pub fn begin(&mut self, name: T) -> Option<&mut Transaction> {
+        match self.transactions.entry(name) {
+            std::collections::hash_map::Entry::Occupied(_) => None,
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                Some(entry.insert(self.context.core.begin()))
+            }
+        }
+    }
+
+    pub fn transaction<Q>(&mut self, name: &Q) -> Option<&mut Transaction>
+    where
+        T: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.transactions.get_mut(name)
+    }
+
+    /// Takes a transaction out of the session, to commit or roll it back.
+    pub fn end_transaction<Q>(&mut self, name: &Q) -> Option<Transaction>
+    where
+        T: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.transactions.remove(name)
+    }
+
+    pub fn has_transaction<Q>(&self, name: &Q) -> bool
+    where
+        T: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.transactions.contains_key(name)
+    }
+
+    /// Gives up everything the connection holds (see the module documentation). Once only:
+    /// later calls, and the drop, do nothing.
+    pub fn release(&mut self) {
+        if std::mem::replace(&mut self.released, true) {
+            return;
+        }
+        let core = self.context.core.clone();
+        core.release_client_id(self.connection);
+        for (_, transaction) in self.transactions.drain() {
+            drop(core.rollback(transaction));
+        }
+        for consumer in self.consumers.drain() {
+            core.unsubscribe(consumer);
+        }
+        core.release_connection(self.connection);
+    }
+}
+
+impl<T: Eq + Hash> Drop for Session<T> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
