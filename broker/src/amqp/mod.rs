@@ -31,13 +31,14 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use protocol::amqp::{condition, AmqpError, AmqpFrame, Codec, Frame, Limits};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::core::{ConsumerId, HeldSends};
 use crate::security::{AuthError, Authentication, Subject};
 use crate::session::Session as ClientSession;
+use crate::transport::writer::{self, WriteItem};
 use crate::transport::{ConnectionContext, ReadBuffer};
 
 /// The largest frame we accept unless the connector's `wireFormat.maxFrameSize` is lower:
@@ -49,8 +50,6 @@ const DEFAULT_MAX_FRAME_SIZE: u32 = 1 << 20;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The channels a client may use: ActiveMQ's `channelMax` default.
 const CHANNEL_MAX: u16 = 32767;
-/// How long a closing connection's last frames may take to be written.
-const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 /// Something the connection waits for (a store write, a commit); its result is handled on
 /// the connection's task.
@@ -80,62 +79,8 @@ impl Fatal {
     }
 }
 
-/// What the writer task is handed.
-enum WriteItem {
-    Bytes(Bytes),
-    /// From now on, write an empty frame whenever nothing was written for this long.
-    HeartBeat(Duration),
-}
-
 /// The empty AMQP frame: size 8, doff 2, type 0, channel 0.
 const HEARTBEAT: [u8; 8] = [0, 0, 0, 8, 2, 0, 0, 0];
-
-async fn writer<W: AsyncWrite + Unpin>(
-    mut socket: W,
-    mut items: mpsc::UnboundedReceiver<WriteItem>,
-    outbound: crate::transport::Outbound,
-) {
-    let mut heart_beat: Option<Duration> = None;
-    let mut buffer = BytesMut::new();
-    loop {
-        let next = match heart_beat {
-            Some(interval) => match tokio::time::timeout(interval, items.recv()).await {
-                Ok(item) => item,
-                Err(_) => {
-                    if socket.write_all(&HEARTBEAT).await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-            },
-            None => items.recv().await,
-        };
-        let Some(first) = next else { break };
-        let mut item = Some(first);
-        while let Some(current) = item.take() {
-            match current {
-                WriteItem::Bytes(bytes) => buffer.extend_from_slice(&bytes),
-                WriteItem::HeartBeat(interval) => heart_beat = Some(interval),
-            }
-            if buffer.len() < 256 * 1024 {
-                item = items.try_recv().ok();
-            }
-        }
-        if !buffer.is_empty() {
-            if socket.write_all(&buffer).await.is_err() {
-                return;
-            }
-            // Every frame the connection queues is counted there.
-            outbound.written(buffer.len());
-            buffer.clear();
-            if buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
-                buffer = BytesMut::new();
-            }
-        }
-    }
-    let _ = socket.flush().await;
-    let _ = socket.shutdown().await;
-}
 
 /// Where the connection is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,9 +138,9 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
-    let (out, items) = mpsc::unbounded_channel();
     let outbound = crate::transport::Outbound::default();
-    let writer = tokio::spawn(writer(write_half, items, outbound.clone()));
+    let (out, writer) =
+        writer::spawn(write_half, context.core.clone(), outbound.clone(), &HEARTBEAT);
     let client = ClientSession::new(context.clone());
     let max_message_size = context.limits.max_frame_size as u64;
     let frame_size = u32::try_from(context.limits.max_frame_size)
@@ -224,10 +169,7 @@ where
     };
     connection.run(reader).await;
     connection.release();
-    drop(std::mem::replace(&mut connection.out, mpsc::unbounded_channel().0));
-    if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
-        tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
-    }
+    writer::finish(&mut connection.out, writer, &connection.peer).await;
 }
 
 struct Connection {

@@ -24,7 +24,7 @@ use protocol::openwire::{
     WireFormat, WireFormatInfo,
 };
 use store::{DestinationKind, Message, SubscriptionKey};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -35,10 +35,8 @@ use crate::core::{
 };
 use crate::security::{Action, AuthError, Authentication, Subject};
 use crate::session::Session;
+use crate::transport::writer::{self, WriteItem};
 use crate::transport::{ConnectionContext, ReadBuffer};
-
-/// How long a closing connection's last frames may take to be written.
-const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 /// The JMS exception classes the client turns ExceptionResponses into.
 const JMS_EXCEPTION: &str = "javax.jms.JMSException";
@@ -79,9 +77,9 @@ pub(crate) async fn serve<S>(
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
-    let (out, items) = mpsc::unbounded_channel();
     let outbound = crate::transport::Outbound::default();
-    let writer = tokio::spawn(write_loop(write_half, items, outbound.clone()));
+    // OpenWire's keep-alive is a command the connection sends itself.
+    let (out, writer) = writer::spawn(write_half, context.core.clone(), outbound.clone(), b"");
     let session = Session::new(context.clone());
     let mut connection = Connection {
         codec: Codec::new(context.limits.max_frame_size),
@@ -105,54 +103,7 @@ pub(crate) async fn serve<S>(
     };
     connection.run(reader).await;
     connection.release();
-    let _ = connection.out.send(None);
-    drop(std::mem::replace(&mut connection.out, mpsc::unbounded_channel().0));
-    if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
-        tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
-    }
-}
-
-/// Writes frames in order, coalescing what is queued; `None` closes the socket.
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut socket: W,
-    mut items: mpsc::UnboundedReceiver<Option<Bytes>>,
-    outbound: crate::transport::Outbound,
-) {
-    // Grown by what is queued and given back when the queue is empty, so an idle connection
-    // holds no write buffer.
-    let mut buffer = BytesMut::new();
-    'outer: while let Some(first) = items.recv().await {
-        let mut next = Some(first);
-        let mut close = false;
-        while let Some(item) = next.take() {
-            match item {
-                Some(bytes) => buffer.extend_from_slice(&bytes),
-                None => {
-                    close = true;
-                    break;
-                }
-            }
-            if buffer.len() < 256 * 1024 {
-                next = items.try_recv().ok();
-            }
-        }
-        if !buffer.is_empty() {
-            if socket.write_all(&buffer).await.is_err() {
-                break 'outer;
-            }
-            // Every command the connection queues is counted there.
-            outbound.written(buffer.len());
-            buffer.clear();
-            if items.is_empty() && buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
-                buffer = BytesMut::new();
-            }
-        }
-        if close {
-            break;
-        }
-    }
-    let _ = socket.flush().await;
-    let _ = socket.shutdown().await;
+    writer::finish(&mut connection.out, writer, &connection.peer).await;
 }
 
 /// An error answer for a command, as the client's exception class and message.
@@ -227,7 +178,7 @@ struct Connection {
     session: Session<ow::LocalTransactionId>,
     peer: String,
     broker_url: String,
-    out: mpsc::UnboundedSender<Option<Bytes>>,
+    out: mpsc::UnboundedSender<WriteItem>,
     /// What waits in `out` unwritten: deliveries are taken only while it has room.
     outbound: crate::transport::Outbound,
     consumers: HashMap<ow::ConsumerId, OwConsumer>,
@@ -295,7 +246,7 @@ impl Connection {
         match self.codec.encode_to_bytes(&local.clone().into()) {
             Ok(bytes) => {
                 self.outbound.queued(bytes.len());
-                let _ = self.out.send(Some(bytes));
+                let _ = self.out.send(WriteItem::Bytes(bytes));
             }
             Err(error) => {
                 tracing::error!(%error, "cannot encode the WireFormatInfo");
@@ -454,7 +405,7 @@ impl Connection {
         match self.codec.encode_to_bytes(command) {
             Ok(bytes) => {
                 self.outbound.queued(bytes.len());
-                let _ = self.out.send(Some(bytes));
+                let _ = self.out.send(WriteItem::Bytes(bytes));
             }
             Err(error) => {
                 tracing::error!(peer = %self.peer, %error, "cannot encode an OpenWire command")

@@ -7,10 +7,10 @@ use bytes::BytesMut;
 use protocol::stomp::{Command, Frame, Version};
 use store::{DestinationKind, Message, MessageId, SubscriptionKey};
 
-use super::writer::WriteItem;
 use super::{mapping, Connection, Fatal, Outcome, Subscription};
 use crate::core::selector::Selector;
 use crate::core::{AckMode, ConsumerSpec, Delivery, QueueHandle, SubscribeRequest};
+use crate::transport::writer::WriteItem;
 
 /// ActiveMQ's subscription headers that ferromq honours.
 const SUPPORTED_ACTIVEMQ_HEADERS: &[&str] = &[
@@ -415,7 +415,7 @@ impl Connection {
             }
         } else {
             subscription.delivered.push_back((delivery.queue, delivery.message));
-            WriteItem::Frame(bytes.freeze())
+            WriteItem::Bytes(bytes.freeze())
         };
         self.outbound.queued(bytes_len);
         let _ = self.out.send(item);

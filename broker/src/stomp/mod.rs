@@ -1,11 +1,10 @@
 //! The STOMP protocol adapter: turns STOMP frames into core commands and deliveries into
 //! MESSAGE frames. One [`Connection`] task per socket owns all of the connection's state; a
-//! separate writer task owns the socket's writing half.
+//! writer task (`transport::writer`) owns the socket's writing half.
 
 mod consume;
 mod mapping;
 mod produce;
-mod writer;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -24,11 +23,8 @@ use tokio::time::Instant;
 use crate::core::{AckMode, ConsumerId, ConsumerNotice, HeldSends, QueueHandle};
 use crate::security::{AuthError, Authentication, Subject};
 use crate::session::Session;
+use crate::transport::writer::{self, WriteItem, WRITER_DRAIN_LIMIT};
 use crate::transport::{ConnectionContext, Outbound, ReadBuffer};
-use writer::WriteItem;
-
-/// How long a closing connection's last frames may take to be written.
-const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 /// A response that waits for the store: the frame to write once it resolves, and whether the
 /// connection must close after writing it.
@@ -75,10 +71,8 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
-    let (out, items) = mpsc::unbounded_channel();
     let outbound = Outbound::default();
-    let writer =
-        tokio::spawn(writer::run(write_half, items, context.core.clone(), outbound.clone()));
+    let (out, writer) = writer::spawn(write_half, context.core.clone(), outbound.clone(), b"\n");
     let session = Session::new(context.clone());
     let temp_names =
         mapping::TempNames::new(format!("ID:{}-{}", context.id_prefix, session.connection()));
@@ -103,7 +97,6 @@ where
         authenticating: None,
     };
     connection.run(reader).await;
-    let writer_abort = writer.abort_handle();
     if let Some(receipt) = connection.disconnect_receipt.take() {
         // ActiveMQ answers DISCONNECT only once the connection is gone from
         // the broker: its consumers closed (unacknowledged messages back in their queues,
@@ -120,19 +113,12 @@ where
         } else {
             // The client stopped reading: cut it without the receipt, as below.
             tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
-            writer_abort.abort();
+            writer.abort();
         }
     }
-    let _ = connection.out.send(WriteItem::Close);
     // Let the writer finish first: the auto-acks it performs must reach the queues before
     // the consumers are released, or a message written to the client would be redelivered.
-    // Swapping in a sender whose receiver is gone closes the writer's channel.
-    drop(std::mem::replace(&mut connection.out, mpsc::unbounded_channel().0));
-    // A client that stops reading cannot hold the connection (and a shutdown) for ever.
-    if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
-        tracing::info!(peer = %connection.peer, "client did not read its last frames; connection cut");
-        writer_abort.abort();
-    }
+    writer::finish(&mut connection.out, writer, &connection.peer).await;
     connection.release();
 }
 
@@ -349,7 +335,7 @@ impl Connection {
         let mut bytes = BytesMut::new();
         self.codec.encode(frame, &mut bytes);
         self.outbound.queued(bytes.len());
-        let _ = self.out.send(WriteItem::Frame(bytes.freeze()));
+        let _ = self.out.send(WriteItem::Bytes(bytes.freeze()));
     }
 
     /// Decodes and handles every complete frame in `buffer`. `Ok(false)` after DISCONNECT.

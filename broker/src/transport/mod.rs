@@ -8,6 +8,7 @@ mod listener;
 mod outbound;
 mod read_buffer;
 mod tls;
+pub(crate) mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,41 +1,82 @@
-//! The writing half of a STOMP connection: its own task, so that a client that does not read
-//! can never stop the connection's reader (and with it the acks that would free the client).
+//! The writing half of every connection, whatever its protocol: its own task, so that a
+//! client that does not read can never stop the connection's reader (and with it the acks
+//! that would free the client). It coalesces what is queued into one write, writes the
+//! protocol's heart-beat when idle, and acknowledges auto-ack deliveries once they are
+//! written (so that an auto consumer's credit also bounds memory).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use store::MessageId;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
+use super::{Outbound, IDLE_WRITE_BUFFER};
 use crate::core::{ConsumerId, Core, QueueHandle};
-use crate::transport::Outbound;
 
 /// Frames written together at most, so that one burst cannot hold a huge buffer.
 const MAX_BATCH_BYTES: usize = 256 * 1024;
 
-/// What the connection hands its writer.
+/// How long a closing connection's last frames may take to be written.
+pub(crate) const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// What a connection hands its writer.
 pub(crate) enum WriteItem {
     /// Encoded frame bytes.
-    Frame(Bytes),
-    /// An encoded MESSAGE frame for an auto-ack consumer: acknowledged once written.
+    Bytes(Bytes),
+    /// An encoded delivery for an auto-ack consumer: acknowledged once written.
     AutoAck { bytes: Bytes, queue: QueueHandle, consumer: ConsumerId, id: MessageId },
-    /// From now on, write a heart-beat whenever nothing was written for this long.
+    /// From now on, write the protocol's heart-beat whenever nothing was written for this
+    /// long.
     HeartBeat(Duration),
     /// Flush what came before, then close the socket.
     Close,
-    /// Write what came before and perform its auto-acks, then signal (DISCONNECT waits for
-    /// this before it releases the connection's consumers).
+    /// Write what came before and perform its auto-acks, then signal (STOMP's DISCONNECT waits
+    /// for this before it releases the connection's consumers).
     Barrier(oneshot::Sender<()>),
+}
+
+/// Starts the writer of `socket`. `heart_beat` is what the protocol writes when idle (a STOMP
+/// newline, an empty AMQP frame; OpenWire sends its KeepAliveInfo itself). Every byte queued
+/// must be counted in `outbound` by the connection; the writer counts it written.
+pub(crate) fn spawn<W: AsyncWrite + Unpin + Send + 'static>(
+    socket: W,
+    core: Arc<Core>,
+    outbound: Outbound,
+    heart_beat: &'static [u8],
+) -> (mpsc::UnboundedSender<WriteItem>, JoinHandle<()>) {
+    let (out, items) = mpsc::unbounded_channel();
+    (out, tokio::spawn(run(socket, items, core, outbound, heart_beat)))
+}
+
+/// Closes the writer once it has written what was queued: within [`WRITER_DRAIN_LIMIT`], or
+/// it is cut (a client that stops reading cannot hold the connection, and a shutdown, for
+/// ever). `out` is left closed.
+pub(crate) async fn finish(
+    out: &mut mpsc::UnboundedSender<WriteItem>,
+    writer: JoinHandle<()>,
+    peer: &str,
+) {
+    let _ = out.send(WriteItem::Close);
+    // Swapping in a sender whose receiver is gone closes the writer's channel.
+    drop(std::mem::replace(out, mpsc::unbounded_channel().0));
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
+        tracing::info!(peer, "client did not read its last frames; connection cut");
+        abort.abort();
+    }
 }
 
 /// Writes items in order until the channel closes or a `Close` arrives; writes heart-beats
 /// when idle. Returns when the socket is closed.
-pub(crate) async fn run<W: AsyncWrite + Unpin>(
+async fn run<W: AsyncWrite + Unpin>(
     mut socket: W,
     mut items: mpsc::UnboundedReceiver<WriteItem>,
-    core: std::sync::Arc<Core>,
+    core: Arc<Core>,
     outbound: Outbound,
+    heart_beat_bytes: &'static [u8],
 ) {
     let mut heart_beat: Option<Duration> = None;
     // Grown by what is queued and given back when the queue is empty, so an idle connection
@@ -47,7 +88,7 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
             Some(interval) => match tokio::time::timeout(interval, items.recv()).await {
                 Ok(item) => item,
                 Err(_) => {
-                    if socket.write_all(b"\n").await.is_err() {
+                    if socket.write_all(heart_beat_bytes).await.is_err() {
                         return;
                     }
                     continue;
@@ -62,12 +103,12 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
         // Coalesce whatever is already queued into one write.
         while let Some(item) = next.take() {
             match item {
-                WriteItem::Frame(bytes) => buffer.extend_from_slice(&bytes),
+                WriteItem::Bytes(bytes) => buffer.extend_from_slice(&bytes),
                 WriteItem::AutoAck { bytes, queue, consumer, id } => {
                     buffer.extend_from_slice(&bytes);
-                    // A wildcard consumer receives from several queues, and each
-                    // ack must go to the queue the message came from (grouping by consumer
-                    // alone sent them all to the first one, stalling the others).
+                    // A wildcard consumer receives from several queues, and each ack must go
+                    // to the queue the message came from (grouping by consumer alone sent
+                    // them all to the first one, stalling the others).
                     match acks.iter_mut().find(|(q, c, _)| *c == consumer && q.same_queue(&queue)) {
                         Some((_, _, ids)) => ids.push(id),
                         None => acks.push((queue, consumer, vec![id])),
@@ -96,7 +137,7 @@ pub(crate) async fn run<W: AsyncWrite + Unpin>(
             // Every frame and message the connection queues is counted there.
             outbound.written(buffer.len());
             buffer.clear();
-            if items.is_empty() && buffer.capacity() > crate::transport::IDLE_WRITE_BUFFER {
+            if items.is_empty() && buffer.capacity() > IDLE_WRITE_BUFFER {
                 buffer = BytesMut::new();
             }
         }
