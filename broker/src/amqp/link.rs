@@ -24,8 +24,8 @@ use store::{Destination, DestinationKind, Message, SubscriptionKey};
 use super::{mapping, Connection, Event, Fatal, Session, INCOMING_WINDOW};
 use crate::core::selector::Selector;
 use crate::core::{
-    flow, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery, QueueHandle,
-    SubscribeRequest,
+    held_sends_refusal, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery,
+    QueueHandle, SendAdmission, SubscribeRequest,
 };
 
 /// The credit a producer's link gets, topped up as its messages are taken: ActiveMQ's
@@ -778,30 +778,26 @@ impl Connection {
             return;
         }
         let key = (channel, handle);
-        if self.held.holds(&key) || core.blocker(&message, self.client.connection()).is_some() {
-            if self.held.is_full() {
-                if core.settings().flow.fail_if_no_space {
-                    let error = link_error(condition::RESOURCE_LIMIT_EXCEEDED, format!(
-                        "{} sends of this connection are waiting for room already (send_fail_if_no_space)",
-                        flow::MAX_HELD_SENDS
-                    ));
-                    self.settle_incoming(channel, handle, delivery_id, Err(error));
-                    return;
+        let held = HeldTransfer { channel, handle, delivery_id };
+        match self.held.admit(&core, self.client.connection(), key, held, message) {
+            SendAdmission::Now(_, message) => self.submit(channel, handle, delivery_id, message),
+            SendAdmission::Held { forced } => {
+                // While a link has held messages it gets no more credit: the producer stops.
+                if let Some(Some(Link::Incoming(incoming))) =
+                    self.sessions.get_mut(&channel).map(|s| s.links.get_mut(&handle))
+                {
+                    incoming.held += 1;
                 }
-                if let Some(oldest) = self.held.force_oldest(&core, self.client.connection()) {
+                if let Some(oldest) = forced {
                     self.admitted(oldest, Ok(()));
                 }
             }
-            if let Some(Some(Link::Incoming(incoming))) =
-                self.sessions.get_mut(&channel).map(|s| s.links.get_mut(&handle))
-            {
-                incoming.held += 1;
+            SendAdmission::Refused(_) => {
+                let why = held_sends_refusal();
+                let error = link_error(condition::RESOURCE_LIMIT_EXCEEDED, why);
+                self.settle_incoming(channel, handle, delivery_id, Err(error));
             }
-            let held = HeldTransfer { channel, handle, delivery_id };
-            self.held.hold(&core, self.client.connection(), key, held, message);
-            return;
         }
-        self.submit(channel, handle, delivery_id, message);
     }
 
     /// A held transfer's wait ended: sent now, or refused.

@@ -41,8 +41,8 @@ pub use advisory::{
 pub use audit::is_producer_message_id;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 pub use engine::{
-    scheduler, CompositeRule, CompositeTarget, Composites, Core, CoreSettings, HeldSends,
-    ProducerRegistration, RoomFuture, SubscribeRequest, Transaction,
+    held_sends_refusal, scheduler, CompositeRule, CompositeTarget, Composites, Core, CoreSettings,
+    HeldSends, ProducerRegistration, RoomFuture, SendAdmission, SubscribeRequest, Transaction,
 };
 pub use flow::FlowSettings;
 pub use queue::{ConsumerSpec, Delivery, MemoryLimits, QueueHandle, QueueStats};

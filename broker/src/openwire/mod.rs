@@ -30,8 +30,8 @@ use tokio::time::Instant;
 
 use crate::core::selector::Selector;
 use crate::core::{
-    flow, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery, HeldSends,
-    ProducerRegistration, QueueHandle, SubscribeRequest, Transaction,
+    held_sends_refusal, AckMode, ConsumerId, ConsumerNotice, ConsumerSpec, CoreError, Delivery,
+    HeldSends, ProducerRegistration, QueueHandle, SendAdmission, SubscribeRequest, Transaction,
 };
 use crate::security::{Action, AuthError, Authentication, Subject};
 use crate::session::Session;
@@ -789,28 +789,19 @@ impl Connection {
             // synchronous send) or ProducerAck (an asynchronous one with a window) goes out
             // once it is accepted, which is what paces the client.
             let key = send.producer.clone();
-            if self.held.holds(&key) || core.blocker(&stored, self.session.connection()).is_some() {
-                if self.held.is_full() {
-                    if core.settings().flow.fail_if_no_space {
-                        let refusal = Refusal::new(
-                            RESOURCE_ALLOCATION,
-                            format!(
-                                "{} sends of this connection are waiting for room already; \
-                                 the message was refused (send_fail_if_no_space)",
-                                flow::MAX_HELD_SENDS
-                            ),
-                        );
-                        return self.refuse_send(&send, refusal);
-                    }
-                    // Holds no more: the oldest held send goes ahead past the limit (an
-                    // asynchronous sender without a window cannot be paced otherwise).
-                    if let Some(oldest) = self.held.force_oldest(&core, self.session.connection()) {
+            let connection = self.session.connection();
+            return match self.held.admit(&core, connection, key, send, stored) {
+                SendAdmission::Now(send, stored) => self.submit(send, stored, None),
+                SendAdmission::Held { forced } => {
+                    if let Some(oldest) = forced {
                         self.admitted(oldest, Ok(()));
                     }
                 }
-                self.held.hold(&core, self.session.connection(), key, send, stored);
-                return;
-            }
+                SendAdmission::Refused(send) => {
+                    let refusal = Refusal::new(RESOURCE_ALLOCATION, held_sends_refusal());
+                    self.refuse_send(&send, refusal)
+                }
+            };
         }
         self.submit(send, stored, message.transaction_id.as_ref());
     }

@@ -8,7 +8,7 @@ use protocol::stomp::{Command, Frame};
 use store::Message;
 
 use super::{mapping, Connection, Fatal, Outcome, Pending};
-use crate::core::{flow, CoreError};
+use crate::core::{held_sends_refusal, CoreError, SendAdmission};
 
 /// A SEND held by producer flow control until its destination has room.
 pub(super) struct HeldSend {
@@ -73,31 +73,28 @@ impl Connection {
         self.session
             .authorize(Action::Write, &message.destination)
             .map_err(|denied| Fatal(error_frame(&denied)))?;
-        if transaction.is_none() {
-            // Producer flow control: a send that finds no room (or finds earlier sends of this
-            // connection waiting) is held; the connection goes on reading meanwhile.
+        let message = if transaction.is_none() {
+            // Producer flow control: held sends of a STOMP connection form one FIFO.
             let core = self.context.core.clone();
-            if self.held.holds(&()) || core.blocker(&message, self.session.connection()).is_some() {
-                if self.held.is_full() {
-                    if core.settings().flow.fail_if_no_space {
-                        return Err(Fatal(error_frame(&format!(
-                            "javax.jms.ResourceAllocationException: {} sends of this connection \
-                             are waiting for room already; the message was refused \
-                             (send_fail_if_no_space)",
-                            flow::MAX_HELD_SENDS
-                        ))));
-                    }
-                    // Holds no more: the oldest held send goes ahead past the limit, so that
-                    // this connection's memory stays bounded and its order kept.
-                    if let Some(oldest) = self.held.force_oldest(&core, self.session.connection()) {
+            let connection = self.session.connection();
+            let held = HeldSend { receipt: receipt.clone() };
+            match self.held.admit(&core, connection, (), held, message) {
+                SendAdmission::Now(_, message) => message,
+                SendAdmission::Held { forced } => {
+                    if let Some(oldest) = forced {
                         self.admitted(oldest, Ok(()));
                     }
+                    return Ok(());
                 }
-                let held = HeldSend { receipt };
-                self.held.hold(&core, self.session.connection(), (), held, message);
-                return Ok(());
+                SendAdmission::Refused(_) => {
+                    let why = held_sends_refusal();
+                    let error = format!("javax.jms.ResourceAllocationException: {why}");
+                    return Err(Fatal(error_frame(&error)));
+                }
             }
-        }
+        } else {
+            message
+        };
         match self.submit(message, receipt, transaction) {
             Ok(Some(outcome)) => self.pending.push_back(outcome),
             Ok(None) => {}

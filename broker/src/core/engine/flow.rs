@@ -265,6 +265,26 @@ pub type RoomFuture = Pin<Box<dyn Future<Output = Result<(), CoreError>> + Send>
 /// A [`RoomFuture`] that names the key it waits for.
 type KeyedRoom<K> = Pin<Box<dyn Future<Output = (K, Result<(), CoreError>)> + Send>>;
 
+/// What [`HeldSends::admit`] decided.
+pub enum SendAdmission<T> {
+    /// The send finds room: submit it now.
+    Now(T, Arc<Message>),
+    /// The send is held until there is room. `forced`: the oldest held send, which goes ahead
+    /// now past the limit (the connection holds all it may).
+    Held { forced: Option<(T, Arc<Message>)> },
+    /// The connection holds all it may and the flow settings refuse what finds no room: the
+    /// client is told so ([`held_sends_refusal`]).
+    Refused(T),
+}
+
+/// Why a send was [refused](SendAdmission::Refused), the same for every protocol.
+pub fn held_sends_refusal() -> String {
+    format!(
+        "{MAX_HELD_SENDS} sends of this connection are waiting for room already; the message was \
+         refused (send_fail_if_no_space)"
+    )
+}
+
 /// Sends a connection holds because they found no room: one FIFO per key (an OpenWire
 /// producer, or the whole STOMP connection), so that one producer's messages stay in order
 /// while other producers' sends go on. Only the head of each FIFO waits for room; the ones
@@ -299,6 +319,34 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
     }
 
     /// Holds a send of `key` until [`Core::wait_for_room`] lets it go.
+    /// Producer flow control for a send of `connection` that is not in a transaction: it goes
+    /// ahead now if it finds room and no earlier send of `key` waits; else it is held (the
+    /// connection goes on reading meanwhile). A connection holding all it may either has the
+    /// send refused, when the flow settings say to (`send_fail_if_no_space`), or lets its
+    /// oldest held send go ahead past the limit, so that its memory stays bounded and its
+    /// order kept (an asynchronous sender without a window cannot be paced otherwise).
+    pub fn admit(
+        &mut self,
+        core: &Arc<Core>,
+        connection: u64,
+        key: K,
+        item: T,
+        message: Arc<Message>,
+    ) -> SendAdmission<T> {
+        if !self.holds(&key) && core.blocker(&message, connection).is_none() {
+            return SendAdmission::Now(item, message);
+        }
+        let mut forced = None;
+        if self.is_full() {
+            if core.settings().flow.fail_if_no_space {
+                return SendAdmission::Refused(item);
+            }
+            forced = self.force_oldest(core, connection);
+        }
+        self.hold(core, connection, key, item, message);
+        SendAdmission::Held { forced }
+    }
+
     pub fn hold(
         &mut self,
         core: &Arc<Core>,

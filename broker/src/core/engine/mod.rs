@@ -27,7 +27,7 @@ use store::{
 };
 
 pub use composite::{CompositeRule, CompositeTarget, Composites};
-pub use flow::{HeldSends, RoomFuture};
+pub use flow::{held_sends_refusal, HeldSends, RoomFuture, SendAdmission};
 pub use statistics::ProducerRegistration;
 pub use transaction::Transaction;
 
