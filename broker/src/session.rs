@@ -17,14 +17,17 @@
 //! queues), temporary destinations, and the connection's announcement.
 
 use std::borrow::Borrow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use store::Destination;
+use store::{Destination, Message, MessageId};
 use tokio::sync::mpsc;
 
-use crate::core::{ConsumerId, ConsumerNotice, CoreError, Delivery, SubscribeRequest, Transaction};
+use crate::core::{
+    ConsumerId, ConsumerNotice, CoreError, Delivery, QueueHandle, SubscribeRequest, Transaction,
+};
 use crate::security::{Action, Denied, Subject};
 use crate::transport::ConnectionContext;
 
@@ -38,6 +41,91 @@ pub(crate) enum SessionError {
     Denied(#[from] Denied),
     #[error(transparent)]
     Core(#[from] CoreError),
+}
+
+/// What a consumer was delivered and has not settled yet, in delivery order, each with the
+/// queue it came from (a wildcard or composite consumer has several): the ledger that
+/// cumulative ("up to") and individual ("only this") acknowledgements are resolved against.
+#[derive(Default)]
+pub(crate) struct Delivered(VecDeque<(QueueHandle, Arc<Message>)>);
+
+impl Delivered {
+    pub fn push(&mut self, queue: QueueHandle, message: Arc<Message>) {
+        self.0.push_back((queue, message));
+    }
+
+    /// Puts a message back in front (a rolled-back transaction's, in reverse order).
+    pub fn push_front(&mut self, queue: QueueHandle, message: Arc<Message>) {
+        self.0.push_front((queue, message));
+    }
+
+    /// Where the first message `matches` accepts is.
+    pub fn position(&self, matches: impl Fn(&Message) -> bool) -> Option<usize> {
+        self.0.iter().position(|(_, message)| matches(message))
+    }
+
+    pub fn messages(&self) -> impl Iterator<Item = &Arc<Message>> {
+        self.0.iter().map(|(_, message)| message)
+    }
+
+    /// Takes the messages up to and including `position` (a cumulative acknowledgement).
+    pub fn take_up_to(&mut self, position: usize) -> Settled {
+        Settled::of(self.0.drain(..=position.min(self.0.len().saturating_sub(1))))
+    }
+
+    /// Takes the message at `position` alone (an individual acknowledgement).
+    pub fn take_only(&mut self, position: usize) -> Settled {
+        Settled::of(self.0.remove(position))
+    }
+
+    /// The messages up to and including `position`, left in the ledger.
+    pub fn up_to(&self, position: usize) -> Settled {
+        Settled::of(self.0.iter().take(position + 1).cloned())
+    }
+}
+
+/// Messages being settled, grouped by the queue each came from (its settlement goes there).
+pub(crate) struct Settled(Vec<(QueueHandle, Vec<Arc<Message>>)>);
+
+impl Settled {
+    pub fn of(messages: impl IntoIterator<Item = (QueueHandle, Arc<Message>)>) -> Settled {
+        let mut groups: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
+        for (queue, message) in messages {
+            match groups.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
+                Some((_, messages)) => messages.push(message),
+                None => groups.push((queue, vec![message])),
+            }
+        }
+        Settled(groups)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = (&QueueHandle, &[Arc<Message>])> {
+        self.0.iter().map(|(queue, messages)| (queue, messages.as_slice()))
+    }
+
+    pub fn into_groups(self) -> impl Iterator<Item = (QueueHandle, Vec<Arc<Message>>)> {
+        self.0.into_iter()
+    }
+
+    fn ids(messages: &[Arc<Message>]) -> Vec<MessageId> {
+        messages.iter().map(|message| message.id).collect()
+    }
+}
+
+/// How messages are settled outside a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// Done with: they leave their queues.
+    Ack,
+    /// Given back for redelivery, counted as delivered.
+    Nack,
+    /// Given back unprocessed (AMQP's `released`): not counted as a redelivery.
+    Release,
+    /// The client gave up on them, for this reason: to the dead-letter queue.
+    Poison(Option<String>),
+    /// Handed to the application, to be acknowledged later: they stop counting against the
+    /// consumer's prefetch.
+    Consumed,
 }
 
 /// One connection's session; `T` is how its protocol names transactions.
@@ -178,6 +266,60 @@ impl<T: Eq + Hash> Session<T> {
         if self.consumers.remove(&consumer) {
             self.context.core.unsubscribe_seen_only(consumer, seen);
         }
+    }
+
+    /// Settles `settled`, delivered to `consumer`, outside any transaction, without waiting
+    /// for the store.
+    pub fn settle(&self, consumer: ConsumerId, settled: Settled, how: Settle) {
+        let core = &self.context.core;
+        for (queue, messages) in settled.into_groups() {
+            let ids = Settled::ids(&messages);
+            match &how {
+                Settle::Ack => core.ack_now(&queue, consumer, ids),
+                Settle::Nack => core.nack(&queue, consumer, ids),
+                Settle::Release => core.release(&queue, consumer, ids),
+                Settle::Poison(cause) => core.poison(&queue, consumer, ids, cause.clone()),
+                Settle::Consumed => core.consumed(&queue, consumer, ids),
+            }
+        }
+    }
+
+    /// Acknowledges `settled` outside any transaction; resolves once every removal is
+    /// durable (for a protocol that confirms an acknowledgement).
+    pub fn ack_durably(
+        &self,
+        consumer: ConsumerId,
+        settled: Settled,
+    ) -> impl Future<Output = Result<(), CoreError>> + Send + 'static {
+        let core = self.context.core.clone();
+        async move {
+            let mut result = Ok(());
+            for (queue, messages) in settled.into_groups() {
+                if let Err(error) = core.ack(&queue, consumer, Settled::ids(&messages)).await {
+                    result = Err(error);
+                }
+            }
+            result
+        }
+    }
+
+    /// Acknowledges `settled` inside the open transaction `name`: the acks are streamed to the
+    /// store with it and become final at its commit. False if no such transaction is open.
+    pub fn ack_in_transaction<Q>(
+        &mut self,
+        name: &Q,
+        consumer: ConsumerId,
+        settled: &Settled,
+    ) -> Result<bool, CoreError>
+    where
+        T: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let Some(transaction) = self.transactions.get_mut(name) else { return Ok(false) };
+        for (queue, messages) in settled.groups() {
+            self.context.core.ack_in_transaction(transaction, queue, consumer, messages)?;
+        }
+        Ok(true)
     }
 
     /// Begins a local transaction named `name`, and returns it; `None` if one by that name is

@@ -8,6 +8,7 @@
 //! until the client grants more.
 
 use crate::security::Action;
+use crate::session::{Settle, Settled};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -554,29 +555,29 @@ impl Connection {
         }
         let state = disposition.state.clone();
         for entry in done {
-            let ids = vec![entry.message.id];
+            let settled = Settled::of([(entry.queue, entry.message)]);
             match &state {
                 Some(DeliveryState::Transactional(ts)) => {
-                    let Some(transaction) = self.client.transaction(&ts.txn_id) else {
+                    if !self.client.has_transaction(&ts.txn_id) {
                         return Err(Fatal::close(
                             protocol::amqp::transactions::condition::UNKNOWN_ID,
                             "a disposition names a transaction that is not declared",
                         ));
-                    };
+                    }
                     match ts.outcome.as_deref() {
                         Some(DeliveryState::Accepted) | None => {
-                            core.ack_in_transaction(
-                                transaction,
-                                &entry.queue,
-                                entry.consumer,
-                                &[entry.message],
-                            )
-                            .map_err(|e| Fatal::close(condition::INTERNAL_ERROR, e.to_string()))?;
+                            self.client
+                                .ack_in_transaction(&ts.txn_id, entry.consumer, &settled)
+                                .map_err(|e| {
+                                    Fatal::close(condition::INTERNAL_ERROR, e.to_string())
+                                })?;
                         }
-                        Some(other) => apply_outcome(&core, &entry, ids, Some(other)),
+                        Some(other) => {
+                            self.client.settle(entry.consumer, settled, outcome_of(Some(other)))
+                        }
                     }
                 }
-                other => apply_outcome(&core, &entry, ids, other.as_ref()),
+                other => self.client.settle(entry.consumer, settled, outcome_of(other.as_ref())),
             }
         }
         if !disposition.settled() {
@@ -972,20 +973,14 @@ impl Connection {
     }
 }
 
-/// What the core does with a consumer's outcome: accepted → acknowledged; released (or
+/// How a consumer's outcome settles its message: accepted → acknowledged; released (or
 /// modified without delivery-failed) → back, not counted; modified with delivery-failed →
 /// back, counted as a redelivery; undeliverable-here or rejected → dead-lettered. A
 /// settlement without an outcome counts as accepted.
-fn apply_outcome(
-    core: &crate::core::Core,
-    entry: &Unsettled,
-    ids: Vec<store::MessageId>,
-    state: Option<&DeliveryState>,
-) {
-    let (queue, consumer) = (&entry.queue, entry.consumer);
+fn outcome_of(state: Option<&DeliveryState>) -> Settle {
     match state {
-        None | Some(DeliveryState::Accepted) => core.ack_now(queue, consumer, ids),
-        Some(DeliveryState::Released) => core.release(queue, consumer, ids),
+        None | Some(DeliveryState::Accepted) => Settle::Ack,
+        Some(DeliveryState::Released) => Settle::Release,
         Some(DeliveryState::Rejected(rejected)) => {
             let cause = rejected.error.as_ref().map(|e| {
                 format!(
@@ -994,23 +989,16 @@ fn apply_outcome(
                     e.description.as_deref().unwrap_or("rejected by the AMQP consumer")
                 )
             });
-            core.poison(
-                queue,
-                consumer,
-                ids,
-                cause.or_else(|| Some("rejected by the AMQP consumer".to_owned())),
-            );
+            Settle::Poison(cause.or_else(|| Some("rejected by the AMQP consumer".to_owned())))
         }
         Some(DeliveryState::Modified(modified)) if modified.undeliverable_here() => {
-            core.poison(queue, consumer, ids, Some("modified: undeliverable-here".to_owned()));
+            Settle::Poison(Some("modified: undeliverable-here".to_owned()))
         }
-        Some(DeliveryState::Modified(modified)) if modified.delivery_failed() => {
-            core.nack(queue, consumer, ids)
-        }
-        Some(DeliveryState::Modified(_)) => core.release(queue, consumer, ids),
+        Some(DeliveryState::Modified(modified)) if modified.delivery_failed() => Settle::Nack,
+        Some(DeliveryState::Modified(_)) => Settle::Release,
         // Received, declared, nested transactional: not outcomes for a consumer; leave the
         // message with the consumer, as ActiveMQ does with states it does not act on.
-        Some(_) => core.release(queue, consumer, ids),
+        Some(_) => Settle::Release,
     }
 }
 

@@ -11,7 +11,7 @@
 
 mod mapping;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ use crate::core::{
     HeldSends, ProducerRegistration, QueueHandle, SendAdmission, SubscribeRequest, Transaction,
 };
 use crate::security::{Action, AuthError, Authentication, Subject};
-use crate::session::Session;
+use crate::session::{Delivered, Session, Settle};
 use crate::transport::writer::{self, WriteItem};
 use crate::transport::{ConnectionContext, ReadBuffer};
 
@@ -61,8 +61,8 @@ type BrowseEvent = Pin<Box<dyn Future<Output = (ow::ConsumerId, Vec<Arc<Message>
 struct OwConsumer {
     core: ConsumerId,
     prefetch: i32,
-    /// Delivered and not yet acknowledged, in delivery order, with their queues.
-    delivered: VecDeque<(QueueHandle, Arc<Message>)>,
+    /// Delivered and not yet acknowledged.
+    delivered: Delivered,
     /// Bumped by every MessagePull; a timer of an older pull is stale.
     pull_generation: u64,
 }
@@ -140,19 +140,6 @@ impl From<WireError> for Refusal {
     fn from(error: WireError) -> Refusal {
         Refusal::new(JMS_EXCEPTION, error.to_string())
     }
-}
-
-/// `items` gathered by the queue they belong to (a wildcard consumer's come from several),
-/// each queue once, in order of first appearance.
-fn by_queue<T>(items: impl IntoIterator<Item = (QueueHandle, T)>) -> Vec<(QueueHandle, Vec<T>)> {
-    let mut groups: Vec<(QueueHandle, Vec<T>)> = Vec::new();
-    for (queue, item) in items {
-        match groups.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
-            Some((_, items)) => items.push(item),
-            None => groups.push((queue, vec![item])),
-        }
-    }
-    groups
 }
 
 fn xa_refusal() -> Refusal {
@@ -653,7 +640,12 @@ impl Connection {
         self.by_core.insert(consumer, consumer_id.clone());
         self.consumers.insert(
             consumer_id,
-            OwConsumer { core: consumer, prefetch, delivered: VecDeque::new(), pull_generation: 0 },
+            OwConsumer {
+                core: consumer,
+                prefetch,
+                delivered: Delivered::default(),
+                pull_generation: 0,
+            },
         );
         Ok(())
     }
@@ -667,8 +659,8 @@ impl Connection {
             if last_delivered >= -1 {
                 let seen = consumer
                     .delivered
-                    .iter()
-                    .map(|(_, m)| m.id)
+                    .messages()
+                    .map(|m| m.id)
                     .filter(|id| id.0 as i64 <= last_delivered)
                     .collect();
                 self.session.unsubscribe_seen_only(consumer.core, seen);
@@ -897,8 +889,8 @@ impl Connection {
         let Some(last) = ack.last_message_id.as_ref().or(ack.first_message_id.as_ref()) else {
             return Err(Refusal::new(JMS_EXCEPTION, "acknowledgement without a message id"));
         };
-        let matches = |m: &Message, id: &ow::MessageId| m.id.0 as i64 == id.broker_sequence_id;
-        let Some(position) = consumer.delivered.iter().position(|(_, m)| matches(m, last)) else {
+        let matches = |m: &Message| m.id.0 as i64 == last.broker_sequence_id;
+        let Some(position) = consumer.delivered.position(matches) else {
             tracing::debug!(peer = %self.peer, ?last, "acknowledgement of a message not awaiting one");
             return Ok(());
         };
@@ -906,20 +898,16 @@ impl Connection {
             // Handed to the application up to `last`; the standard ack comes later. The
             // client-acknowledge and transacted consumers of the ActiveMQ client send these to
             // open their prefetch window, and stall without.
-            let delivered = consumer.delivered.iter().take(position + 1);
-            for (queue, ids) in by_queue(delivered.map(|(q, m)| (q.clone(), m.id))) {
-                self.context.core.consumed(&queue, consumer.core, ids);
-            }
+            let consumed = consumer.delivered.up_to(position);
+            self.session.settle(consumer.core, consumed, Settle::Consumed);
             return Ok(());
         }
-        let acked: Vec<(QueueHandle, Arc<Message>)> = if kind == ack_type::INDIVIDUAL {
-            consumer.delivered.remove(position).into_iter().collect()
+        let settled = if kind == ack_type::INDIVIDUAL {
+            consumer.delivered.take_only(position)
         } else {
-            consumer.delivered.drain(..=position).collect()
+            consumer.delivered.take_up_to(position)
         };
         let core_consumer = consumer.core;
-        let core = self.context.core.clone();
-        let groups = by_queue(acked);
         if kind == ack_type::POISON {
             // The client's redelivery policy gave up on them (it sends this outside any
             // transaction, after rolling back): to the dead-letter queue.
@@ -928,19 +916,15 @@ impl Connection {
                 None => cause.class_name.clone(),
             });
             tracing::debug!(peer = %self.peer, ?cause, "poison ack");
-            for (queue, messages) in groups {
-                let ids = messages.iter().map(|m| m.id).collect();
-                core.poison(&queue, core_consumer, ids, cause.clone());
-            }
+            self.session.settle(core_consumer, settled, Settle::Poison(cause));
             return Ok(());
         }
-        if let Some(transaction) = self.transaction_of(ack.transaction_id.as_ref())? {
-            for (queue, messages) in &groups {
-                core.ack_in_transaction(transaction, queue, core_consumer, messages)?;
-            }
+        // Begins the transaction if the client has not yet (it begins lazily), or refuses XA.
+        if self.transaction_of(ack.transaction_id.as_ref())?.is_some() {
             if let Some(ow::TransactionId::Local(local)) = &ack.transaction_id {
+                self.session.ack_in_transaction(local, core_consumer, &settled)?;
                 let acks = self.transaction_acks.entry(local.clone()).or_default();
-                for (queue, messages) in groups {
+                for (queue, messages) in settled.into_groups() {
                     for message in messages {
                         acks.push((consumer_id.clone(), queue.clone(), message));
                     }
@@ -948,9 +932,7 @@ impl Connection {
             }
             return Ok(());
         }
-        for (queue, messages) in groups {
-            core.ack_now(&queue, core_consumer, messages.iter().map(|m| m.id).collect());
-        }
+        self.session.settle(core_consumer, settled, Settle::Ack);
         Ok(())
     }
 
@@ -1103,7 +1085,7 @@ impl Connection {
                     self.transaction_acks.remove(&local).unwrap_or_default().into_iter().rev()
                 {
                     if let Some(c) = self.consumers.get_mut(&consumer) {
-                        c.delivered.push_front((queue, message));
+                        c.delivered.push_front(queue, message);
                     }
                 }
                 self.answer(id, required, Ok(()));
@@ -1177,7 +1159,7 @@ impl Connection {
             message: Some(Box::new(message)),
             ..Default::default()
         }));
-        consumer.delivered.push_back((delivery.queue, delivery.message));
+        consumer.delivered.push(delivery.queue, delivery.message);
         self.write(&dispatch);
     }
 

@@ -1,15 +1,15 @@
 //! SUBSCRIBE, UNSUBSCRIBE, ACK, NACK and the MESSAGE frames of deliveries.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use protocol::stomp::{Command, Frame, Version};
-use store::{DestinationKind, Message, MessageId, SubscriptionKey};
+use store::{DestinationKind, Message, SubscriptionKey};
 
 use super::{mapping, Connection, Fatal, Outcome, Subscription};
 use crate::core::selector::Selector;
-use crate::core::{AckMode, ConsumerSpec, Delivery, QueueHandle, SubscribeRequest};
+use crate::core::{AckMode, ConsumerSpec, Delivery, SubscribeRequest};
+use crate::session::{Delivered, Settle};
 use crate::transport::writer::WriteItem;
 
 /// ActiveMQ's subscription headers that ferromq honours.
@@ -166,7 +166,7 @@ impl Connection {
         self.session.subscribe(request).map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
         self.by_consumer.insert(consumer, id.clone());
         self.subscriptions
-            .insert(id, Subscription { consumer, ack_mode, delivered: VecDeque::new() });
+            .insert(id, Subscription { consumer, ack_mode, delivered: Delivered::default() });
         self.receipt(frame);
         Ok(())
     }
@@ -281,11 +281,10 @@ impl Connection {
             if subscription_hint.is_some_and(|hint| hint != id) {
                 return None;
             }
-            let position =
-                subscription.delivered.iter().position(|(_, message)| match version {
-                    Version::V1_2 => is_ack_id(message_id, id, message),
-                    _ => &*message.message_id == message_id,
-                })?;
+            let position = subscription.delivered.position(|message| match version {
+                Version::V1_2 => is_ack_id(message_id, id, message),
+                _ => &*message.message_id == message_id,
+            })?;
             Some((subscription, position))
         });
         let Some((subscription, position)) = found else {
@@ -297,46 +296,31 @@ impl Connection {
                 ),
             ));
         };
-        let acked: Vec<(QueueHandle, Arc<Message>)> = match subscription.ack_mode {
-            AckMode::Client => subscription.delivered.drain(..=position).collect(),
-            _ => subscription.delivered.remove(position).into_iter().collect(),
+        let settled = match subscription.ack_mode {
+            AckMode::Client => subscription.delivered.take_up_to(position),
+            _ => subscription.delivered.take_only(position),
         };
         let consumer = subscription.consumer;
-        let core = self.context.core.clone();
-        let per_queue = group_by_queue(acked);
         if !positive {
-            for (queue, messages) in per_queue {
-                core.nack(&queue, consumer, messages.iter().map(|m| m.id).collect());
-            }
+            self.session.settle(consumer, settled, Settle::Nack);
             self.receipt(frame);
             return Ok(());
         }
         if let Some(name) = transaction {
-            if let Some(open) = self.session.transaction(name) {
-                for (queue, messages) in &per_queue {
-                    core.ack_in_transaction(open, queue, consumer, messages)
-                        .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
-                }
-            }
+            self.session
+                .ack_in_transaction(name, consumer, &settled)
+                .map_err(|e| Fatal::new(Some(frame), &e.to_string(), ""))?;
             self.receipt(frame);
             return Ok(());
         }
         let receipt = frame.get("receipt").map(str::to_owned);
         let Some(receipt) = receipt else {
-            for (queue, messages) in per_queue {
-                core.ack_now(&queue, consumer, messages.iter().map(|m| m.id).collect());
-            }
+            self.session.settle(consumer, settled, Settle::Ack);
             return Ok(());
         };
+        let acked = self.session.ack_durably(consumer, settled);
         self.pending.push_back(Box::pin(async move {
-            let mut result = Ok(());
-            for (queue, messages) in per_queue {
-                let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
-                if let Err(error) = core.ack(&queue, consumer, ids).await {
-                    result = Err(error);
-                }
-            }
-            match result {
+            match acked.await {
                 Ok(()) => Outcome {
                     frame: Some(Frame::new(Command::Receipt).header("receipt-id", receipt)),
                     close: false,
@@ -414,7 +398,7 @@ impl Connection {
                 id: message.id,
             }
         } else {
-            subscription.delivered.push_back((delivery.queue, delivery.message));
+            subscription.delivered.push(delivery.queue, delivery.message);
             WriteItem::Bytes(bytes.freeze())
         };
         self.outbound.queued(bytes_len);
@@ -437,18 +421,4 @@ fn ack_id(subscription: &str, message: &Message) -> String {
 fn is_ack_id(ack: &str, subscription: &str, message: &Message) -> bool {
     ack.strip_prefix(subscription).and_then(|rest| rest.strip_prefix(':'))
         == Some(&*message.message_id)
-}
-
-/// Groups acknowledged messages by the queue they came from, keeping their order.
-fn group_by_queue(
-    acked: Vec<(QueueHandle, Arc<Message>)>,
-) -> Vec<(QueueHandle, Vec<Arc<Message>>)> {
-    let mut groups: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
-    for (queue, message) in acked {
-        match groups.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
-            Some((_, messages)) => messages.push(message),
-            None => groups.push((queue, vec![message])),
-        }
-    }
-    groups
 }

@@ -6,7 +6,7 @@ mod consume;
 mod mapping;
 mod produce;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,9 +20,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::core::{AckMode, ConsumerId, ConsumerNotice, HeldSends, QueueHandle};
+use crate::core::{AckMode, ConsumerId, ConsumerNotice, HeldSends};
 use crate::security::{AuthError, Authentication, Subject};
-use crate::session::Session;
+use crate::session::{Delivered, Session};
 use crate::transport::writer::{self, WriteItem, WRITER_DRAIN_LIMIT};
 use crate::transport::{ConnectionContext, Outbound, ReadBuffer};
 
@@ -61,8 +61,8 @@ impl From<WireError> for Fatal {
 struct Subscription {
     consumer: ConsumerId,
     ack_mode: AckMode,
-    /// Messages delivered and not yet acknowledged, in delivery order, with their queues.
-    delivered: VecDeque<(QueueHandle, Arc<Message>)>,
+    /// Messages delivered and not yet acknowledged.
+    delivered: Delivered,
 }
 
 /// Serves one STOMP connection until it closes.
