@@ -140,6 +140,16 @@ impl TopicSubscriptions {
         self.index(temporary).matches_any(topic)
     }
 
+    /// True if some subscription of `temporary` topics or ordinary ones was made with
+    /// exactly `pattern`.
+    pub fn subscribed_as(&self, pattern: &str, temporary: bool) -> bool {
+        if !DestinationFilter::is_pattern(pattern) {
+            return self.index(temporary).has_exact(pattern);
+        }
+        // A wildcard name is rarely asked about: the trie is not searched by pattern.
+        self.iter().any(|s| s.temporary == temporary && s.filter.as_str() == pattern)
+    }
+
     /// The selectors of the subscriptions of `topics` (`(name, temporary)`) that have one,
     /// each once, for [`SelectorVerdicts::judge`] to evaluate without the routing lock.
     pub fn selectors_for(&self, topics: &[(&str, bool)]) -> Vec<(SubscriptionId, Arc<Selector>)> {

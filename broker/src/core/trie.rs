@@ -134,6 +134,11 @@ impl<T> PatternIndex<T> {
         }
     }
 
+    /// True if some value was inserted under `name`, which has no wildcards.
+    pub fn has_exact(&self, name: &str) -> bool {
+        self.exact.contains_key(name)
+    }
+
     /// True if some pattern matches `name`.
     pub fn matches_any(&self, name: &str) -> bool {
         let mut any = false;

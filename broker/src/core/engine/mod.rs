@@ -318,11 +318,8 @@ impl Core {
                 registry.temporary.contains_key(destination)
             }
             DestinationKind::Topic => {
-                registry.topic_counters.topics().any(|(name, _)| **name == *destination.name)
-                    || registry.topic_subscriptions.iter().any(|subscription| {
-                        !subscription.temporary
-                            && subscription.filter.as_str() == &*destination.name
-                    })
+                registry.topic_counters.published.contains_key(&destination.name)
+                    || registry.topic_subscriptions.subscribed_as(&destination.name, false)
             }
         }
     }
