@@ -2,6 +2,11 @@
 //! consumers are attached where. One lock guards it; it is held only to read or change the
 //! table and to push commands into unbounded queue channels, never across an `.await`, so
 //! that a send's fan-out is atomic (every subscriber sees one topic's messages in one order).
+//!
+//! What is held under the lock is looked up through indexes, so that a send costs what it
+//! reaches rather than what exists: topic subscriptions by pattern
+//! ([`subscriptions`](super::subscriptions)), virtual topics' consumer queues by topic
+//! ([`virtual_topics`](super::virtual_topics)), and policies ([`Policies`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -248,6 +253,8 @@ impl Registry {
                     route.extend(names.iter().filter_map(|name| self.queues.get(name)).cloned())
                 }
                 None => {
+                    // A consumer pattern with wildcards past the prefix (the index cannot
+                    // tell): every queue is matched against it.
                     let consumer_queues =
                         DestinationFilter::new(&format!("{}{topic}", rule.prefix));
                     route.extend(
