@@ -97,12 +97,58 @@ pub const ADVISORY_PREFIX: &str = "ActiveMQ.Advisory.";
 /// and the connections that were announced.
 #[derive(Default)]
 pub(crate) struct AdvisoryState {
-    pub consumers: HashMap<ConsumerId, (Destination, u64)>,
+    consumers: HashMap<ConsumerId, (Destination, u64)>,
+    /// How many of `consumers` each destination has, for the advisories' `consumerCount`
+    /// without counting them all each time.
+    consumer_counts: HashMap<Destination, usize>,
     /// Announced connections with the id they were announced under.
     pub connections: HashMap<u64, String>,
     /// Each connection's channel for what the broker tells it about its consumers (a slow
     /// consumer abort), registered by the adapter ([`Core::consumer_notices`]).
     pub notices: HashMap<u64, mpsc::UnboundedSender<ConsumerNotice>>,
+}
+
+impl AdvisoryState {
+    /// Remembers a consumer of `destination` on `connection` (in place of what it was).
+    pub fn consumer_started(
+        &mut self,
+        consumer: ConsumerId,
+        destination: &Destination,
+        connection: u64,
+    ) {
+        if let Some((before, _)) =
+            self.consumers.insert(consumer, (destination.clone(), connection))
+        {
+            self.uncount(&before);
+        }
+        *self.consumer_counts.entry(destination.clone()).or_default() += 1;
+    }
+
+    /// Forgets a consumer; returns its destination and connection.
+    pub fn consumer_stopped(&mut self, consumer: ConsumerId) -> Option<(Destination, u64)> {
+        let (destination, connection) = self.consumers.remove(&consumer)?;
+        self.uncount(&destination);
+        Some((destination, connection))
+    }
+
+    fn uncount(&mut self, destination: &Destination) {
+        if let Some(count) = self.consumer_counts.get_mut(destination) {
+            *count -= 1;
+            if *count == 0 {
+                self.consumer_counts.remove(destination);
+            }
+        }
+    }
+
+    /// A consumer's destination and connection.
+    pub fn consumer(&self, consumer: ConsumerId) -> Option<&(Destination, u64)> {
+        self.consumers.get(&consumer)
+    }
+
+    /// How many consumers `destination` has.
+    pub fn consumer_count(&self, destination: &Destination) -> usize {
+        self.consumer_counts.get(destination).copied().unwrap_or(0)
+    }
 }
 
 /// `ActiveMQ.Advisory.<kind>.<Type>.<name>`, or `None` for what no advisory is about: advisory
@@ -187,4 +233,29 @@ pub(crate) fn no_consumer_copy(id: MessageId, topic: &str, message: &Message) ->
         copy.properties.insert(name.into(), value);
     }
     copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumer_counts_follow_starts_and_stops() {
+        let mut state = AdvisoryState::default();
+        let (a, b) = (Destination::queue("A"), Destination::topic("A"));
+        state.consumer_started(ConsumerId(1), &a, 7);
+        state.consumer_started(ConsumerId(2), &a, 7);
+        state.consumer_started(ConsumerId(3), &b, 8);
+        assert_eq!((state.consumer_count(&a), state.consumer_count(&b)), (2, 1));
+        // Started again elsewhere: it moves.
+        state.consumer_started(ConsumerId(2), &b, 7);
+        assert_eq!((state.consumer_count(&a), state.consumer_count(&b)), (1, 2));
+        assert_eq!(state.consumer_stopped(ConsumerId(1)), Some((a.clone(), 7)));
+        assert_eq!(state.consumer_stopped(ConsumerId(1)), None);
+        assert_eq!(state.consumer_count(&a), 0);
+        assert!(!state.consumer_counts.contains_key(&a), "no count is kept at zero");
+        assert_eq!(state.consumer(ConsumerId(3)), Some(&(b.clone(), 8)));
+        let counted = |d: &Destination| state.consumers.values().filter(|(c, _)| c == d).count();
+        assert_eq!(state.consumer_count(&b), counted(&b));
+    }
 }

@@ -9,14 +9,16 @@
 //!   transactions, temporary destinations, flow control waits, the scheduler, the inactive
 //!   destination sweep, statistics), and the observer task that turns queue events into
 //!   advisories, dead-letter moves, consumer aborts and removals;
-//! - `registry` is the routing table the engine locks;
+//! - `registry` is the routing table the engine locks, with its indexes: `subscriptions` (the
+//!   topic subscriptions by pattern, over `trie`) and `virtual_topics` (virtual topics'
+//!   consumer queues);
 //! - `queue` is the task that owns one queue of messages (a queue destination, a durable
 //!   subscription, or a topic subscriber); it reports what happens to it as `events`;
 //! - leaves that any of them use: `types` (ids, errors, composite names), `advisory` (how
 //!   advisories are named and built), `dead_letter` (its settings and verdicts), `flow` (the
 //!   gates), `policy`, `slow`, `statistics` (the counters' types), `recovery` (each topic's
-//!   recent messages for retroactive subscribers), `audit`, `temp_store`, `selector` and
-//!   `wildcard`.
+//!   recent messages for retroactive subscribers), `audit`, `temp_store`, `selector`,
+//!   `wildcard` and `trie` (an index of wildcard patterns, also for `policy`).
 
 mod advisory;
 mod audit;
@@ -31,8 +33,11 @@ mod registry;
 pub mod selector;
 pub mod slow;
 pub mod statistics;
+mod subscriptions;
 pub mod temp_store;
+mod trie;
 mod types;
+mod virtual_topics;
 pub mod wildcard;
 
 pub use advisory::{

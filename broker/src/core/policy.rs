@@ -19,6 +19,7 @@ use conf::{
 use store::{Destination, DestinationKind};
 
 use super::dead_letter::{DeadLetterSettings, DeadLetterStrategy};
+use super::trie::PatternIndex;
 use super::wildcard::DestinationFilter;
 
 /// The settings of one destination.
@@ -228,11 +229,39 @@ struct Rule {
 pub struct Policies {
     rules: Vec<Rule>,
     default: Arc<Policy>,
+    index: RuleIndex,
+}
+
+/// The rules by what they cover, so that a lookup (per queue created, per topic's first
+/// publish, per advisory check) visits only the rules that match, not every rule.
+#[derive(Debug, Clone, Default)]
+struct RuleIndex {
+    /// Positions in `rules` by pattern.
+    queues: PatternIndex<usize>,
+    topics: PatternIndex<usize>,
+    /// The most specific (the last) `temp_queue` / `temp_topic` entry.
+    temp_queue: Option<usize>,
+    temp_topic: Option<usize>,
+}
+
+impl RuleIndex {
+    fn new(rules: &[Rule]) -> RuleIndex {
+        let mut index = RuleIndex::default();
+        for (position, rule) in rules.iter().enumerate() {
+            match &rule.target {
+                Target::Queue(filter) => index.queues.insert(filter, position),
+                Target::Topic(filter) => index.topics.insert(filter, position),
+                Target::TempQueue => index.temp_queue = Some(position),
+                Target::TempTopic => index.temp_topic = Some(position),
+            }
+        }
+        index
+    }
 }
 
 impl Default for Policies {
     fn default() -> Self {
-        Policies { rules: Vec::new(), default: Arc::new(Policy::default()) }
+        Policies::from_rules(Vec::new())
     }
 }
 
@@ -268,11 +297,41 @@ impl Policies {
                 Some(Rule { target, specificity, policy: Arc::new(policy) })
             })
             .collect();
-        Policies { rules, default: Arc::new(Policy::default()) }
+        Policies::from_rules(rules)
     }
 
-    /// The policy of `destination` (for a topic subscription, pass the topic).
+    fn from_rules(rules: Vec<Rule>) -> Policies {
+        let index = RuleIndex::new(&rules);
+        Policies { rules, default: Arc::new(Policy::default()), index }
+    }
+
+    /// The policy of `destination` (for a topic subscription, pass the topic): its most
+    /// specific matching rule's, found in the index.
     pub fn for_destination(&self, destination: &Destination) -> Arc<Policy> {
+        let patterns = match destination.kind {
+            DestinationKind::Queue => &self.index.queues,
+            DestinationKind::Topic => &self.index.topics,
+            DestinationKind::TempQueue => return self.policy_at(self.index.temp_queue),
+            DestinationKind::TempTopic => return self.policy_at(self.index.temp_topic),
+        };
+        let mut best: Option<usize> = None;
+        patterns.for_each_match(&destination.name, |&position| {
+            let specificity = |position: usize| self.rules[position].specificity;
+            if best.is_none_or(|best| specificity(position) > specificity(best)) {
+                best = Some(position);
+            }
+        });
+        self.policy_at(best)
+    }
+
+    fn policy_at(&self, position: Option<usize>) -> Arc<Policy> {
+        position
+            .map_or_else(|| self.default.clone(), |position| self.rules[position].policy.clone())
+    }
+
+    /// The policy of `destination` by scanning every rule: what the index must answer.
+    #[cfg(test)]
+    fn for_destination_by_scan(&self, destination: &Destination) -> Arc<Policy> {
         let name = &*destination.name;
         self.rules
             .iter()
@@ -385,5 +444,54 @@ mod tests {
         assert_eq!(a.expire_messages_period, None);
         let b = policies.for_destination(&Destination::queue("B"));
         assert!(b.dead_letters.is_none(), "the broker's settings apply");
+    }
+
+    /// Many entries of every kind, looked up for many names: the index answers as the scan
+    /// (the same entry, so the same policy), including the order of equally specific ones.
+    #[test]
+    fn the_index_finds_the_entry_the_scan_finds() {
+        let patterns = [
+            "A", "A.B", "A.B.C", "A.*", "A.*.C", "*.B", "*", ">", "A.>", "A.B.>", "*.>", "B.*",
+            "B.>", "*.*.C", "B.*.*",
+        ];
+        let mut text = String::new();
+        for (index, pattern) in patterns.iter().enumerate() {
+            let kind = if index % 3 == 2 { "topic" } else { "queue" };
+            text +=
+                &format!("[[policies]]\n{kind} = \"{pattern}\"\nqueue_prefetch = {}\n", index + 1);
+            // Each pattern again, for the other kind and the tie between equal entries.
+            let other = if kind == "topic" { "queue" } else { "topic" };
+            text +=
+                &format!("[[policies]]\n{other} = \"{pattern}\"\nqueue_prefetch = {}\n", index + 1);
+        }
+        text += "[[policies]]\ntemp_queue = true\n[[policies]]\ntemp_topic = true\n";
+        text += "[[policies]]\ntemp_queue = true\n";
+        // Equally specific: the later entry wins.
+        text += "[[policies]]\nqueue = \"A.*\"\nqueue_prefetch = 99\n";
+        let policies = Policies::from_config(&config(&text));
+        let names = [
+            "A", "A.B", "A.B.C", "A.C", "A.X.C", "B", "B.B", "B.B.C", "A.>.C", "A..B", "", "C.D",
+            "A.B.C.D", "X.Y.C", "ID:x:1:1",
+        ];
+        let kinds = [
+            DestinationKind::Queue,
+            DestinationKind::Topic,
+            DestinationKind::TempQueue,
+            DestinationKind::TempTopic,
+        ];
+        for kind in kinds {
+            for name in names {
+                let destination = Destination { kind, name: name.into() };
+                let (indexed, scanned) = (
+                    policies.for_destination(&destination),
+                    policies.for_destination_by_scan(&destination),
+                );
+                assert!(Arc::ptr_eq(&indexed, &scanned), "{kind:?} {name:?}");
+            }
+        }
+        let none = Policies::default();
+        assert!(Arc::ptr_eq(&none.for_destination(&Destination::queue("A")), &none.default));
+        let tie = policies.for_destination(&Destination::queue("A.X"));
+        assert_eq!(tie.queue_prefetch, Some(99));
     }
 }

@@ -72,6 +72,27 @@ impl DestinationFilter {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// The pattern's levels as [`matches`](Self::matches) reads them, for indexes that must
+    /// agree with it (see [`trie`](super::trie)).
+    pub fn levels(&self) -> impl Iterator<Item = PatternLevel<'_>> {
+        self.levels.iter().map(|level| match level {
+            Level::Exact(exact) => PatternLevel::Exact(exact),
+            Level::AnyOne => PatternLevel::AnyOne,
+            Level::AnyRest => PatternLevel::AnyRest,
+        })
+    }
+}
+
+/// One level of a parsed pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatternLevel<'a> {
+    /// Matches this exact level (never `*`; `>` when it is not the last level).
+    Exact(&'a str),
+    /// `*`: exactly one level.
+    AnyOne,
+    /// `>` as the last level: every remaining level, none included.
+    AnyRest,
 }
 
 impl fmt::Display for DestinationFilter {

@@ -25,7 +25,7 @@ pub(super) fn publish_in(
     topic: &str,
     build: impl FnOnce(MessageId) -> Message,
 ) {
-    if !registry.topic_subscriptions.iter().any(|s| s.filter.matches(topic)) {
+    if !registry.topic_subscriptions.any_match(topic) {
         return;
     }
     let message = Arc::new(build(MessageId(ids.fetch_add(1, Ordering::Relaxed))));
@@ -37,11 +37,11 @@ pub(super) fn publish_in(
 /// Announces the stop of a consumer the core detached itself (a slow consumer aborted on a
 /// connection that cannot be told).
 pub(super) fn consumer_stopped(registry: &mut Registry, ids: &AtomicU64, consumer: ConsumerId) {
-    let Some((destination, connection)) = registry.advisories.consumers.remove(&consumer) else {
+    let Some((destination, connection)) = registry.advisories.consumer_stopped(consumer) else {
         return;
     };
     let topic = consumer_topic(&destination);
-    let count = registry.advisories.consumers.values().filter(|(d, _)| *d == destination).count();
+    let count = registry.advisories.consumer_count(&destination);
     let properties = vec![
         (ADVISORY_KIND, PropertyValue::String("consumer".into())),
         (ADVISORY_OPERATION, PropertyValue::String("remove".into())),
@@ -160,10 +160,10 @@ impl Core {
     ) {
         let (destination, connection, operation) = match started {
             Some((destination, connection)) => {
-                registry.advisories.consumers.insert(consumer, (destination.clone(), connection));
+                registry.advisories.consumer_started(consumer, destination, connection);
                 (destination.clone(), connection, "add")
             }
-            None => match registry.advisories.consumers.remove(&consumer) {
+            None => match registry.advisories.consumer_stopped(consumer) {
                 Some((destination, connection)) => (destination, connection, "remove"),
                 None => return,
             },
@@ -178,11 +178,10 @@ impl Core {
             return;
         }
         let topic = consumer_topic(&destination);
-        if !registry.topic_subscriptions.iter().any(|s| s.filter.matches(&topic)) {
+        if !registry.topic_subscriptions.any_match(&topic) {
             return;
         }
-        let count =
-            registry.advisories.consumers.values().filter(|(d, _)| *d == destination).count();
+        let count = registry.advisories.consumer_count(&destination);
         let properties = vec![
             (ADVISORY_KIND, PropertyValue::String("consumer".into())),
             (ADVISORY_OPERATION, PropertyValue::String(operation.into())),

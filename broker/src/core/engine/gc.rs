@@ -105,10 +105,7 @@ impl Core {
             else {
                 continue;
             };
-            let active = registry
-                .topic_subscriptions
-                .iter()
-                .any(|s| !s.temporary && s.filter.matches(&name))
+            let active = registry.topic_subscriptions.any_match_of(&name, false)
                 || self.producers.of(&destination) > 0
                 || ended.iter().any(|filter| filter.matches(&name));
             let seen = topics
@@ -145,7 +142,7 @@ impl Core {
         {
             return;
         }
-        if let Some(handle) = registry.queues.remove(&name) {
+        if let Some(handle) = registry.remove_queue(&name) {
             handle.send(QueueCommand::Stop);
         }
         self.remove_destination(&mut registry, Destination::queue(name));

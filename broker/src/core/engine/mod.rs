@@ -162,6 +162,8 @@ impl Core {
         let policies = settings.policies.clone();
         let collects_garbage = gc::sweep_period(&policies).is_some();
         let temp_store = settings.temp_store.clone();
+        let virtual_consumers =
+            crate::core::virtual_topics::VirtualConsumers::new(&settings.virtual_topics);
         let core = Arc::new_cyclic(|core| {
             // The observer serves every queue's events from the first queue on (recovered queues
             // may dead-letter expired messages at once).
@@ -176,6 +178,7 @@ impl Core {
                     policies,
                     collects_garbage,
                     temp_store,
+                    virtual_consumers,
                     ..Registry::default()
                 })),
                 client_ids: Mutex::new(std::collections::HashMap::new()),
@@ -214,7 +217,7 @@ impl Core {
                         None
                     }
                 };
-                registry.topic_subscriptions.edit().push(TopicSubscription {
+                registry.topic_subscriptions.insert(TopicSubscription {
                     filter: DestinationFilter::new(&info.topic.name),
                     queue: handle.clone(),
                     no_local_connection: None,
@@ -315,11 +318,8 @@ impl Core {
                 registry.temporary.contains_key(destination)
             }
             DestinationKind::Topic => {
-                registry.topic_counters.topics().any(|(name, _)| **name == *destination.name)
-                    || registry.topic_subscriptions.iter().any(|subscription| {
-                        !subscription.temporary
-                            && subscription.filter.as_str() == &*destination.name
-                    })
+                registry.topic_counters.published.contains_key(&destination.name)
+                    || registry.topic_subscriptions.subscribed_as(&destination.name, false)
             }
         }
     }
@@ -418,8 +418,8 @@ impl Core {
     }
 
     /// The selectors of the subscriptions `message` may reach through its topics, evaluated
-    /// on a snapshot of the subscriptions without the routing lock, so that a topic with many
-    /// selector subscribers does not hold every other send up (see [`SelectorVerdicts`]).
+    /// on copies of them without the routing lock, so that a topic with many selector
+    /// subscribers does not hold every other send up (see [`SelectorVerdicts`]).
     fn judge_selectors(&self, message: &Message) -> Option<SelectorVerdicts> {
         let targets = self.targets(message);
         let topics: Vec<(&str, bool)> = targets
@@ -430,8 +430,8 @@ impl Core {
         if topics.is_empty() {
             return None;
         }
-        let snapshot = self.registry.lock().topic_subscriptions.snapshot();
-        SelectorVerdicts::judge(snapshot, &topics, message)
+        let judged = self.registry.lock().topic_subscriptions.selectors_for(&topics);
+        SelectorVerdicts::judge(judged, message)
     }
 
     /// Every queue a message sent by `connection` lands in, for a plain, composite (`A,B`) or
@@ -754,7 +754,7 @@ impl Core {
                         &queue,
                     );
                 }
-                registry.topic_subscriptions.edit().push(TopicSubscription {
+                registry.topic_subscriptions.insert(TopicSubscription {
                     filter,
                     queue: queue.clone(),
                     no_local_connection: no_local.then_some(connection),
@@ -795,20 +795,13 @@ impl Core {
             if active.is_some() {
                 return Err(in_use());
             }
-            let same_selector = registry
-                .topic_subscriptions
-                .iter()
-                .find(|s| s.queue.same_queue(queue))
-                .is_some_and(|s| {
+            let same_selector =
+                registry.topic_subscriptions.of_queue(queue).next().is_some_and(|s| {
                     s.selector.as_ref().map(|s| s.text()) == selector.as_ref().map(|s| s.text())
                 });
             if queue.key.destination == *topic && same_selector {
                 let queue = queue.clone();
-                for subscription in registry.topic_subscriptions.edit() {
-                    if subscription.queue.same_queue(&queue) {
-                        subscription.no_local_connection = no_local;
-                    }
-                }
+                registry.topic_subscriptions.set_no_local(&queue, no_local);
                 registry.durable.insert(key.clone(), (queue.clone(), Some(consumer)));
                 registry.consumers.insert(
                     consumer,
@@ -833,7 +826,7 @@ impl Core {
         let queue = registry.spawn_queue(info.queue(), true, &self.store)?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.
         drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
-        registry.topic_subscriptions.edit().push(TopicSubscription {
+        registry.topic_subscriptions.insert(TopicSubscription {
             filter: DestinationFilter::new(&topic.name),
             queue: queue.clone(),
             no_local_connection: no_local,
@@ -850,7 +843,7 @@ impl Core {
 
     fn drop_durable(&self, registry: &mut Registry, key: &SubscriptionKey) -> Completion {
         if let Some((queue, _)) = registry.durable.remove(key) {
-            registry.topic_subscriptions.edit().retain(|s| !s.queue.same_queue(&queue));
+            registry.topic_subscriptions.remove_queue(&queue);
             queue.send(QueueCommand::Stop);
             if registry.collects_garbage {
                 registry.ended_subscriptions.push(queue.key.destination.name.clone());
@@ -1050,10 +1043,10 @@ impl Core {
     /// Stops every queue task and the scheduler (at shutdown, after connections have closed).
     pub fn stop_queues(&self) {
         let mut registry = self.registry.lock();
-        for handle in registry.queues.drain().map(|(_, h)| h) {
+        for handle in registry.drain_queues() {
             handle.send(QueueCommand::Stop);
         }
-        for subscription in registry.topic_subscriptions.edit().drain(..) {
+        for subscription in registry.topic_subscriptions.drain() {
             subscription.queue.send(QueueCommand::Stop);
         }
         registry.durable.clear();

@@ -87,7 +87,7 @@ impl Core {
                 // with ActiveMQ's `consumerId`.
                 let Some(topic) = advisory_topic("SlowConsumer", &destination) else { return };
                 let mut registry = self.registry.lock();
-                let Some((_, connection)) = registry.advisories.consumers.get(&consumer) else {
+                let Some((_, connection)) = registry.advisories.consumer(consumer) else {
                     return;
                 };
                 let subject = consumer_subject(*connection, consumer);
@@ -144,7 +144,7 @@ impl Core {
         let ConsumerNotice::Abort { consumer, .. } = &notice;
         let consumer = *consumer;
         let mut registry = self.registry.lock();
-        let Some((_, connection)) = registry.advisories.consumers.get(&consumer) else {
+        let Some((_, connection)) = registry.advisories.consumer(consumer) else {
             return;
         };
         let connection = *connection;
@@ -171,7 +171,7 @@ fn publish_about(
 ) {
     let Some(topic) = advisory_topic(kind, destination) else { return };
     let subject = consumer.and_then(|consumer| {
-        let (_, connection) = registry.advisories.consumers.get(&consumer)?;
+        let (_, connection) = registry.advisories.consumer(consumer)?;
         Some(consumer_subject(*connection, consumer))
     });
     advise::publish_in(registry, ids, &topic, |id| {
