@@ -65,6 +65,39 @@ pub struct SecuritySetupError {
 /// A login being checked, as the adapters hold it while they stop reading.
 pub type Authentication = Pin<Box<dyn Future<Output = Result<Subject, AuthError>> + Send>>;
 
+/// A connection's login being checked, with the request it answers (`T`: the protocol's
+/// CONNECT frame, ConnectionInfo, or nothing for SASL). While one is pending the connection
+/// stops reading and decoding, so that nothing pipelined behind a login acts before it is
+/// known to be good.
+pub(crate) struct PendingLogin<T>(Option<(T, Authentication)>);
+
+impl<T> Default for PendingLogin<T> {
+    fn default() -> Self {
+        PendingLogin(None)
+    }
+}
+
+impl<T> PendingLogin<T> {
+    pub fn start(&mut self, request: T, check: Authentication) {
+        self.0 = Some((request, check));
+    }
+
+    pub fn is_pending(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The outcome of the login with its request, once the check is done; never ready
+    /// while none is pending.
+    pub async fn outcome(&mut self) -> (T, Result<Subject, AuthError>) {
+        let Some((_, check)) = self.0.as_mut() else { return std::future::pending().await };
+        let outcome = check.await;
+        match self.0.take() {
+            Some((request, _)) => (request, outcome),
+            None => std::future::pending().await,
+        }
+    }
+}
+
 struct User {
     hash: PasswordHashString,
     groups: Arc<[Arc<str>]>,

@@ -134,6 +134,8 @@ pub(crate) struct Session<T: Eq + Hash> {
     connection: u64,
     client_id: Option<Arc<str>>,
     subject: Option<Subject>,
+    /// Temporary destinations this session named.
+    temporaries: u64,
     consumers: HashSet<ConsumerId>,
     transactions: HashMap<T, Transaction>,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
@@ -156,6 +158,7 @@ impl<T: Eq + Hash> Session<T> {
             connection,
             client_id: None,
             subject: None,
+            temporaries: 0,
             consumers: HashSet::new(),
             transactions: HashMap::new(),
             deliveries_tx,
@@ -233,6 +236,19 @@ impl<T: Eq + Hash> Session<T> {
     /// Whether the client may create `destination` (it takes the admin right).
     pub fn authorize_creation(&self, destination: &Destination) -> Result<(), Denied> {
         self.context.authorizer.check(self.subject.as_ref(), Action::Admin, destination)
+    }
+
+    /// What the broker's names of this connection's temporary destinations start with: unique
+    /// to the broker start and the connection (`ID:<broker>-<connection>`, as ActiveMQ's
+    /// connection ids look).
+    pub fn temporary_prefix(&self) -> String {
+        format!("ID:{}-{}", self.context.id_prefix, self.connection)
+    }
+
+    /// A new name for a temporary destination of this connection.
+    pub fn next_temporary_name(&mut self) -> Arc<str> {
+        self.temporaries += 1;
+        format!("{}:{}", self.temporary_prefix(), self.temporaries).into()
     }
 
     /// Creates a temporary destination owned by this connection, if the client may; it goes

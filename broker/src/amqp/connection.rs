@@ -96,7 +96,7 @@ impl Connection {
                 return self.sasl_refused();
             }
         };
-        self.authenticating = Some(login);
+        self.authenticating.start((), login);
         Ok(true)
     }
 

@@ -20,6 +20,7 @@ use store::{Destination, DestinationKind, Message, SubscriptionKey};
 use super::{mapping, Connection, Event, Fatal, Session, INCOMING_WINDOW};
 use crate::core::{ConsumerId, ConsumerNotice, CoreError, Delivery, QueueHandle};
 use crate::security::Action;
+use crate::session::SessionError;
 
 mod coordinator;
 mod incoming;
@@ -141,22 +142,15 @@ impl Connection {
 
     /// A temporary destination for a dynamic terminus, owned by this connection.
     fn dynamic(&mut self, topic: bool) -> Result<Destination, AmqpError> {
-        let name = format!(
-            "ID:{}-{}:{}",
-            self.context.id_prefix,
-            self.client.connection(),
-            self.next_temporary
-        );
-        self.next_temporary += 1;
         let kind = if topic { DestinationKind::TempTopic } else { DestinationKind::TempQueue };
-        let destination = Destination { kind, name: name.into() };
-        self.client
-            .authorize_creation(&destination)
-            .map_err(|denied| link_error(condition::UNAUTHORIZED_ACCESS, denied.to_string()))?;
-        self.context
-            .core
-            .create_temporary(destination.clone(), self.client.connection())
-            .map_err(|e| link_error(condition::INTERNAL_ERROR, e.to_string()))?;
+        let destination = Destination { kind, name: self.client.next_temporary_name() };
+        self.client.create_temporary(destination.clone()).map_err(|error| {
+            let condition = match error {
+                SessionError::Denied(_) => condition::UNAUTHORIZED_ACCESS,
+                _ => condition::INTERNAL_ERROR,
+            };
+            link_error(condition, error.to_string())
+        })?;
         Ok(destination)
     }
 

@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::core::{ConsumerId, HeldSends};
-use crate::security::{AuthError, Authentication, Subject};
+use crate::security::PendingLogin;
 use crate::session::Session as ClientSession;
 use crate::transport::writer::{self, WriteItem};
 use crate::transport::{ConnectionContext, ReadBuffer};
@@ -164,8 +164,7 @@ where
         held: HeldSends::default(),
         next_transaction: 1,
         next_message_seq: 1,
-        next_temporary: 1,
-        authenticating: None,
+        authenticating: PendingLogin::default(),
     };
     connection.run(reader).await;
     connection.release();
@@ -198,17 +197,8 @@ struct Connection {
     held: HeldSends<(u16, u32), link::HeldTransfer>,
     next_transaction: u64,
     next_message_seq: u64,
-    next_temporary: u64,
     /// The SASL login being checked; reading stops meanwhile.
-    authenticating: Option<Authentication>,
-}
-
-/// The outcome of the SASL login being checked; never ready without one.
-async fn authentication(pending: &mut Option<Authentication>) -> Result<Subject, AuthError> {
-    let Some(check) = pending.as_mut() else { return std::future::pending().await };
-    let outcome = check.await;
-    *pending = None;
-    outcome
+    authenticating: PendingLogin<()>,
 }
 
 impl Connection {
@@ -223,7 +213,7 @@ impl Connection {
                 _ = shutdown.cancelled() => {
                     Err(Fatal::close(condition::CONNECTION_FORCED, "the broker is shutting down"))
                 }
-                outcome = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
+                ((), outcome) = self.authenticating.outcome(), if self.authenticating.is_pending() => {
                     match self.authenticated(outcome) {
                         // Then the frames the client sent behind its sasl-init.
                         Ok(true) => {
@@ -234,13 +224,9 @@ impl Connection {
                         other => other,
                     }
                 }
-                read = buffer.read_from(&mut reader), if self.authenticating.is_none() => {
-                    match read {
-                        Ok(0) | Err(_) => {
-                            tracing::debug!(peer = %self.peer, "AMQP client went away");
-                            return;
-                        }
-                        Ok(_) => {}
+                read = buffer.read_from(&mut reader), if !self.authenticating.is_pending() => {
+                    if buffer.closed_by(&read, &self.peer) {
+                        return;
                     }
                     let timeout = self.read_timeout.unwrap_or(match self.state {
                         State::Open => Duration::from_secs(60 * 60 * 24 * 365),
@@ -347,7 +333,7 @@ impl Connection {
     /// Decodes and handles every complete frame in `buffer`; `Ok(false)` after a close.
     fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<bool, Fatal> {
         // While a login is checked, what follows the sasl-init waits in the buffer.
-        while self.authenticating.is_none() {
+        while !self.authenticating.is_pending() {
             let decoded = match self.codec.decode(buffer) {
                 Ok(Some(decoded)) => decoded,
                 Ok(None) => return Ok(true),
@@ -372,10 +358,10 @@ impl Connection {
             return Fatal::Cut(error.to_string());
         }
         match error {
-            WireError::FrameTooLarge { .. } | WireError::BadFrameHeader { .. } => {
-                Fatal::close(condition::CONNECTION_FRAMING_ERROR, error.to_string())
-            }
-            WireError::UnknownFrameType(_) | WireError::UnexpectedFrameType { .. } => {
+            WireError::FrameTooLarge { .. }
+            | WireError::BadFrameHeader { .. }
+            | WireError::UnknownFrameType(_)
+            | WireError::UnexpectedFrameType { .. } => {
                 Fatal::close(condition::CONNECTION_FRAMING_ERROR, error.to_string())
             }
             _ => Fatal::close(condition::DECODE_ERROR, error.to_string()),

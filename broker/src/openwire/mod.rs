@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::core::{ConsumerId, CoreError, HeldSends, ProducerRegistration, QueueHandle};
-use crate::security::{Action, AuthError, Authentication, Subject};
+use crate::security::{Action, PendingLogin};
 use crate::session::{Delivered, Session};
 use crate::transport::writer::{self, WriteItem};
 use crate::transport::{ConnectionContext, ReadBuffer};
@@ -97,7 +97,7 @@ pub(crate) async fn serve<S>(
         pulls: FuturesUnordered::new(),
         browses: FuturesUnordered::new(),
         format: None,
-        authenticating: None,
+        authenticating: PendingLogin::default(),
     };
     connection.run(reader).await;
     connection.release();
@@ -184,19 +184,7 @@ struct Connection {
     format: Option<WireFormat>,
     /// The ConnectionInfo whose login is being checked (with its command id and whether it
     /// wants a response), and the check.
-    authenticating: Option<(Box<ow::ConnectionInfo>, i32, bool, Authentication)>,
-}
-
-/// The outcome of the login being checked, with its ConnectionInfo; never ready without one.
-async fn authentication(
-    pending: &mut Option<(Box<ow::ConnectionInfo>, i32, bool, Authentication)>,
-) -> (Box<ow::ConnectionInfo>, i32, bool, Result<Subject, AuthError>) {
-    let Some((_, _, _, check)) = pending.as_mut() else { return std::future::pending().await };
-    let outcome = check.await;
-    match pending.take() {
-        Some((info, id, required, _)) => (info, id, required, outcome),
-        None => std::future::pending().await,
-    }
+    authenticating: PendingLogin<(Box<ow::ConnectionInfo>, i32, bool)>,
 }
 
 /// A send held by producer flow control, with what its answer needs.
@@ -254,15 +242,9 @@ impl Connection {
                     self.finish_pending().await;
                     break;
                 }
-                read = buffer.read_from(&mut reader), if self.authenticating.is_none() => {
-                    match read {
-                        Ok(0) | Err(_) => {
-                            if !buffer.is_empty() {
-                                tracing::debug!(peer = %self.peer, bytes = buffer.len(), "connection closed mid-frame");
-                            }
-                            break;
-                        }
-                        Ok(_) => {}
+                read = buffer.read_from(&mut reader), if !self.authenticating.is_pending() => {
+                    if buffer.closed_by(&read, &self.peer) {
+                        break;
                     }
                     let was_negotiated = self.format.is_some();
                     let handled = self.handle_input(buffer.bytes(), &local);
@@ -288,7 +270,7 @@ impl Connection {
                         read_deadline.as_mut().reset(at);
                     }
                 }
-                (info, id, required, outcome) = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
+                ((info, id, required), outcome) = self.authenticating.outcome(), if self.authenticating.is_pending() => {
                     match outcome {
                         Ok(subject) => {
                             self.session.logged_in(subject);
@@ -428,7 +410,7 @@ impl Connection {
         local: &WireFormatInfo,
     ) -> Result<Flow, WireError> {
         // While a login is checked, what follows the ConnectionInfo waits in the buffer.
-        while self.authenticating.is_none() {
+        while !self.authenticating.is_pending() {
             let Some(command) = self.codec.decode(buffer)? else { break };
             if self.format.is_none() {
                 let Command::WireFormatInfo(remote) = command else {
@@ -506,7 +488,7 @@ impl Connection {
                     info.user_name.as_deref(),
                     info.password.as_deref(),
                 );
-                self.authenticating = Some((info, id, required, login));
+                self.authenticating.start((info, id, required), login);
             }
             Command::SessionInfo(_) => self.answer(id, required, Ok(())),
             Command::ProducerInfo(info) => {

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::core::{AckMode, ConsumerId, ConsumerNotice, HeldSends};
-use crate::security::{AuthError, Authentication, Subject};
+use crate::security::PendingLogin;
 use crate::session::{Delivered, Session};
 use crate::transport::writer::{self, WriteItem, WRITER_DRAIN_LIMIT};
 use crate::transport::{ConnectionContext, Outbound, ReadBuffer};
@@ -74,8 +74,7 @@ where
     let outbound = Outbound::default();
     let (out, writer) = writer::spawn(write_half, context.core.clone(), outbound.clone(), b"\n");
     let session = Session::new(context.clone());
-    let temp_names =
-        mapping::TempNames::new(format!("ID:{}-{}", context.id_prefix, session.connection()));
+    let temp_names = mapping::TempNames::new(session.temporary_prefix());
     let mut connection = Connection {
         codec: Codec::new(context.limits),
         context,
@@ -94,7 +93,7 @@ where
         next_message_seq: 1,
         disconnect_receipt: None,
         temp_names,
-        authenticating: None,
+        authenticating: PendingLogin::default(),
     };
     connection.run(reader).await;
     if let Some(receipt) = connection.disconnect_receipt.take() {
@@ -152,19 +151,7 @@ struct Connection {
     /// The connection's `/temp-queue/` and `/temp-topic/` names.
     temp_names: mapping::TempNames,
     /// The CONNECT frame whose login is being checked, and the check.
-    authenticating: Option<(Frame, Authentication)>,
-}
-
-/// The outcome of the login being checked, with its CONNECT frame; never ready without one.
-async fn authentication(
-    pending: &mut Option<(Frame, Authentication)>,
-) -> (Frame, Result<Subject, AuthError>) {
-    let Some((_, check)) = pending.as_mut() else { return std::future::pending().await };
-    let outcome = check.await;
-    match pending.take() {
-        Some((frame, _)) => (frame, outcome),
-        None => std::future::pending().await,
-    }
+    authenticating: PendingLogin<Frame>,
 }
 
 impl Connection {
@@ -182,15 +169,8 @@ impl Connection {
                     break;
                 }
                 read = buffer.read_from(&mut reader), if !self.reading_paused() => {
-                    match read {
-                        Ok(0) | Err(_) => {
-                            // The client went away: its unacknowledged messages go back.
-                            if !buffer.is_empty() {
-                                tracing::debug!(peer = %self.peer, bytes = buffer.len(), "connection closed mid-frame");
-                            }
-                            break;
-                        }
-                        Ok(_) => {}
+                    if buffer.closed_by(&read, &self.peer) {
+                        break;
                     }
                     if let Some(timeout) = self.read_timeout {
                         deadline.as_mut().reset(Instant::now() + timeout);
@@ -204,7 +184,7 @@ impl Connection {
                         deadline.as_mut().reset(Instant::now() + limit);
                     }
                 }
-                (frame, outcome) = authentication(&mut self.authenticating), if self.authenticating.is_some() => {
+                (frame, outcome) = self.authenticating.outcome(), if self.authenticating.is_pending() => {
                     let handled = match outcome {
                         Ok(subject) => {
                             self.session.logged_in(subject);
@@ -303,7 +283,7 @@ impl Connection {
     /// client-acknowledge subscription keeps reading, so that its ACKs (which may be what
     /// frees the room) always get through.
     fn reading_paused(&self) -> bool {
-        self.authenticating.is_some()
+        self.authenticating.is_pending()
             || self.held.is_full()
                 && self.subscriptions.values().all(|s| s.ack_mode == AckMode::Auto)
     }
@@ -341,7 +321,7 @@ impl Connection {
     /// Decodes and handles every complete frame in `buffer`. `Ok(false)` after DISCONNECT.
     fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<bool, Fatal> {
         // While a login is checked, what follows CONNECT waits in the buffer.
-        while self.authenticating.is_none() {
+        while !self.authenticating.is_pending() {
             let Some(decoded) = self.codec.decode(buffer)? else { break };
             let Decoded::Frame(frame) = decoded else { continue };
             if !self.handle_frame(frame)? {
@@ -361,7 +341,7 @@ impl Connection {
                         frame.get("login"),
                         frame.get("passcode"),
                     );
-                    self.authenticating = Some((frame, login));
+                    self.authenticating.start(frame, login);
                     Ok(true)
                 }
                 other => Err(Fatal::new(

@@ -50,6 +50,16 @@ impl ReadBuffer {
         Ok(read)
     }
 
+    /// Whether `read` (the outcome of [`read_from`](Self::read_from)) means the client went
+    /// away: the end of the stream, or an error. A frame left half read is logged.
+    pub(crate) fn closed_by(&self, read: &std::io::Result<usize>, peer: &str) -> bool {
+        let closed = matches!(read, Ok(0) | Err(_));
+        if closed && !self.is_empty() {
+            tracing::debug!(peer, bytes = self.len(), "connection closed mid-frame");
+        }
+        closed
+    }
+
     /// The bytes read and not yet decoded.
     pub(crate) fn bytes(&mut self) -> &mut BytesMut {
         &mut self.bytes
