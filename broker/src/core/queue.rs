@@ -45,12 +45,14 @@ use super::temp_store::TempStore;
 pub(crate) use super::types::now_millis;
 use super::types::{AckMode, ConsumerId};
 
+mod arrival;
 mod dispatch;
 mod groups;
 mod paging;
 mod settle;
 mod watch;
 
+pub(crate) use arrival::{stage, Arrival, Staged};
 use groups::GroupMap;
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
@@ -253,7 +255,7 @@ pub struct QueueHandle {
     /// durable subscriptions are; non-durable topic subscribers are not.
     pub(crate) stored: bool,
     /// Persistent messages submitted to the store for this queue whose `Enqueue` the task has
-    /// not taken yet: paging skips them (see `paging.rs`).
+    /// not taken yet: paging skips them (see `paging.rs`). Only [`Arrival`]s change it.
     arriving: Arc<Arriving>,
     /// Closed while this queue holds more than its memory limit of messages that cannot page
     /// out: producers wait (see `flow.rs`).
@@ -289,22 +291,6 @@ impl QueueHandle {
 
     pub fn key(&self) -> &QueueKey {
         &self.key
-    }
-
-    /// Registers `message` as on its way to this queue: call before submitting the unit that
-    /// stores it here, and send the `Enqueue` after (or [`withdraw`](Self::withdraw) it if the
-    /// unit fails). Only persistent messages of stored queues need it; others are ignored.
-    pub(crate) fn announce(&self, message: &Message) {
-        if self.stored && message.is_persistent() {
-            self.arriving.insert(message.id);
-        }
-    }
-
-    /// The announced message will not be enqueued after all (its unit failed).
-    pub(crate) fn withdraw(&self, message: &Message) {
-        if self.stored && message.is_persistent() {
-            self.arriving.remove(message.id);
-        }
     }
 
     /// True if no message is on its way to the task: no `Enqueue` it has not taken, no

@@ -65,7 +65,10 @@
 //! the two would read the message, and the `Enqueue` would then add it a second time (after it
 //! was perhaps delivered and acknowledged). So whoever stores a message for a queue first
 //! registers it with the queue ([`QueueHandle::announce`](super::QueueHandle::announce)),
-//! then submits, then enqueues; the queue forgets it when the `Enqueue` arrives. **Paging (and
+//! then submits, then enqueues; the queue forgets it when the `Enqueue` arrives. The
+//! announcement is an [`Arrival`](super::Arrival) that must be enqueued and withdraws itself
+//! when dropped, and [`stage`](super::stage) submits the unit (`arrival.rs`), so that no path
+//! leaves a message announced or enqueues one withdrawn. **Paging (and
 //! the scan beyond the window) skips announced messages: a message enters a queue's memory
 //! through its `Enqueue` when it has one, through a page-in otherwise.** Since the `Enqueue`
 //! comes after the page-in passed the message's key, it finds the message inside the window

@@ -7,7 +7,7 @@ use store::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::Delivery;
-use super::super::{spawn, ConsumerSpec, FirstWindow, QueueHandle};
+use super::super::{spawn, Arrival, ConsumerSpec, FirstWindow, QueueHandle};
 use super::*;
 use crate::core::dead_letter::DeadLetterSettings;
 use crate::core::types::{AckMode, ConsumerId};
@@ -184,11 +184,11 @@ async fn spilling_to_a_journal_drains_in_order() {
 
 /// Sends `message` as `Core::send` does: a persistent one is stored first.
 fn send(queue: &QueueHandle, store: &MemoryStore, message: Arc<Message>) {
+    let arrival = queue.announce(&message);
     if message.is_persistent() {
-        queue.announce(&message);
         store_all(store, std::slice::from_ref(&message));
     }
-    queue.send(QueueCommand::Enqueue(vec![message]));
+    Arrival::enqueue_all([arrival]);
 }
 
 #[tokio::test]
@@ -346,9 +346,9 @@ async fn a_deep_queue_drains_completely_in_priority_order() {
     // tail), low-priority ones after it (they stay in the store only).
     for id in 1501..=1700 {
         let message = message(id, if id % 2 == 0 { 9 } else { 0 });
-        queue.announce(&message);
+        let arrival = queue.announce(&message);
         store_all(&store, std::slice::from_ref(&message));
-        queue.send(QueueCommand::Enqueue(vec![message.clone()]));
+        Arrival::enqueue_all([arrival]);
         messages.push(message);
     }
     let stats = queue.stats().await.expect("stats");
@@ -369,12 +369,12 @@ async fn a_message_still_arriving_is_not_paged_in_twice() {
     // Stored (and readable) but its Enqueue not sent yet, as between a send's submit and
     // its enqueue, or a transaction's commit and its completion.
     let late = message(1001, 4);
-    queue.announce(&late);
+    let arrival = queue.announce(&late);
     store_all(&store, std::slice::from_ref(&late));
     let mut deliveries = consumer(&queue, 1, None);
     let received = drain(&queue, &mut deliveries).await;
     assert_eq!(keys(&received), in_page_order(&messages), "the arriving one is skipped");
-    queue.send(QueueCommand::Enqueue(vec![late.clone()]));
+    Arrival::enqueue_all([arrival]);
     let received = drain(&queue, &mut deliveries).await;
     assert_eq!(keys(&received), vec![PageKey::of(&late)], "delivered once, by its Enqueue");
     assert_eq!(queue.stats().await.expect("stats").ready, 0);
@@ -392,9 +392,9 @@ async fn a_returned_message_beyond_the_window_keeps_its_delivery_count() {
     // moves before the returned message.
     for id in 1001..=1200 {
         let message = message(id, 9);
-        queue.announce(&message);
+        let arrival = queue.announce(&message);
         store_all(&store, std::slice::from_ref(&message));
-        queue.send(QueueCommand::Enqueue(vec![message]));
+        Arrival::enqueue_all([arrival]);
     }
     queue.send(QueueCommand::Unsubscribe(ConsumerId(1)));
     let mut deliveries = consumer(&queue, 2, Some("JMSPriority = 4"));
