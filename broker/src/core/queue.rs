@@ -696,3 +696,6 @@ async fn next_sweep(sweep: &mut Option<tokio::time::Interval>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests;
