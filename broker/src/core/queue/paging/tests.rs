@@ -380,6 +380,28 @@ async fn a_message_still_arriving_is_not_paged_in_twice() {
     assert_eq!(queue.stats().await.expect("stats").ready, 0);
 }
 
+/// An arrival dropped without its `Enqueue` (its unit failed, or it will not be enqueued
+/// after all) ends its announcement: paging no longer skips the message, and the queue is
+/// quiet again for the inactive-destination sweep.
+#[tokio::test]
+async fn a_dropped_arrival_is_withdrawn() {
+    let store = Arc::new(MemoryStore::new());
+    let messages: Vec<_> = (1..=1000).map(|id| message(id, 4)).collect();
+    store_all(&store, &messages);
+    let queue = start(&store, SMALL);
+    let late = message(1001, 4);
+    let arrival = queue.announce(&late);
+    assert!(!queue.is_quiet(), "a message is on its way");
+    store_all(&store, std::slice::from_ref(&late));
+    drop(arrival);
+    assert!(queue.is_quiet(), "withdrawn");
+    let mut deliveries = consumer(&queue, 1, None);
+    let received = drain(&queue, &mut deliveries).await;
+    let mut all = messages;
+    all.push(late);
+    assert_eq!(keys(&received), in_page_order(&all), "paged in like any stored message");
+}
+
 #[tokio::test]
 async fn a_returned_message_beyond_the_window_keeps_its_delivery_count() {
     let store = Arc::new(MemoryStore::new());
