@@ -20,19 +20,22 @@
 //!
 //! A stored queue keeps only a window of its ready messages in memory, within its memory
 //! limits, and pages the rest in from the store as consumers drain (`paging.rs`).
+//!
+//! The task's parts, by file: this one has the types, the handle, `spawn` and the run loop
+//! that takes commands; `dispatch.rs` makes messages ready and delivers them; `settle.rs` is
+//! everything that ends a delivery (acks, nacks, releases, poison, transactions' ends,
+//! consumers going, expiry, dead-lettering); `paging.rs` the window over the store;
+//! `watch.rs` slow consumers, the pending message limit and advisories; `groups.rs` message
+//! groups.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ops::Bound;
 use std::sync::Arc;
 
-use store::{
-    Completion, Message, MessageId, MessageStore, Operation, PageKey, QueueKey, StoreError,
-    UnitOfWork,
-};
+use store::{Completion, Message, MessageId, MessageStore, PageKey, QueueKey, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 use super::audit::ProducerAudit;
-use super::dead_letter::{Cause, DeadLetter, DeadLetterSettings};
+use super::dead_letter::DeadLetterSettings;
 use super::events::{EventSink, QueueEvent};
 use super::flow::FlowGate;
 use super::policy::Policy;
@@ -42,14 +45,18 @@ use super::temp_store::TempStore;
 pub(crate) use super::types::now_millis;
 use super::types::{AckMode, ConsumerId};
 
+mod arrival;
+mod dispatch;
 mod groups;
 mod paging;
+mod settle;
 mod watch;
 
+pub(crate) use arrival::{stage, Arrival, Staged};
 use groups::GroupMap;
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
-use paging::{Paging, MAX_BROWSE};
+use paging::Paging;
 
 /// A message handed to a consumer.
 #[derive(Debug, Clone)]
@@ -248,7 +255,7 @@ pub struct QueueHandle {
     /// durable subscriptions are; non-durable topic subscribers are not.
     pub(crate) stored: bool,
     /// Persistent messages submitted to the store for this queue whose `Enqueue` the task has
-    /// not taken yet: paging skips them (see `paging.rs`).
+    /// not taken yet: paging skips them (see `paging.rs`). Only [`Arrival`]s change it.
     arriving: Arc<Arriving>,
     /// Closed while this queue holds more than its memory limit of messages that cannot page
     /// out: producers wait (see `flow.rs`).
@@ -284,22 +291,6 @@ impl QueueHandle {
 
     pub fn key(&self) -> &QueueKey {
         &self.key
-    }
-
-    /// Registers `message` as on its way to this queue: call before submitting the unit that
-    /// stores it here, and send the `Enqueue` after (or [`withdraw`](Self::withdraw) it if the
-    /// unit fails). Only persistent messages of stored queues need it; others are ignored.
-    pub(crate) fn announce(&self, message: &Message) {
-        if self.stored && message.is_persistent() {
-            self.arriving.insert(message.id);
-        }
-    }
-
-    /// The announced message will not be enqueued after all (its unit failed).
-    pub(crate) fn withdraw(&self, message: &Message) {
-        if self.stored && message.is_persistent() {
-            self.arriving.remove(message.id);
-        }
     }
 
     /// True if no message is on its way to the task: no `Enqueue` it has not taken, no
@@ -691,459 +682,8 @@ impl Queue {
         }
     }
 
-    /// Hands ready messages to consumers with credit, round-robin, highest priority first.
-    /// A consumer with a selector gets the first ready message it matches; messages nobody
-    /// matches stay, and later ones may pass them.
-    fn dispatch(&mut self) {
-        let now = now_millis();
-        // Consumers with credit but nothing they match, for this round (allocated only when
-        // a selector leaves one without a message).
-        let mut exhausted: Vec<bool> = Vec::new();
-        while (!self.ready.is_empty() || self.paging.has_more()) && !self.consumers.is_empty() {
-            let Some(index) = self.next_consumer_with_credit(&exhausted) else { return };
-            let found = match self.next_message_for(index) {
-                Some(key) => self.ready.remove(&key),
-                // The window ran dry while consumers still have credit: page the next page in
-                // (as `fill` does for a starving queue) instead of searching the store once per
-                // message, which read a page for each one delivered.
-                None if self.window_ran_dry() && self.page_in_now() => continue,
-                // Nothing for it in the window: the first stored message beyond it that is.
-                None => self.next_stored_for(index),
-            };
-            let Some(mut queued) = found else {
-                exhausted.resize(self.consumers.len(), false);
-                exhausted[index] = true;
-                continue;
-            };
-            if queued.message.is_expired(now) {
-                // Never delivered: dead-lettered or dropped.
-                self.dead_letter(queued.message, Cause::Expired);
-                continue;
-            }
-            if let Some(group) = &queued.message.headers.group_id {
-                if queued.message.headers.group_seq == -1 {
-                    self.groups.close(group);
-                } else if self.groups.assign(group, self.consumers[index].spec.id) {
-                    // A group the cache forgot may now go to consumers that passed it over.
-                    self.forget_scans();
-                }
-            }
-            let consumer = &mut self.consumers[index];
-            let delivery = Delivery {
-                consumer: consumer.spec.id,
-                queue: self.handle.clone(),
-                message: queued.message.clone(),
-                redelivered: queued.delivery_count > 0,
-                delivery_count: queued.delivery_count + 1,
-            };
-            queued.delivery_count += 1;
-            if consumer.spec.sink.send(delivery).is_err() {
-                // The connection is gone without unsubscribing: put the message back untouched
-                // and drop the consumer, returning what it held.
-                queued.delivery_count -= 1;
-                let id = consumer.spec.id;
-                self.make_ready(queued);
-                self.remove_consumer(id);
-                if index < exhausted.len() {
-                    exhausted.remove(index);
-                }
-                continue;
-            }
-            consumer.pulls = consumer.pulls.saturating_sub(1);
-            let (id, message) = (consumer.spec.id, queued.message.clone());
-            consumer.hold(queued);
-            self.advise_delivered(id, &message);
-            // Strict order fills the consumers in the order they came (ActiveMQ's
-            // strictOrderDispatch); otherwise the next message goes to the next consumer.
-            if !self.policy.strict_order_dispatch {
-                self.next_consumer = (index + 1) % self.consumers.len();
-            }
-        }
-    }
-
-    /// The next consumer in turn that has credit and is not `exhausted`.
-    fn next_consumer_with_credit(&self, exhausted: &[bool]) -> Option<usize> {
-        let in_flight = self.in_flight_bytes();
-        let available = |index: usize| {
-            self.consumers[index].has_credit()
-                && !exhausted.get(index).copied().unwrap_or(false)
-                && self.may_take(index, in_flight)
-        };
-        // While an exclusive consumer is subscribed, the first one gets everything.
-        if let Some(index) = self.consumers.iter().position(|c| c.spec.exclusive) {
-            return available(index).then_some(index);
-        }
-        let count = self.consumers.len();
-        let highest = (0..count).filter(|&i| available(i)).map(|i| self.consumers[i].spec.priority);
-        let highest = highest.max()?;
-        (0..count)
-            .map(|offset| (self.next_consumer + offset) % count)
-            .find(|&i| available(i) && self.consumers[i].spec.priority == highest)
-    }
-
-    /// The key of the first ready message for consumer `index`: the first of all without a
-    /// selector; with one, the earlier of its first missed message and the first match after
-    /// its scan cursor, which this call advances over every message that does not match.
-    /// Only messages inside the window count: a non-persistent one beyond it waits until the
-    /// stored messages before it are paged in.
-    fn next_message_for(&mut self, index: usize) -> Option<PageKey> {
-        let Queue { consumers, ready, groups, paging, .. } = self;
-        let window = paging.window;
-        let inside = |key: &PageKey| !window.beyond(*key);
-        let consumer = &mut consumers[index];
-        let id = consumer.spec.id;
-        // A message of a group that sticks to another consumer is not for this one.
-        let allowed = |queued: &QueuedMessage| match &queued.message.headers.group_id {
-            Some(group) => groups.get(group).is_none_or(|owner| *owner == id),
-            None => true,
-        };
-        let Some(selector) = &consumer.spec.selector else {
-            if groups.is_empty() {
-                return ready.keys().next().copied().filter(inside);
-            }
-            // Messages held for other consumers' groups are passed over (a scan as long as
-            // the run of them at the head of the queue).
-            return ready
-                .iter()
-                .take_while(|(key, _)| inside(key))
-                .find(|(_, queued)| allowed(queued))
-                .map(|(key, _)| *key);
-        };
-        while let Some(first) = consumer.missed.first() {
-            if ready.get(first).is_some_and(allowed) {
-                break;
-            }
-            consumer.missed.pop_first();
-        }
-        let missed = consumer.missed.first().copied();
-        let after = match consumer.scanned {
-            Some(scanned) => Bound::Excluded(scanned),
-            None => Bound::Unbounded,
-        };
-        for (key, queued) in ready.range((after, Bound::Unbounded)).take_while(|(k, _)| inside(k)) {
-            if missed.is_some_and(|missed| missed < *key) {
-                break;
-            }
-            if allowed(queued) && selector.matches(&queued.message) {
-                return Some(*key);
-            }
-            // Passed over for a group too: releasing groups resets the scan.
-            consumer.scanned = Some(*key);
-        }
-        missed
-    }
-
-    /// Makes a message ready (new, or back from a consumer): consumers with a selector whose
-    /// scan already passed its position test it now, so that a deep queue is not scanned again.
-    fn make_ready(&mut self, mut queued: QueuedMessage) {
-        queued.consumed = false;
-        let key = PageKey::of(&queued.message);
-        if self.paging.window.beyond(key) {
-            // After the window: paged in again when its turn comes, from the store, or from
-            // the temporary store a non-persistent message spills to. One that cannot spill
-            // waits here, after the window, until the window reaches it.
-            if self.in_store(&queued.message) {
-                self.leave_in_store(queued);
-                return;
-            }
-            match self.spool(queued) {
-                Ok(()) => return,
-                Err(kept) => queued = kept,
-            }
-        }
-        for consumer in &mut self.consumers {
-            if let (Some(selector), Some(scanned)) = (&consumer.spec.selector, consumer.scanned) {
-                if key <= scanned && selector.matches(&queued.message) {
-                    consumer.missed.insert(key);
-                }
-            }
-        }
-        self.ready.insert(key, queued);
-    }
-
-    /// Every consumer's selector scan starts over (messages it passed over for another
-    /// consumer's group may be for it now).
-    fn forget_scans(&mut self) {
-        for consumer in &mut self.consumers {
-            consumer.scanned = None;
-            consumer.missed.clear();
-        }
-    }
-
-    fn remove_consumer(&mut self, id: ConsumerId) {
-        let Some(position) = self.consumers.iter().position(|c| c.spec.id == id) else { return };
-        let consumer = self.consumers.remove(position);
-        if self.groups.release_consumer(id) {
-            // Its groups move to whichever consumer gets their next message: consumers that
-            // passed those messages over must look at them again.
-            self.forget_scans();
-        }
-        if self.next_consumer > position {
-            self.next_consumer -= 1;
-        }
-        if self.next_consumer >= self.consumers.len() {
-            self.next_consumer = 0;
-        }
-        let returned = consumer.in_flight.len();
-        for (id, mut queued) in consumer.in_flight {
-            if queued.acked_in_transaction {
-                self.awaiting_transaction.insert(id, queued);
-                continue;
-            }
-            // Auto-ack messages count as in flight only until written; one that was not
-            // written yet was never seen by the client, so it goes back unmarked.
-            if consumer.spec.ack_mode == AckMode::Auto {
-                queued.delivery_count -= 1;
-            }
-            // Unacknowledged when its consumer went: counted like a NACK.
-            let counted =
-                consumer.spec.counts_redeliveries && consumer.spec.ack_mode != AckMode::Auto;
-            self.give_back(queued, counted);
-        }
-        if returned > 0 {
-            tracing::debug!(queue = ?self.handle.key, returned, "consumer closed with unacknowledged messages");
-        }
-    }
-
-    /// At most [`MAX_BROWSE`] messages (ActiveMQ's `maxBrowsePageSize`), the first in
-    /// delivery order: the window's, then stored ones beyond it.
-    fn browse(&self, selector: Option<&Selector>) -> Vec<Arc<Message>> {
-        let now = now_millis();
-        let in_flight = self.consumers.iter().flat_map(|c| c.in_flight.values());
-        let mut messages: Vec<(PageKey, Arc<Message>)> = self
-            .ready
-            .values()
-            .chain(in_flight)
-            .filter(|queued| !queued.message.is_expired(now))
-            .filter(|queued| selector.is_none_or(|s| s.matches(&queued.message)))
-            .map(|queued| (PageKey::of(&queued.message), queued.message.clone()))
-            .collect();
-        self.browse_stored(selector, now, &mut messages);
-        messages.sort_by_key(|(key, _)| *key);
-        messages.truncate(MAX_BROWSE);
-        messages.into_iter().map(|(_, message)| message).collect()
-    }
-
     fn consumer_mut(&mut self, id: ConsumerId) -> Option<&mut Consumer> {
         self.consumers.iter_mut().find(|c| c.spec.id == id)
-    }
-
-    fn ack(&mut self, consumer: ConsumerId, ids: &[MessageId]) -> Completion {
-        let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
-            return Completion::ready(Ok(()));
-        };
-        let mut unit = UnitOfWork::new();
-        let mut consumed = Vec::new();
-        let consumer_id = consumer.spec.id;
-        for id in ids {
-            if let Some(queued) = consumer.take(id) {
-                if queued.releases_credit() {
-                    consumer.released -= 1;
-                }
-                if self.policy.advisories.consumed {
-                    consumed.push(queued.message.clone());
-                }
-                self.acked += 1;
-                self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
-                self.paging.pin(self.handle.stored, &queued.message, false);
-                if self.handle.stored && queued.message.is_persistent() {
-                    unit.push(Operation::Ack {
-                        queue: (*self.handle.key).clone(),
-                        key: PageKey::of(&queued.message),
-                        txn: None,
-                    });
-                }
-            }
-        }
-        for message in &consumed {
-            self.advise_consumed(consumer_id, message);
-        }
-        if unit.is_empty() {
-            Completion::ready(Ok(()))
-        } else {
-            self.store.submit(unit)
-        }
-    }
-
-    /// The client handed these in-flight messages to the application: they stop counting
-    /// against the consumer's prefetch until they are acknowledged or come back.
-    fn consumed(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
-        let Some(consumer) = self.consumer_mut(consumer) else { return };
-        for id in ids {
-            if let Some(queued) = consumer.in_flight.get_mut(id) {
-                let releases = !queued.releases_credit();
-                queued.consumed = true;
-                if releases {
-                    consumer.released += 1;
-                    let message = queued.message.clone();
-                    consumer.uncount(&message);
-                }
-            }
-        }
-    }
-
-    fn ack_in_transaction(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
-        let Some(consumer) = self.consumer_mut(consumer) else { return };
-        for id in ids {
-            if let Some(queued) = consumer.in_flight.get_mut(id) {
-                let releases = !queued.releases_credit();
-                queued.acked_in_transaction = true;
-                if releases {
-                    consumer.released += 1;
-                    let message = queued.message.clone();
-                    consumer.uncount(&message);
-                }
-            }
-        }
-    }
-
-    /// A transaction that acknowledged `ids` ended: committed (the messages are gone) or
-    /// rolled back (they are delivered again, marked redelivered).
-    fn end_transaction(&mut self, ids: &[MessageId], committed: bool, keep_delivered: bool) {
-        'ids: for id in ids {
-            let mut found = self.awaiting_transaction.remove(id);
-            if found.is_none() {
-                for consumer in &mut self.consumers {
-                    if consumer.in_flight.get(id).is_some_and(|q| q.acked_in_transaction) {
-                        if keep_delivered && !committed {
-                            if let Some(queued) = consumer.in_flight.get_mut(id) {
-                                queued.acked_in_transaction = false;
-                                if !queued.consumed {
-                                    consumer.released -= 1;
-                                    // Back in flight unacknowledged: it counts again.
-                                    consumer.in_flight_bytes += paging::held_size(&queued.message);
-                                }
-                            }
-                            continue 'ids;
-                        }
-                        consumer.released -= 1;
-                        found = consumer.take(id);
-                        break;
-                    }
-                }
-            }
-            let Some(mut queued) = found else { continue };
-            if committed {
-                self.acked += 1;
-                self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
-                self.paging.pin(self.handle.stored, &queued.message, false);
-            } else {
-                queued.acked_in_transaction = false;
-                self.make_ready(queued);
-            }
-        }
-    }
-
-    fn nack(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
-        let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
-            return;
-        };
-        let mut returned = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(queued) = consumer.take(id) {
-                if queued.releases_credit() {
-                    consumer.released -= 1;
-                }
-                returned.push(queued);
-            }
-        }
-        let counted = consumer.spec.counts_redeliveries;
-        for queued in returned {
-            self.give_back(queued, counted);
-        }
-    }
-
-    /// Like [`Self::nack`], but the deliveries do not count: the delivery count goes back to
-    /// what it was, so the message is not marked redelivered nor nearer the dead-letter limit.
-    fn release(&mut self, consumer: ConsumerId, ids: &[MessageId]) {
-        let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
-            return;
-        };
-        let mut returned = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(mut queued) = consumer.take(id) {
-                if queued.releases_credit() {
-                    consumer.released -= 1;
-                }
-                queued.delivery_count = queued.delivery_count.saturating_sub(1);
-                returned.push(queued);
-            }
-        }
-        for queued in returned {
-            self.give_back(queued, false);
-        }
-    }
-
-    /// The consumer's client gave up on these in-flight messages: they go to the dead-letter
-    /// task, which removes their stored references.
-    fn poison(&mut self, consumer: ConsumerId, ids: &[MessageId], cause: Option<String>) {
-        let Some(consumer) = self.consumer_mut(consumer) else { return };
-        let mut poisoned = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(queued) = consumer.take(id) {
-                if queued.releases_credit() {
-                    consumer.released -= 1;
-                }
-                poisoned.push(queued.message);
-            }
-        }
-        for message in poisoned {
-            self.dead_letter(message, Cause::Poisoned(cause.clone()));
-        }
-    }
-
-    /// A message back from a consumer: dead-lettered when `counted` (the broker counts the
-    /// consumer's redeliveries) and it was delivered more often than allowed, else ready again,
-    /// marked redelivered.
-    fn give_back(&mut self, queued: QueuedMessage, counted: bool) {
-        let settings = &self.dead_letters;
-        if counted && settings.redeliveries_exceeded(queued.delivery_count) {
-            let cause = Cause::Redeliveries {
-                deliveries: queued.delivery_count,
-                limit: settings.max_redeliveries.unwrap_or(0),
-            };
-            self.dead_letter(queued.message, cause);
-        } else {
-            self.make_ready(queued);
-        }
-    }
-
-    /// The periodic sweep: every expired message waiting here leaves (dead-lettered or
-    /// dropped); in-flight ones were delivered before they expired.
-    fn expire(&mut self) {
-        let now = now_millis();
-        let expired: Vec<PageKey> = self
-            .ready
-            .iter()
-            .filter(|(_, queued)| queued.message.is_expired(now))
-            .map(|(key, _)| *key)
-            .collect();
-        if !expired.is_empty() {
-            tracing::debug!(queue = ?self.handle.key, count = expired.len(), "expired messages swept");
-        }
-        for key in expired {
-            if let Some(queued) = self.ready.remove(&key) {
-                self.dead_letter(queued.message, Cause::Expired);
-            }
-        }
-    }
-
-    /// Takes a message this queue gives up on to the dead-letter task, which moves it to a
-    /// dead-letter queue or drops it, and removes its stored reference here either way.
-    fn dead_letter(&mut self, message: Arc<Message>, cause: Cause) {
-        match cause {
-            Cause::Expired => self.expired += 1,
-            Cause::Poisoned(_) | Cause::Redeliveries { .. } => self.dead_lettered += 1,
-        }
-        self.memory_bytes = self.memory_bytes.saturating_sub(message.memory_size());
-        self.paging.pin(self.handle.stored, &message, false);
-        self.events.send(QueueEvent::DeadLettered(DeadLetter {
-            queue: self.handle.key.clone(),
-            stored: self.handle.stored,
-            message,
-            cause,
-            settings: self.dead_letters.clone(),
-        }));
     }
 }
 
@@ -1156,3 +696,6 @@ async fn next_sweep(sweep: &mut Option<tokio::time::Interval>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,7 +19,6 @@ mod transaction;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use futures_util::FutureExt;
 use parking_lot::Mutex;
 use store::{
     Completion, Destination, DestinationKind, Message, MessageId, MessageStore, Operation,
@@ -372,49 +371,24 @@ impl Core {
         };
         let txn = transaction.as_ref().map(|t| t.id);
         let stores_something = !stored.is_empty();
-        let completion = if !stores_something {
-            Completion::ready(Ok(()))
-        } else {
-            // Announced before the submit makes it readable, so that paging leaves it to the
-            // `Enqueue` (a transaction's sends are announced at its commit).
-            if txn.is_none() {
-                for queue in &route {
-                    queue.announce(&message);
-                }
-            }
-            let completion = self.store.submit(UnitOfWork::with(Operation::AddMessage {
-                message: message.clone(),
-                queues: stored,
-                txn,
-            }));
-            // A store that refuses at once (full, closed, poisoned) must not see the message
-            // dispatched: the producer is told it failed and may send it again. A failure that
-            // comes later (a failed sync) reaches the producer after the message may have been
-            // dispatched, as with ActiveMQ's concurrent store and dispatch.
-            if completion.is_ready() {
-                if let Some(Err(error)) = completion.now_or_never() {
-                    for queue in &route {
-                        queue.withdraw(&message);
-                    }
-                    return Err(error.into());
-                }
-                Completion::ready(Ok(()))
-            } else {
-                completion
-            }
+        // Announced before the submit makes it readable, so that paging leaves it to the
+        // `Enqueue`; a transaction's sends are announced (and enqueued) at its commit.
+        let arrivals = match transaction.is_some() {
+            true => Vec::new(),
+            false => route.iter().map(|queue| queue.announce(&message)).collect(),
         };
-        match transaction {
-            Some(transaction) => {
-                transaction.has_store_records |= stores_something;
-                transaction.sends.push((route, message, connection));
-            }
-            None => {
-                for queue in &route {
-                    queue.send(QueueCommand::Enqueue(vec![message.clone()]));
-                }
-            }
+        let mut unit = UnitOfWork::new();
+        if stores_something {
+            unit.push(Operation::AddMessage { message: message.clone(), queues: stored, txn });
         }
-        Ok(completion)
+        // A store that refuses at once must not see the message dispatched: the producer is
+        // told it failed and may send it again (see `stage`).
+        let staged = crate::core::queue::stage(&*self.store, unit, arrivals)?;
+        if let Some(transaction) = transaction {
+            transaction.has_store_records |= stores_something;
+            transaction.sends.push((route, message, connection));
+        }
+        Ok(staged.enqueue())
     }
 
     /// The selectors of the subscriptions `message` may reach through its topics, evaluated

@@ -13,7 +13,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use futures_util::FutureExt;
 use store::{MessageId, MessageStore, Operation, PageKey, PropertyValue, UnitOfWork};
 use tokio::sync::mpsc;
 
@@ -24,7 +23,7 @@ use crate::core::advisory::{
 };
 use crate::core::dead_letter::{copy_of, verdict, Cause, DeadLetter, Verdict};
 use crate::core::events::QueueEvent;
-use crate::core::queue::QueueCommand;
+use crate::core::queue::stage;
 use crate::core::registry::Registry;
 use crate::core::slow::ConsumerNotice;
 use crate::core::types::{ConsumerId, ADVISORY_DESTINATION, ADVISORY_OPERATION};
@@ -235,19 +234,20 @@ fn dead_letter(
     if let Some(ack) = ack {
         unit.push(ack);
     }
-    handle.announce(&copy);
-    let completion = store.submit(unit);
-    if completion.is_ready() {
-        if let Some(Err(error)) = completion.now_or_never() {
-            handle.withdraw(&copy);
+    let arrival = handle.announce(&copy);
+    let staged = match stage(&**store, unit, vec![arrival]) {
+        Ok(staged) => staged,
+        Err(error) => {
             // Refused whole (full, closed, poisoned): the original is still stored where it
             // was, and comes back there at the next start.
             tracing::error!(%error, id = %message.message_id, "cannot move the message to dead-letter queue {queue}; it stays stored where it was");
             return;
         }
-    }
+    };
     tracing::debug!(id = %message.message_id, from = ?from, to = %queue, ?cause, "dead-lettered");
-    handle.send(QueueCommand::Enqueue(vec![copy]));
+    // Nobody waits for the move to be durable: a failure later poisons the store, which says
+    // so, and the original is still stored where it was.
+    drop(staged.enqueue());
     advise::message_dead_lettered(
         registry,
         ids,

@@ -34,7 +34,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use parking_lot::Mutex;
 use store::{
     Completion, Destination, DestinationKind, Message, MessageId, MessageStore, Operation, PageKey,
@@ -44,7 +43,7 @@ use tokio::sync::mpsc;
 
 use super::transaction::Transaction;
 use super::Core;
-use crate::core::queue::{now_millis, QueueCommand, QueueHandle};
+use crate::core::queue::{now_millis, stage, Staged};
 use crate::core::types::{composite_parts, CoreError};
 use crate::core::wildcard::DestinationFilter;
 pub use cron::{Cron, CronError};
@@ -372,31 +371,6 @@ pub(crate) fn recover_jobs(store: &Arc<dyn MessageStore>) -> Result<Vec<Job>, St
     Ok(jobs)
 }
 
-/// A fired job: its copy goes to `route` once `completion` (the fire's unit) is durable.
-struct Fired {
-    completion: Completion,
-    delivery: Option<(Vec<QueueHandle>, Arc<Message>)>,
-}
-
-impl Fired {
-    /// The fire failed: its copy will not be enqueued.
-    fn withdraw(&self) {
-        if let Some((route, message)) = &self.delivery {
-            for queue in route {
-                queue.withdraw(message);
-            }
-        }
-    }
-
-    fn enqueue(self) {
-        if let Some((route, message)) = self.delivery {
-            for queue in route {
-                queue.send(QueueCommand::Enqueue(vec![message.clone()]));
-            }
-        }
-    }
-}
-
 /// How long to wait before retrying a fire the store refused.
 const RETRY_MS: i64 = 1000;
 
@@ -434,23 +408,16 @@ impl Core {
             return Ok(Completion::ready(Ok(())));
         }
         let job = Job::new(&message, schedule, now_millis());
-        let completion = if job.stored() {
-            let completion = self.store.submit(UnitOfWork::with(Operation::AddMessage {
+        let mut unit = UnitOfWork::new();
+        if job.stored() {
+            unit.push(Operation::AddMessage {
                 message: job.entry.clone(),
                 queues: vec![store_queue()],
                 txn: None,
-            }));
-            if completion.is_ready() {
-                if let Some(Err(error)) = completion.now_or_never() {
-                    return Err(error.into());
-                }
-                Completion::ready(Ok(()))
-            } else {
-                completion
-            }
-        } else {
-            Completion::ready(Ok(()))
-        };
+            });
+        }
+        // Nothing to announce: the job's entry is stored for the scheduler, not a queue.
+        let completion = stage(&*self.store, unit, Vec::new())?.enqueue();
         tracing::debug!(id = %message.message_id, due = job.due, "message scheduled");
         scheduler.handle.add(vec![job]);
         Ok(completion)
@@ -493,15 +460,19 @@ impl Core {
 
     /// Fires `job` at `now`: routes its copy (when it delivers one) and submits the fire's
     /// unit of work. Returns the jobs that follow (its next state, a started sequence).
-    fn fire(&self, job: &Job, now: i64) -> Result<(Fired, Vec<Job>), StoreError> {
+    /// The fire's copy is staged with the unit, to be enqueued only once the unit is durable
+    /// (see `run`).
+    fn fire(&self, job: &Job, now: i64) -> Result<(Staged, Vec<Job>), StoreError> {
         let plan = job.plan(now);
         let mut unit = UnitOfWork::new();
         let mut registry = self.registry.lock();
-        let mut delivery = None;
+        let mut route = Vec::new();
+        let mut delivered_copy = None;
         if plan.deliver {
             let message = Arc::new(delivered(job, self.next_message_id(), now));
             match self.route(&mut registry, &message, 0, true, None) {
-                Ok(route) => {
+                Ok(routed) => {
+                    route = routed;
                     let stored: Vec<QueueKey> = if message.is_persistent() {
                         route.iter().filter(|q| q.stored).map(|q| (*q.key).clone()).collect()
                     } else {
@@ -514,7 +485,7 @@ impl Core {
                             txn: None,
                         });
                     }
-                    delivery = Some((route, message));
+                    delivered_copy = Some(message);
                 }
                 Err(error) => tracing::warn!(job = %job.entry.message_id, %error,
                     "scheduled message could not be delivered"),
@@ -545,25 +516,14 @@ impl Core {
             }
             jobs.push(Job { entry, schedule: job.schedule.clone(), due, remaining, sequence });
         }
-        // Announced before the submit makes the copy readable (see `queue/paging.rs`).
-        if let Some((route, message)) = &delivery {
-            for queue in route {
-                queue.announce(message);
-            }
-        }
-        let completion =
-            if unit.is_empty() { Completion::ready(Ok(())) } else { self.store.submit(unit) };
-        drop(registry);
-        let completion = if completion.is_ready() {
-            if let Some(Err(error)) = completion.now_or_never() {
-                Fired { completion: Completion::ready(Ok(())), delivery }.withdraw();
-                return Err(error);
-            }
-            Completion::ready(Ok(()))
-        } else {
-            completion
+        // Announced before the submit makes the copy readable (see `queue/arrival.rs`).
+        let arrivals = match &delivered_copy {
+            Some(message) => route.iter().map(|queue| queue.announce(message)).collect(),
+            None => Vec::new(),
         };
-        Ok((Fired { completion, delivery }, jobs))
+        let staged = stage(&*self.store, unit, arrivals);
+        drop(registry);
+        Ok((staged?, jobs))
     }
 }
 
@@ -607,8 +567,8 @@ async fn run(core: Weak<Core>, mut commands: mpsc::UnboundedReceiver<Command>) {
                             for next in follow {
                                 insert(&mut jobs, next);
                             }
-                            if fired.completion.is_ready() {
-                                fired.enqueue();
+                            if fired.is_durable() {
+                                drop(fired.enqueue());
                             } else {
                                 waiting.push(fired);
                             }
@@ -624,14 +584,10 @@ async fn run(core: Weak<Core>, mut commands: mpsc::UnboundedReceiver<Command>) {
                     // Dispatched only once durable: a crash before then fires the job again
                     // after the restart, and the copy must not have been delivered already.
                     tokio::spawn(async move {
-                        for mut fired in waiting {
-                            match (&mut fired.completion).await {
-                                Ok(()) => fired.enqueue(),
-                                Err(error) => {
-                                    fired.withdraw();
-                                    tracing::error!(%error,
-                                        "a scheduled message's fire was not stored");
-                                }
+                        for fired in waiting {
+                            if let Err(error) = fired.enqueue_when_durable().await {
+                                tracing::error!(%error,
+                                    "a scheduled message's fire was not stored");
                             }
                         }
                     });

@@ -9,7 +9,7 @@ use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWor
 
 use super::scheduler::Schedule;
 use super::Core;
-use crate::core::queue::{QueueCommand, QueueHandle};
+use crate::core::queue::{stage, Arrival, QueueCommand, QueueHandle};
 use crate::core::types::{ConsumerId, CoreError};
 
 /// An open local transaction, owned by the connection that began it.
@@ -52,32 +52,16 @@ impl Transaction {
         self.id
     }
 
-    /// Makes the sends visible and the acks final.
+    /// Makes the acks final (the sends were enqueued as the commit became durable).
     fn apply(self) {
-        let mut batches: Vec<(QueueHandle, Vec<Arc<Message>>)> = Vec::new();
-        for (route, message, _) in self.sends {
-            for queue in route {
-                match batches.iter_mut().find(|(q, _)| q.same_queue(&queue)) {
-                    Some((_, messages)) => messages.push(message.clone()),
-                    None => batches.push((queue, vec![message.clone()])),
-                }
-            }
-        }
-        for (queue, messages) in batches {
-            queue.send(QueueCommand::Enqueue(messages));
-        }
         for (queue, ids) in self.acks {
             queue.send(QueueCommand::TransactionCommitted { ids });
         }
     }
 
-    /// Drops the sends and makes the acknowledged messages deliverable again.
+    /// Drops the sends (what a commit that failed announced of them was withdrawn with its
+    /// arrivals) and makes the acknowledged messages deliverable again.
     fn discard(self) {
-        for (route, message, _) in &self.sends {
-            for queue in route {
-                queue.withdraw(message);
-            }
-        }
         let keep = self.keep_delivered_on_rollback;
         for (queue, ids) in self.acks {
             queue.send(QueueCommand::TransactionRolledBack { ids, keep_delivered: keep });
@@ -131,19 +115,25 @@ impl Core {
         // transaction so that the commit record makes the jobs durable with everything else.
         let scheduled = self.schedule_at_commit(&mut transaction);
         let scheduler = self.scheduler_handle();
-        // The commit makes the stored sends readable: announced first (see `queue/paging.rs`).
-        for (route, message, _) in &transaction.sends {
-            for queue in route {
-                queue.announce(message);
-            }
+        // The commit makes the stored sends readable: announced first (see `queue/arrival.rs`).
+        let arrivals: Vec<Arrival> = transaction
+            .sends
+            .iter()
+            .flat_map(|(route, message, _)| route.iter().map(|queue| queue.announce(message)))
+            .collect();
+        let mut unit = UnitOfWork::new();
+        if transaction.has_store_records {
+            unit.push(Operation::Commit(transaction.id));
         }
-        let completion = if transaction.has_store_records {
-            self.store().submit(UnitOfWork::with(Operation::Commit(transaction.id)))
-        } else {
-            Completion::ready(Ok(()))
-        };
+        let staged = stage(&**self.store(), unit, arrivals);
         async move {
-            match completion.await {
+            // The sends are enqueued once the commit is durable; if it fails, they are
+            // withdrawn and the acknowledged messages delivered again.
+            let durable = match staged {
+                Ok(staged) => staged.enqueue_when_durable().await,
+                Err(error) => Err(error),
+            };
+            match durable {
                 Ok(()) => {
                     transaction.apply();
                     if let Some(scheduler) = scheduler {

@@ -1,0 +1,253 @@
+//! The memory limits and their accounting: what a queue holds, as the limits count it, what
+//! it may still take in flight, and how its holding is counted in the broker's usage and in
+//! the flow control gates. Apart from `paging.rs` because it is the arithmetic of the limits,
+//! which the window's moves (page-in, eviction) only consult.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::{Queue, ENTRY_OVERHEAD};
+use crate::core::flow::FlowGate;
+
+/// The memory limits a queue keeps to: its own and the broker's, which every queue shares.
+/// Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct MemoryLimits {
+    pub(super) destination: usize,
+    pub(super) broker: Arc<BrokerMemory>,
+}
+
+#[derive(Debug)]
+pub(super) struct BrokerMemory {
+    /// Bytes held by every queue, as each last counted them.
+    pub(super) used: AtomicUsize,
+    pub(super) limit: usize,
+    /// The part of `used` that cannot page out (see [`Paging::pinned`]): what flow control
+    /// holds to the limit.
+    pub(super) pinned: AtomicUsize,
+    /// Closed while `pinned` is over the limit.
+    pub(super) gate: FlowGate,
+    /// Queues whose own gate is closed (the send path looks for them only when there are).
+    pub(super) blocked_queues: AtomicUsize,
+    /// Counts the broker's own gate (for [`FlowGate::update`]).
+    pub(super) broker_blocked: AtomicUsize,
+    /// The part of `used` that is in flight (delivered, not acknowledged), as each queue last
+    /// counted it: it cannot be evicted, so dispatch keeps it to the broker's limit.
+    pub(super) in_flight: AtomicUsize,
+}
+
+impl MemoryLimits {
+    /// `destination` bytes per queue, `broker` bytes for all of them.
+    pub fn new(destination: u64, broker: u64) -> Self {
+        let bytes = |limit: u64| usize::try_from(limit).unwrap_or(usize::MAX);
+        MemoryLimits {
+            destination: bytes(destination),
+            broker: Arc::new(BrokerMemory {
+                used: AtomicUsize::new(0),
+                limit: bytes(broker),
+                pinned: AtomicUsize::new(0),
+                gate: FlowGate::default(),
+                blocked_queues: AtomicUsize::new(0),
+                broker_blocked: AtomicUsize::new(0),
+                in_flight: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Bytes every queue holds together.
+    pub fn broker_used(&self) -> usize {
+        self.broker.used.load(Ordering::Relaxed)
+    }
+
+    pub fn destination_limit(&self) -> usize {
+        self.destination
+    }
+
+    /// The same broker limit with a destination policy's own limit (`None`: this one).
+    pub fn with_destination_limit(&self, limit: Option<u64>) -> MemoryLimits {
+        match limit {
+            Some(limit) => MemoryLimits {
+                destination: usize::try_from(limit).unwrap_or(usize::MAX),
+                broker: self.broker.clone(),
+            },
+            None => self.clone(),
+        }
+    }
+
+    pub fn broker_limit(&self) -> usize {
+        self.broker.limit
+    }
+
+    /// Moves the broker's usage by bytes held outside the queues (topics' subscription
+    /// recovery buffers), so that stored queues page out to make room for them.
+    pub(in crate::core) fn account_elsewhere(&self, before: usize, after: usize) {
+        if after >= before {
+            self.broker.used.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.broker.used.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes every queue holds that cannot page out (non-persistent messages, and every
+    /// message of a queue that is not stored): what producer flow control counts.
+    pub fn broker_pinned(&self) -> usize {
+        self.broker.pinned.load(Ordering::Relaxed)
+    }
+
+    pub(in crate::core) fn broker_gate(&self) -> &FlowGate {
+        &self.broker.gate
+    }
+
+    /// How many queues block their producers now.
+    pub(in crate::core) fn blocked_queues(&self) -> usize {
+        self.broker.blocked_queues.load(Ordering::Acquire)
+    }
+}
+
+impl Default for MemoryLimits {
+    /// The configuration's defaults: 64 MiB per destination, 1 GiB for the broker.
+    fn default() -> Self {
+        MemoryLimits::new(64 << 20, 1 << 30)
+    }
+}
+
+impl Queue {
+    /// Messages held in memory: ready, in flight, awaiting a transaction's end.
+    pub(in crate::core::queue) fn held_count(&self) -> usize {
+        self.ready.len()
+            + self.consumers.iter().map(|c| c.in_flight.len()).sum::<usize>()
+            + self.awaiting_transaction.len()
+    }
+
+    /// What the queue holds, as the limits count it.
+    pub(in crate::core::queue) fn held_bytes(&self) -> usize {
+        self.memory_bytes + self.held_count() * ENTRY_OVERHEAD
+    }
+
+    /// Bytes of the messages this queue's consumers hold in flight.
+    pub(in crate::core::queue) fn in_flight_bytes(&self) -> usize {
+        self.consumers.iter().map(|c| c.in_flight_bytes).sum()
+    }
+
+    /// True if consumer `index` may be given one more message (of the queue's typical size)
+    /// by the memory limits. In-flight messages cannot be evicted, so without this a
+    /// consumer that never acknowledges (a client that stopped reading) was given its whole
+    /// prefetch, paged in past both limits (600 messages of 256 KiB took the broker to 385
+    /// MiB with limits of 32 and 48 MiB) and starved the queue's other consumers. So: the
+    /// queue's in-flight bytes stay within its destination limit, every queue's together
+    /// within the broker's, and each consumer's within its share of the destination limit
+    /// (the limit divided among the consumers), so that one stuck consumer leaves the rest
+    /// to the others. A consumer that holds nothing may always take one message, however
+    /// large, so every consumer makes progress. `queue` is [`Queue::in_flight_bytes`], summed
+    /// once by the caller (who asks for every consumer in turn).
+    pub(in crate::core::queue) fn may_take(&self, index: usize, queue: usize) -> bool {
+        let consumer = &self.consumers[index];
+        if consumer.in_flight_bytes == 0 {
+            return true;
+        }
+        let cost = self.paging.typical.max(ENTRY_OVERHEAD);
+        let destination = self.paging.limits.destination;
+        let sharing = match self.consumers.iter().any(|c| c.spec.exclusive) {
+            true => 1,
+            false => self.consumers.len().max(1),
+        };
+        let broker = &self.paging.limits.broker;
+        let elsewhere = broker
+            .in_flight
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.paging.in_flight_accounted);
+        consumer.in_flight_bytes.saturating_add(cost) <= destination / sharing
+            && queue.saturating_add(cost) <= destination
+            && elsewhere.saturating_add(queue).saturating_add(cost) <= broker.limit
+    }
+
+    /// The broker's usage with this queue's current holding in it.
+    pub(in crate::core::queue) fn broker_usage(&self, held: usize) -> usize {
+        self.paging.limits.broker_used().saturating_sub(self.paging.accounted) + held
+    }
+
+    pub(in crate::core::queue) fn over_limits(&self) -> bool {
+        let held = self.held_bytes();
+        held > self.paging.limits.destination
+            || self.broker_usage(held) > self.paging.limits.broker.limit
+            || (self.policy.lazy_dispatch && self.ready.len() > self.free_credit())
+    }
+
+    /// How many more messages the consumers could take now: what a lazy-dispatch queue
+    /// keeps in memory (its policy's `lazy_dispatch`).
+    pub(in crate::core::queue) fn free_credit(&self) -> usize {
+        let free = |c: &super::super::Consumer| match c.spec.prefetch {
+            0 => usize::try_from(c.pulls).unwrap_or(usize::MAX),
+            prefetch => (prefetch as usize).saturating_sub(c.in_flight.len() - c.released),
+        };
+        self.consumers.iter().map(free).fold(0, usize::saturating_add)
+    }
+
+    /// Brings the broker's usage up to date with this queue's, and the flow control gates
+    /// (this queue's and the broker's) with both.
+    pub(in crate::core::queue) fn account(&mut self) {
+        let held = self.held_bytes();
+        let broker = &self.paging.limits.broker;
+        if held >= self.paging.accounted {
+            broker.used.fetch_add(held - self.paging.accounted, Ordering::Relaxed);
+        } else {
+            broker.used.fetch_sub(self.paging.accounted - held, Ordering::Relaxed);
+        }
+        self.paging.accounted = held;
+        let in_flight = self.in_flight_bytes();
+        if in_flight >= self.paging.in_flight_accounted {
+            broker
+                .in_flight
+                .fetch_add(in_flight - self.paging.in_flight_accounted, Ordering::Relaxed);
+        } else {
+            broker
+                .in_flight
+                .fetch_sub(self.paging.in_flight_accounted - in_flight, Ordering::Relaxed);
+        }
+        self.paging.in_flight_accounted = in_flight;
+        // What cannot page out: messages held that are not in the store, and messages sent
+        // to this task that it has not taken yet.
+        let inbox = self.handle.inbox.load(Ordering::Relaxed);
+        let pinned = self.paging.pinned;
+        let total = if pinned >= self.paging.pinned_accounted {
+            broker.pinned.fetch_add(pinned - self.paging.pinned_accounted, Ordering::Relaxed)
+                + (pinned - self.paging.pinned_accounted)
+        } else {
+            broker
+                .pinned
+                .fetch_sub(self.paging.pinned_accounted - pinned, Ordering::Relaxed)
+                .saturating_sub(self.paging.pinned_accounted - pinned)
+        };
+        self.paging.pinned_accounted = pinned;
+        let spooled = self.paging.spool.as_ref().map_or(0, |spool| spool.bytes);
+        let destination_usage = pinned.saturating_add(spooled).saturating_add(inbox);
+        // Without producer flow control the destination's own limit never holds a send (the
+        // broker's still does).
+        let limit = match self.policy.producer_flow_control {
+            true => self.paging.limits.destination,
+            false => usize::MAX,
+        };
+        if self.handle.gate.update(destination_usage, limit, &broker.blocked_queues) {
+            tracing::debug!(queue = ?self.handle.key, blocked = self.handle.gate.is_blocked(),
+                pinned, "producer flow control");
+            self.gate_changed();
+        }
+        broker.gate.update(total, broker.limit, &broker.broker_blocked);
+    }
+
+    /// The queue stops: its memory no longer counts, and its producers no longer wait.
+    pub(in crate::core::queue) fn release_memory(&mut self) {
+        let broker = &self.paging.limits.broker;
+        broker.used.fetch_sub(self.paging.accounted, Ordering::Relaxed);
+        self.paging.accounted = 0;
+        broker.in_flight.fetch_sub(self.paging.in_flight_accounted, Ordering::Relaxed);
+        self.paging.in_flight_accounted = 0;
+        let total = broker
+            .pinned
+            .fetch_sub(self.paging.pinned_accounted, Ordering::Relaxed)
+            .saturating_sub(self.paging.pinned_accounted);
+        self.paging.pinned_accounted = 0;
+        self.handle.gate.open(&broker.blocked_queues);
+        broker.gate.update(total, broker.limit, &broker.broker_blocked);
+    }
+}
