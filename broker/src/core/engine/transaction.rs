@@ -126,14 +126,17 @@ impl Core {
             unit.push(Operation::Commit(transaction.id));
         }
         let staged = stage(&**self.store(), unit, arrivals);
-        async move {
-            // The sends are enqueued once the commit is durable; if it fails, they are
-            // withdrawn and the acknowledged messages delivered again.
+        // The sends are enqueued once the commit is durable; if it fails, they are withdrawn
+        // and the acknowledged messages delivered again. In a task of its own: a committed
+        // transaction must take effect even if nobody waits for it any more (its connection
+        // went away meanwhile), or its sends would stay stored but never enqueued.
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
             let durable = match staged {
                 Ok(staged) => staged.enqueue_when_durable().await,
                 Err(error) => Err(error),
             };
-            match durable {
+            let result = match durable {
                 Ok(()) => {
                     transaction.apply();
                     if let Some(scheduler) = scheduler {
@@ -145,8 +148,10 @@ impl Core {
                     transaction.discard();
                     Err(error.into())
                 }
-            }
-        }
+            };
+            let _ = done.send(result);
+        });
+        async move { outcome.await.unwrap_or(Err(CoreError::ShuttingDown)) }
     }
 
     /// A transacted topic message is published when its transaction commits,

@@ -16,16 +16,14 @@
 //! The type keeps that: [`QueueHandle::announce`] is the only way to announce, and it gives
 //! an [`Arrival`]; [`Arrival::enqueue_all`] (or [`Staged`], which calls it) consumes it and
 //! sends the `Enqueue`; dropping it withdraws the announcement. So every path (an early
-//! return, a `?`, a failed commit, a commit's future dropped before it resolved) ends each
-//! announcement once. [`stage`] takes the arrivals already made with the unit, so the
+//! return, a `?`, a failed commit) ends each announcement once. [`stage`] takes the arrivals already made with the unit, so the
 //! announcement comes before the submit by construction, and withdraws them when the store
 //! refuses the unit at once. What it cannot check is a unit submitted by hand around it: a
 //! unit that stores a message for a queue goes through `stage`.
 //!
-//! A withdrawn message that is in the store after all (a commit whose future was dropped
-//! while the store went on with it) is paged in like any stored message, but only by a
-//! page-in still to come: a queue whose window was complete when it skipped the message
-//! finds it at the next start.
+//! Staged arrivals must therefore not be dropped while their unit may still become durable:
+//! a commit waits for its record in a task of its own (`Core::commit`), not in the future its
+//! caller may drop when the connection goes.
 //!
 //! Messages that need no announcement (non-persistent ones, any message of a queue that is
 //! not stored: nothing of them is in the broker's store for a page-in to read) still get an
