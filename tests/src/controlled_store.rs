@@ -4,7 +4,8 @@
 //! Every unit is applied to the memory store at once (reads see it, as the contract says);
 //! only its completion is held back or replaced, per kind of unit: units containing an
 //! `AddMessage` follow [`ControlledStore::set_adds`], units containing an `Ack` follow
-//! [`ControlledStore::set_acks`], everything else passes. Reads can be made slow
+//! [`ControlledStore::set_acks`], units containing a `Commit` follow
+//! [`ControlledStore::set_commits`], everything else passes. Reads can be made slow
 //! ([`ControlledStore::set_read_delay`]): each blocks its thread, as a read from a database
 //! that stopped answering does.
 
@@ -46,6 +47,7 @@ pub struct ControlledStore {
 struct State {
     adds: Policy,
     acks: Policy,
+    commits: Policy,
     held: Vec<(Completer, Completion)>,
     read_delay: Duration,
 }
@@ -75,6 +77,11 @@ impl ControlledStore {
     /// Sets the policy for units that add messages.
     pub fn set_adds(&self, policy: Policy) {
         self.state().adds = policy;
+    }
+
+    /// Sets the policy for units that commit a transaction.
+    pub fn set_commits(&self, policy: Policy) {
+        self.state().commits = policy;
     }
 
     /// Sets the policy for units that acknowledge messages.
@@ -140,6 +147,7 @@ impl ControlledStore {
             let this = match operation {
                 Operation::AddMessage { .. } => state.adds,
                 Operation::Ack { .. } => state.acks,
+                Operation::Commit(_) => state.commits,
                 _ => Policy::Pass,
             };
             policy = match (policy, this) {

@@ -265,3 +265,45 @@ async fn creating_a_queue_on_a_slow_store_does_not_delay_other_sends() -> anyhow
     broker.shutdown().await;
     Ok(())
 }
+
+/// A COMMIT whose record is still being written when its connection goes away takes effect
+/// all the same: once the record is durable, the transaction's messages are delivered (they
+/// were stored, so leaving them out until the next start would be losing them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_takes_effect_when_its_connection_drops_before_it_is_durable() -> anyhow::Result<()>
+{
+    let store = Arc::new(ControlledStore::new());
+    let broker = start_broker_with_store(store.clone(), |_| {}).await?;
+    let client = tests::connect(&broker).await?;
+    let mut connections =
+        client.subscribe("/topic/ActiveMQ.Advisory.Connection", client::AckMode::Auto, &[]).await?;
+    let (mut producer, _) = RawConnection::connect(stomp_addr(&broker)?, &[]).await?;
+    let opened = tests::recv(&mut connections).await?;
+    ensure!(opened.header("ferromq.advisory.operation") == Some("add"), "{opened:?}");
+    let begin = Frame::new(Command::Begin).header("transaction", "t").header("receipt", "b");
+    producer.write_frame(&begin).await?;
+    assert_receipt(&producer.read_frame().await?, "b")?;
+    let mut sent = send("/queue/committed.then.dropped", "committed", "s", true);
+    sent.push_header("transaction", "t");
+    producer.write_frame(&sent).await?;
+    assert_receipt(&producer.read_frame().await?, "s")?;
+
+    store.set_commits(Policy::Hold);
+    let commit = Frame::new(Command::Commit).header("transaction", "t").header("receipt", "c");
+    producer.write_frame(&commit).await?;
+    store.wait_held(1, ARRIVES).await?;
+    drop(producer);
+    // Released (its waiting COMMIT given up with it) before the commit record is durable.
+    let closed = tests::recv(&mut connections).await?;
+    ensure!(closed.header("ferromq.advisory.operation") == Some("remove"), "{closed:?}");
+    store.set_commits(Policy::Pass);
+    store.release().await;
+
+    let mut sub = client
+        .subscribe("/queue/committed.then.dropped", client::AckMode::ClientIndividual, &[])
+        .await?;
+    let message = tests::recv(&mut sub).await?;
+    ensure!(tests::bodies(&[message]) == ["committed"]);
+    broker.shutdown().await;
+    Ok(())
+}
