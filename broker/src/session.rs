@@ -25,6 +25,7 @@ use std::sync::Arc;
 use store::{Destination, Message, MessageId};
 use tokio::sync::mpsc;
 
+use crate::core::ConnectionId;
 use crate::core::{
     ConsumerId, ConsumerNotice, CoreError, Delivery, QueueHandle, SubscribeRequest, Transaction,
 };
@@ -131,7 +132,7 @@ pub(crate) enum Settle {
 /// One connection's session; `T` is how its protocol names transactions.
 pub(crate) struct Session<T: Eq + Hash> {
     context: Arc<ConnectionContext>,
-    connection: u64,
+    connection: ConnectionId,
     client_id: Option<Arc<str>>,
     subject: Option<Subject>,
     /// Temporary destinations this session named.
@@ -169,7 +170,7 @@ impl<T: Eq + Hash> Session<T> {
     }
 
     /// The connection's id in the core.
-    pub fn connection(&self) -> u64 {
+    pub fn connection(&self) -> ConnectionId {
         self.connection
     }
 

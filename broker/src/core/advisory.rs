@@ -52,6 +52,7 @@ use store::{Destination, DestinationKind, Message, MessageId, PropertyValue};
 use tokio::sync::mpsc;
 
 use super::slow::ConsumerNotice;
+use super::types::ConnectionId;
 use super::types::{now_millis, ConsumerId, ADVISORY_DESTINATION};
 use super::wildcard::DestinationFilter;
 
@@ -97,15 +98,15 @@ pub const ADVISORY_PREFIX: &str = "ActiveMQ.Advisory.";
 /// and the connections that were announced.
 #[derive(Default)]
 pub(crate) struct AdvisoryState {
-    consumers: HashMap<ConsumerId, (Destination, u64)>,
+    consumers: HashMap<ConsumerId, (Destination, ConnectionId)>,
     /// How many of `consumers` each destination has, for the advisories' `consumerCount`
     /// without counting them all each time.
     consumer_counts: HashMap<Destination, usize>,
     /// Announced connections with the id they were announced under.
-    pub connections: HashMap<u64, String>,
+    pub connections: HashMap<ConnectionId, String>,
     /// Each connection's channel for what the broker tells it about its consumers (a slow
     /// consumer abort), registered by the adapter ([`Core::consumer_notices`]).
-    pub notices: HashMap<u64, mpsc::UnboundedSender<ConsumerNotice>>,
+    pub notices: HashMap<ConnectionId, mpsc::UnboundedSender<ConsumerNotice>>,
 }
 
 impl AdvisoryState {
@@ -114,7 +115,7 @@ impl AdvisoryState {
         &mut self,
         consumer: ConsumerId,
         destination: &Destination,
-        connection: u64,
+        connection: ConnectionId,
     ) {
         if let Some((before, _)) =
             self.consumers.insert(consumer, (destination.clone(), connection))
@@ -125,7 +126,10 @@ impl AdvisoryState {
     }
 
     /// Forgets a consumer; returns its destination and connection.
-    pub fn consumer_stopped(&mut self, consumer: ConsumerId) -> Option<(Destination, u64)> {
+    pub fn consumer_stopped(
+        &mut self,
+        consumer: ConsumerId,
+    ) -> Option<(Destination, ConnectionId)> {
         let (destination, connection) = self.consumers.remove(&consumer)?;
         self.uncount(&destination);
         Some((destination, connection))
@@ -141,7 +145,7 @@ impl AdvisoryState {
     }
 
     /// A consumer's destination and connection.
-    pub fn consumer(&self, consumer: ConsumerId) -> Option<&(Destination, u64)> {
+    pub fn consumer(&self, consumer: ConsumerId) -> Option<&(Destination, ConnectionId)> {
         self.consumers.get(&consumer)
     }
 
@@ -203,11 +207,11 @@ pub(crate) fn advisory_message(
 }
 
 /// The id an advisory gives a consumer: stable from its start to its stop.
-pub(crate) fn consumer_subject(connection: u64, consumer: ConsumerId) -> String {
+pub(crate) fn consumer_subject(connection: ConnectionId, consumer: ConsumerId) -> String {
     format!("ID:ferromq-connection-{connection}:1:{}", consumer.0)
 }
 
-pub(crate) fn connection_subject(connection: u64) -> String {
+pub(crate) fn connection_subject(connection: ConnectionId) -> String {
     format!("ID:ferromq-connection-{connection}")
 }
 
@@ -243,18 +247,18 @@ mod tests {
     fn consumer_counts_follow_starts_and_stops() {
         let mut state = AdvisoryState::default();
         let (a, b) = (Destination::queue("A"), Destination::topic("A"));
-        state.consumer_started(ConsumerId(1), &a, 7);
-        state.consumer_started(ConsumerId(2), &a, 7);
-        state.consumer_started(ConsumerId(3), &b, 8);
+        state.consumer_started(ConsumerId(1), &a, ConnectionId(7));
+        state.consumer_started(ConsumerId(2), &a, ConnectionId(7));
+        state.consumer_started(ConsumerId(3), &b, ConnectionId(8));
         assert_eq!((state.consumer_count(&a), state.consumer_count(&b)), (2, 1));
         // Started again elsewhere: it moves.
-        state.consumer_started(ConsumerId(2), &b, 7);
+        state.consumer_started(ConsumerId(2), &b, ConnectionId(7));
         assert_eq!((state.consumer_count(&a), state.consumer_count(&b)), (1, 2));
-        assert_eq!(state.consumer_stopped(ConsumerId(1)), Some((a.clone(), 7)));
+        assert_eq!(state.consumer_stopped(ConsumerId(1)), Some((a.clone(), ConnectionId(7))));
         assert_eq!(state.consumer_stopped(ConsumerId(1)), None);
         assert_eq!(state.consumer_count(&a), 0);
         assert!(!state.consumer_counts.contains_key(&a), "no count is kept at zero");
-        assert_eq!(state.consumer(ConsumerId(3)), Some(&(b.clone(), 8)));
+        assert_eq!(state.consumer(ConsumerId(3)), Some(&(b.clone(), ConnectionId(8))));
         let counted = |d: &Destination| state.consumers.values().filter(|(c, _)| c == d).count();
         assert_eq!(state.consumer_count(&b), counted(&b));
     }

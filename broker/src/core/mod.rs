@@ -55,6 +55,6 @@ pub use slow::ConsumerNotice;
 pub use statistics::{DestinationStats, StatsKind, SubscriptionStats};
 pub use temp_store::{TempStore, TempStoreOpener};
 pub use types::{
-    composite_parts, AckMode, ConsumerId, CoreError, VirtualTopicRule, ADVISORY_DESTINATION,
-    ADVISORY_OPERATION, ADVISORY_TEMP_QUEUE, ADVISORY_TEMP_TOPIC,
+    composite_parts, AckMode, ConnectionId, ConsumerId, CoreError, VirtualTopicRule,
+    ADVISORY_DESTINATION, ADVISORY_OPERATION, ADVISORY_TEMP_QUEUE, ADVISORY_TEMP_TOPIC,
 };

@@ -25,6 +25,7 @@ use super::recovery::RecoveryBuffer;
 use super::statistics::TopicCounters;
 pub(crate) use super::subscriptions::{SelectorVerdicts, TopicSubscription, TopicSubscriptions};
 use super::temp_store::TempStore;
+use super::types::ConnectionId;
 use super::types::{now_millis, ConsumerId, VirtualTopicRule};
 use super::virtual_topics::VirtualConsumers;
 use super::wildcard::DestinationFilter;
@@ -46,7 +47,7 @@ pub(crate) struct Attachment {
 
 /// A temporary destination: lives as long as the connection that created it.
 pub(crate) struct Temporary {
-    pub owner: u64,
+    pub owner: ConnectionId,
     /// A temporary queue's queue (never stored); `None` for a temporary topic.
     pub queue: Option<QueueHandle>,
 }
@@ -222,7 +223,7 @@ impl Registry {
         topic: &str,
         message: &Message,
         temporary: bool,
-        connection: u64,
+        connection: ConnectionId,
         virtual_topics: &[VirtualTopicRule],
         verdicts: Option<&SelectorVerdicts>,
     ) -> Vec<QueueHandle> {
@@ -309,7 +310,7 @@ mod tests {
         topic: &str,
         message: &Message,
         temporary: bool,
-        connection: u64,
+        connection: ConnectionId,
         virtual_topics: &[VirtualTopicRule],
     ) -> Vec<QueueHandle> {
         let mut route: Vec<QueueHandle> = registry
@@ -402,7 +403,7 @@ mod tests {
                         registry.topic_subscriptions.insert(TopicSubscription {
                             filter: DestinationFilter::new(&random_name(&mut rng, true)),
                             queue: queue.clone(),
-                            no_local_connection: rng.gen_bool(0.2).then_some(7),
+                            no_local_connection: rng.gen_bool(0.2).then_some(ConnectionId(7)),
                             temporary: rng.gen_bool(0.2),
                             selector: selector.map(|s| Arc::new(Selector::parse(s).unwrap())),
                         });
@@ -432,7 +433,7 @@ mod tests {
                 let topic = random_name(&mut rng, false);
                 let temporary = rng.gen_bool(0.2);
                 let message = message(&topic, rng.gen_range(0..3));
-                let connection = rng.gen_range(6..8);
+                let connection = ConnectionId(rng.gen_range(6..8));
                 let expected =
                     route_by_scan(&registry, &topic, &message, temporary, connection, &rules);
                 let (plain, virtual_consumers): (Vec<_>, Vec<_>) =
@@ -484,16 +485,22 @@ mod tests {
         let second = subscribe(&mut registry, "B.>", &composite);
         let third = subscribe(&mut registry, "B.*", &other);
         assert!(first < second && second < third, "ids are given in order");
-        registry.topic_subscriptions.set_no_local(&composite, Some(7));
-        let of_composite: Vec<Option<u64>> = registry
+        registry.topic_subscriptions.set_no_local(&composite, Some(ConnectionId(7)));
+        let of_composite: Vec<Option<ConnectionId>> = registry
             .topic_subscriptions
             .of_queue(&composite)
             .map(|s| s.no_local_connection)
             .collect();
-        assert_eq!(of_composite, vec![Some(7), Some(7)]);
+        assert_eq!(of_composite, vec![Some(ConnectionId(7)), Some(ConnectionId(7))]);
         let message = message("B.C", 1);
-        assert_eq!(registry.topic_route("B.C", &message, false, 7, &[], None).len(), 1);
-        assert_eq!(registry.topic_route("B.C", &message, false, 8, &[], None).len(), 2);
+        assert_eq!(
+            registry.topic_route("B.C", &message, false, ConnectionId(7), &[], None).len(),
+            1
+        );
+        assert_eq!(
+            registry.topic_route("B.C", &message, false, ConnectionId(8), &[], None).len(),
+            2
+        );
         assert!(registry.topic_subscriptions.subscribed_as("B.>", false));
         assert!(!registry.topic_subscriptions.subscribed_as("B.>", true));
         assert!(registry.topic_subscriptions.subscribed_as("A", false));
@@ -548,9 +555,14 @@ mod tests {
             (started.elapsed() / rounds, reached)
         };
         for topic in ["PRICES.42.STOCK4242", "PRICES.40.STOCK4241", "VirtualTopic.Q7"] {
-            let indexed =
-                time(&|t| registry.topic_route(t, &message, false, 0, &rules, None), topic);
-            let scanned = time(&|t| route_by_scan(&registry, t, &message, false, 0, &rules), topic);
+            let indexed = time(
+                &|t| registry.topic_route(t, &message, false, ConnectionId(0), &rules, None),
+                topic,
+            );
+            let scanned = time(
+                &|t| route_by_scan(&registry, t, &message, false, ConnectionId(0), &rules),
+                topic,
+            );
             assert_eq!(indexed.1, scanned.1);
             println!(
                 "{topic}: reaches {}; indexed {:?}, scanned {:?}",

@@ -17,6 +17,7 @@ use super::queue::QueueHandle;
 use super::selector::Selector;
 use super::trie::PatternIndex;
 use super::types::off_the_runtime;
+use super::types::ConnectionId;
 use super::wildcard::DestinationFilter;
 
 /// A subscription that receives a copy of every matching topic message.
@@ -25,7 +26,7 @@ pub(crate) struct TopicSubscription {
     pub filter: DestinationFilter,
     pub queue: QueueHandle,
     /// A subscriber that asked not to receive its own connection's messages.
-    pub no_local_connection: Option<u64>,
+    pub no_local_connection: Option<ConnectionId>,
     /// Subscribed to a temporary topic: temporary and ordinary topics never match each
     /// other, even through wildcards (as in ActiveMQ).
     pub temporary: bool,
@@ -100,7 +101,7 @@ impl TopicSubscriptions {
     }
 
     /// Sets who the subscriptions that feed `queue` skip the messages of.
-    pub fn set_no_local(&mut self, queue: &QueueHandle, no_local: Option<u64>) {
+    pub fn set_no_local(&mut self, queue: &QueueHandle, no_local: Option<ConnectionId>) {
         for id in self.by_queue.get(&queue_identity(queue)).into_iter().flatten() {
             if let Some(subscription) = self.by_id.get_mut(id) {
                 subscription.no_local_connection = no_local;

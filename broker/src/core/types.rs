@@ -10,6 +10,22 @@ use super::wildcard::DestinationFilter;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConsumerId(pub u64);
 
+/// Identifies a client connection across the broker (what it owns: temporary destinations,
+/// a client id; whose messages a no-local subscriber skips).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+impl ConnectionId {
+    /// What the broker itself sends as (scheduled fires, advisories): no client connection.
+    pub const BROKER: ConnectionId = ConnectionId(0);
+}
+
+impl std::fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// How a consumer acknowledges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AckMode {

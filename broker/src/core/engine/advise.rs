@@ -14,6 +14,7 @@ use crate::core::dead_letter::DLQ_DELIVERY_FAILURE_CAUSE;
 use crate::core::queue::QueueCommand;
 use crate::core::registry::Registry;
 use crate::core::slow::ConsumerNotice;
+use crate::core::types::ConnectionId;
 use crate::core::types::{ConsumerId, ADVISORY_DESTINATION, ADVISORY_OPERATION};
 use crate::core::wildcard::DestinationFilter;
 
@@ -29,7 +30,7 @@ pub(super) fn publish_in(
         return;
     }
     let message = Arc::new(build(MessageId(ids.fetch_add(1, Ordering::Relaxed))));
-    for queue in registry.topic_route(topic, &message, false, 0, &[], None) {
+    for queue in registry.topic_route(topic, &message, false, ConnectionId::BROKER, &[], None) {
         queue.send(QueueCommand::Enqueue(vec![message.clone()]));
     }
 }
@@ -96,7 +97,10 @@ impl Core {
     /// Registers `connection`'s channel for what the broker tells it about its consumers (a
     /// slow consumer aborted by the policy's strategy); it is dropped when the connection is
     /// released ([`Core::release_connection`]).
-    pub fn consumer_notices(&self, connection: u64) -> mpsc::UnboundedReceiver<ConsumerNotice> {
+    pub fn consumer_notices(
+        &self,
+        connection: ConnectionId,
+    ) -> mpsc::UnboundedReceiver<ConsumerNotice> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.registry.lock().advisories.notices.insert(connection, tx);
         rx
@@ -156,7 +160,7 @@ impl Core {
         &self,
         registry: &mut Registry,
         consumer: ConsumerId,
-        started: Option<(&Destination, u64)>,
+        started: Option<(&Destination, ConnectionId)>,
     ) {
         let (destination, connection, operation) = match started {
             Some((destination, connection)) => {
@@ -227,7 +231,12 @@ impl Core {
     /// itself (STOMP CONNECT, OpenWire ConnectionInfo), under the protocol's own id for it
     /// when it has one (OpenWire's ConnectionId); its close is announced by
     /// [`Core::release_connection`].
-    pub fn connection_opened(&self, connection: u64, client_id: Option<&str>, id: Option<&str>) {
+    pub fn connection_opened(
+        &self,
+        connection: ConnectionId,
+        client_id: Option<&str>,
+        id: Option<&str>,
+    ) {
         let mut registry = self.registry.lock();
         if registry.advisories.connections.contains_key(&connection) {
             return;
@@ -246,7 +255,11 @@ impl Core {
     }
 
     /// Announces the close of a connection announced by [`Core::connection_opened`].
-    pub(super) fn advise_connection_closed(&self, registry: &mut Registry, connection: u64) {
+    pub(super) fn advise_connection_closed(
+        &self,
+        registry: &mut Registry,
+        connection: ConnectionId,
+    ) {
         registry.advisories.notices.remove(&connection);
         let Some(subject) = registry.advisories.connections.remove(&connection) else {
             return;

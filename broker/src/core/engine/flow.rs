@@ -14,6 +14,7 @@ use store::{DestinationKind, Message, StoreUsage};
 
 use super::Core;
 use crate::core::flow::*;
+use crate::core::types::ConnectionId;
 use crate::core::types::CoreError;
 use crate::core::wildcard::DestinationFilter;
 
@@ -21,7 +22,7 @@ impl Core {
     /// What keeps `message` (from `connection`) from being accepted now, if anything: the
     /// store's backlog (persistent messages), the broker's memory, or a destination the
     /// message would reach. Cheap while nothing is blocked: three atomic loads.
-    pub fn blocker(&self, message: &Message, connection: u64) -> Option<Blocker> {
+    pub fn blocker(&self, message: &Message, connection: ConnectionId) -> Option<Blocker> {
         if message.is_persistent() {
             if self.store_space.is_blocked() {
                 return Some(Blocker::StoreFull);
@@ -86,7 +87,7 @@ impl Core {
     pub async fn wait_for_room(
         self: Arc<Self>,
         message: Arc<Message>,
-        connection: u64,
+        connection: ConnectionId,
     ) -> Result<(), CoreError> {
         let settings = self.settings().flow;
         let deadline = settings.fail_after.map(|after| tokio::time::Instant::now() + after);
@@ -328,7 +329,7 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
     pub fn admit(
         &mut self,
         core: &Arc<Core>,
-        connection: u64,
+        connection: ConnectionId,
         key: K,
         item: T,
         message: Arc<Message>,
@@ -350,7 +351,7 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
     pub fn hold(
         &mut self,
         core: &Arc<Core>,
-        connection: u64,
+        connection: ConnectionId,
         key: K,
         item: T,
         message: Arc<Message>,
@@ -365,7 +366,7 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
         }
     }
 
-    fn wait(&mut self, core: &Arc<Core>, connection: u64, key: K, message: Arc<Message>) {
+    fn wait(&mut self, core: &Arc<Core>, connection: ConnectionId, key: K, message: Arc<Message>) {
         let room = core.clone().wait_for_room(message, connection);
         self.waiting.push(Box::pin(async move { (key, room.await) }));
     }
@@ -375,7 +376,7 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
     pub async fn next(
         &mut self,
         core: &Arc<Core>,
-        connection: u64,
+        connection: ConnectionId,
     ) -> ((T, Arc<Message>), Result<(), CoreError>) {
         loop {
             let Some((key, result)) = self.waiting.next().await else {
@@ -389,7 +390,11 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
 
     /// Takes the oldest held send of the connection's first key, without waiting (for an
     /// adapter that forces sends past the limit when it holds too many). Its wait is dropped.
-    pub fn force_oldest(&mut self, core: &Arc<Core>, connection: u64) -> Option<(T, Arc<Message>)> {
+    pub fn force_oldest(
+        &mut self,
+        core: &Arc<Core>,
+        connection: ConnectionId,
+    ) -> Option<(T, Arc<Message>)> {
         let key = self.queues.keys().next()?.clone();
         // The head's wait is in `waiting`; it will end and find a different head: harmless,
         // since a wait only says "there was room" and the send path checks nothing more.
@@ -399,7 +404,7 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
     fn release_head(
         &mut self,
         core: &Arc<Core>,
-        connection: u64,
+        connection: ConnectionId,
         key: &K,
     ) -> Option<(T, Arc<Message>)> {
         let queue = self.queues.get_mut(key)?;

@@ -38,6 +38,7 @@ use crate::core::queue::{ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle, 
 use crate::core::registry::{Attachment, Registry, SelectorVerdicts, Temporary, TopicSubscription};
 use crate::core::selector::Selector;
 use crate::core::temp_store::TempStore;
+use crate::core::types::ConnectionId;
 use crate::core::types::{
     composite_parts, ConsumerId, CoreError, VirtualTopicRule, ADVISORY_DESTINATION,
     ADVISORY_OPERATION, ADVISORY_TEMP_QUEUE, ADVISORY_TEMP_TOPIC,
@@ -119,7 +120,7 @@ pub struct SubscribeRequest {
     /// Skips messages sent by the subscriber's own connection (topics only).
     pub no_local: bool,
     /// The subscribing connection.
-    pub connection: u64,
+    pub connection: ConnectionId,
 }
 
 /// The broker's shared state: the store, the routing table and the id counters.
@@ -129,7 +130,7 @@ pub struct Core {
     /// Shared with the dead-letter task (which holds it weakly).
     registry: Arc<Mutex<Registry>>,
     /// JMS client ids of connected clients that claimed one, with their connection.
-    client_ids: Mutex<std::collections::HashMap<Arc<str>, u64>>,
+    client_ids: Mutex<std::collections::HashMap<Arc<str>, ConnectionId>>,
     /// Shared with the dead-letter task, which gives each dead-letter copy a new id.
     next_message_id: Arc<AtomicU64>,
     next_consumer_id: AtomicU64,
@@ -297,8 +298,8 @@ impl Core {
         ConsumerId(self.next_consumer_id.fetch_add(1, Ordering::Relaxed))
     }
 
-    pub fn next_connection_id(&self) -> u64 {
-        self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    pub fn next_connection_id(&self) -> ConnectionId {
+        ConnectionId(self.next_connection_id.fetch_add(1, Ordering::Relaxed))
     }
 
     /// The queue named `name` if it exists.
@@ -339,7 +340,7 @@ impl Core {
     pub fn send(
         &self,
         message: Arc<Message>,
-        connection: u64,
+        connection: ConnectionId,
         transaction: Option<&mut Transaction>,
     ) -> Result<Completion, CoreError> {
         // Checked first: a refused schedule must not count as seen by the audit.
@@ -416,7 +417,7 @@ impl Core {
         &self,
         registry: &mut Registry,
         message: &Arc<Message>,
-        connection: u64,
+        connection: ConnectionId,
         publish: bool,
         verdicts: Option<&SelectorVerdicts>,
     ) -> Result<Vec<QueueHandle>, CoreError> {
@@ -479,7 +480,7 @@ impl Core {
     pub fn create_temporary(
         &self,
         destination: Destination,
-        connection: u64,
+        connection: ConnectionId,
     ) -> Result<(), CoreError> {
         let mut registry = self.registry.lock();
         if registry.temporary.contains_key(&destination) {
@@ -504,7 +505,7 @@ impl Core {
     pub fn delete_temporary(
         &self,
         destination: &Destination,
-        connection: u64,
+        connection: ConnectionId,
     ) -> Result<(), CoreError> {
         let mut registry = self.registry.lock();
         match registry.temporary.get(destination) {
@@ -519,7 +520,7 @@ impl Core {
     }
 
     /// Deletes every temporary destination `connection` created (it is closing).
-    pub fn release_connection(&self, connection: u64) {
+    pub fn release_connection(&self, connection: ConnectionId) {
         let mut registry = self.registry.lock();
         let owned: Vec<Destination> = registry
             .temporary
@@ -758,7 +759,7 @@ impl Core {
         key: SubscriptionKey,
         topic: &Destination,
         consumer: ConsumerId,
-        no_local: Option<u64>,
+        no_local: Option<ConnectionId>,
         selector: Option<Arc<Selector>>,
     ) -> Result<(QueueHandle, bool), CoreError> {
         let in_use = || CoreError::DurableInUse {
@@ -930,7 +931,7 @@ impl Core {
 
     /// Claims a JMS client id for `connection`; false if another connection holds it
     /// (ActiveMQ refuses a second connection with the same client id).
-    pub fn claim_client_id(&self, client_id: &str, connection: u64) -> bool {
+    pub fn claim_client_id(&self, client_id: &str, connection: ConnectionId) -> bool {
         let mut ids = self.client_ids.lock();
         match ids.get(client_id) {
             Some(owner) => *owner == connection,
@@ -942,7 +943,7 @@ impl Core {
     }
 
     /// Releases the client id `connection` claimed, if any.
-    pub fn release_client_id(&self, connection: u64) {
+    pub fn release_client_id(&self, connection: ConnectionId) {
         self.client_ids.lock().retain(|_, owner| *owner != connection);
     }
 

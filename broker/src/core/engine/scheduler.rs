@@ -44,7 +44,7 @@ use tokio::sync::mpsc;
 use super::transaction::Transaction;
 use super::Core;
 use crate::core::queue::{now_millis, stage, Staged};
-use crate::core::types::{composite_parts, CoreError};
+use crate::core::types::{composite_parts, ConnectionId, CoreError};
 use crate::core::wildcard::DestinationFilter;
 pub use cron::{Cron, CronError};
 
@@ -470,7 +470,7 @@ impl Core {
         let mut delivered_copy = None;
         if plan.deliver {
             let message = Arc::new(delivered(job, self.next_message_id(), now));
-            match self.route(&mut registry, &message, 0, true, None) {
+            match self.route(&mut registry, &message, ConnectionId::BROKER, true, None) {
                 Ok(routed) => {
                     route = routed;
                     let stored: Vec<QueueKey> = if message.is_persistent() {

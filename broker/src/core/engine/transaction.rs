@@ -10,6 +10,7 @@ use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWor
 use super::scheduler::Schedule;
 use super::Core;
 use crate::core::queue::{stage, Arrival, QueueCommand, QueueHandle};
+use crate::core::types::ConnectionId;
 use crate::core::types::{ConsumerId, CoreError};
 
 /// An open local transaction, owned by the connection that began it.
@@ -19,7 +20,7 @@ pub struct Transaction {
     /// Whether any record of it reached the store (an empty one needs no commit record).
     pub(crate) has_store_records: bool,
     /// Messages sent, with the queues each goes to at commit and the sending connection.
-    pub(crate) sends: Vec<(Vec<QueueHandle>, Arc<Message>, u64)>,
+    pub(crate) sends: Vec<(Vec<QueueHandle>, Arc<Message>, ConnectionId)>,
     /// Messages acknowledged, per queue.
     pub(crate) acks: Vec<(QueueHandle, Vec<MessageId>)>,
     /// Messages sent with a schedule: handed to the scheduler (and stored) at the commit.
