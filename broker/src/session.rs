@@ -137,6 +137,8 @@ pub(crate) struct Session<T: Eq + Hash> {
     subject: Option<Subject>,
     /// Temporary destinations this session named.
     temporaries: u64,
+    /// Messages this session gave ids to.
+    messages: u64,
     consumers: HashSet<ConsumerId>,
     transactions: HashMap<T, Transaction>,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
@@ -160,6 +162,7 @@ impl<T: Eq + Hash> Session<T> {
             client_id: None,
             subject: None,
             temporaries: 0,
+            messages: 0,
             consumers: HashSet::new(),
             transactions: HashMap::new(),
             deliveries_tx,
@@ -239,17 +242,26 @@ impl<T: Eq + Hash> Session<T> {
         self.context.authorizer.check(self.subject.as_ref(), Action::Admin, destination)
     }
 
-    /// What the broker's names of this connection's temporary destinations start with: unique
-    /// to the broker start and the connection (`ID:<broker>-<connection>`, as ActiveMQ's
-    /// connection ids look).
-    pub fn temporary_prefix(&self) -> String {
+    /// What the broker calls this connection in the names and ids it makes for it (temporary
+    /// destinations, message ids): unique to the broker start and the connection
+    /// (`ID:<broker>-<connection>`, as ActiveMQ's connection ids look).
+    pub fn connection_name(&self) -> String {
         format!("ID:{}-{}", self.context.id_prefix, self.connection)
     }
 
     /// A new name for a temporary destination of this connection.
     pub fn next_temporary_name(&mut self) -> Arc<str> {
         self.temporaries += 1;
-        format!("{}:{}", self.temporary_prefix(), self.temporaries).into()
+        format!("{}:{}", self.connection_name(), self.temporaries).into()
+    }
+
+    /// A JMS message id for a message the client sent without one, in ActiveMQ's form
+    /// (`ID:<connection>:<session>:<producer>:<sequence>`, the connection being its
+    /// [`connection_name`](Self::connection_name)), so that the id reads the same over every
+    /// protocol.
+    pub fn next_message_id(&mut self) -> String {
+        self.messages += 1;
+        format!("{}:1:1:{}", self.connection_name(), self.messages)
     }
 
     /// Creates a temporary destination owned by this connection, if the client may; it goes

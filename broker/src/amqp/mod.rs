@@ -1,15 +1,13 @@
 //! The AMQP 1.0 protocol adapter: the connection, session and link state machines that
 //! `protocol::amqp` leaves to its user, on top of the core.
 //!
-//! One task per connection owns all of its state ([`Connection`]); a writer task owns the
-//! socket's writing half (and sends the empty heartbeat frames), so that a client that stops
-//! reading never stops the reader. Deliveries come from the core through an mpsc sink, as
-//! for STOMP and OpenWire.
+//! One task per connection owns all of its state ([`Connection`]) and its
+//! [`Session`](crate::session::Session); the writer task (`transport::writer`) owns the
+//! socket's writing half and sends the empty heartbeat frames.
 //!
 //! - `connection.rs`: protocol headers, SASL (ANONYMOUS and PLAIN, checked by the broker's
 //!   `Authenticator`), open/close, idle timeouts, begin/end and session windows;
-//! - `link.rs`: attach/detach, incoming transfers (producers), link credit, outgoing
-//!   deliveries (consumers) and their dispositions, the transaction coordinator;
+//! - `link.rs`: attach, detach and flow; `link/`: producers, consumers, the coordinator;
 //! - `mapping.rs`: AMQP messages to and from the broker's message model.
 //!
 //! Every error closes what it must with the spec's condition: a frame that cannot be decoded
@@ -163,7 +161,6 @@ where
         pending: FuturesUnordered::new(),
         held: HeldSends::default(),
         next_transaction: 1,
-        next_message_seq: 1,
         authenticating: PendingLogin::default(),
     };
     connection.run(reader).await;
@@ -196,7 +193,6 @@ struct Connection {
     /// Transfers held by producer flow control, per link.
     held: HeldSends<(u16, u32), link::HeldTransfer>,
     next_transaction: u64,
-    next_message_seq: u64,
     /// The SASL login being checked; reading stops meanwhile.
     authenticating: PendingLogin<()>,
 }
@@ -368,9 +364,8 @@ impl Connection {
         }
     }
 
-    /// Gives up the connection's client id and consumers (their unsettled messages go back),
-    /// rolls back its transactions and deletes its temporary destinations. Idempotent: a
-    /// client's close is answered only after it, and the connection's end calls it again.
+    /// Releases the session (see [`Session::release`](crate::session::Session::release));
+    /// once: a client's close is answered only after it, and the connection's end calls it.
     fn release(&mut self) {
         self.consumers.clear();
         self.sessions.clear();

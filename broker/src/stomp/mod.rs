@@ -74,7 +74,7 @@ where
     let outbound = Outbound::default();
     let (out, writer) = writer::spawn(write_half, context.core.clone(), outbound.clone(), b"\n");
     let session = Session::new(context.clone());
-    let temp_names = mapping::TempNames::new(session.temporary_prefix());
+    let temp_names = mapping::TempNames::new(session.connection_name());
     let mut connection = Connection {
         codec: Codec::new(context.limits),
         context,
@@ -90,7 +90,6 @@ where
         browses: FuturesUnordered::new(),
         connected: false,
         read_timeout: None,
-        next_message_seq: 1,
         disconnect_receipt: None,
         temp_names,
         authenticating: PendingLogin::default(),
@@ -145,7 +144,6 @@ struct Connection {
     connected: bool,
     /// The longest the client may stay silent, once heart-beats are negotiated.
     read_timeout: Option<Duration>,
-    next_message_seq: u64,
     /// The RECEIPT a DISCONNECT asked for, written once the connection is released.
     disconnect_receipt: Option<Frame>,
     /// The connection's `/temp-queue/` and `/temp-topic/` names.

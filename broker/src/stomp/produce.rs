@@ -42,15 +42,7 @@ impl Connection {
                     mapping::MESSAGE_ID_HEADER
                 ))))
             }
-            None => {
-                self.next_message_seq += 1;
-                format!(
-                    "ID:{}-{}:1:1:{}",
-                    self.context.id_prefix,
-                    self.session.connection(),
-                    self.next_message_seq - 1
-                )
-            }
+            None => self.session.next_message_id(),
         };
         let mut created = Vec::new();
         let mapped =

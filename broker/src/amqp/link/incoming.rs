@@ -172,13 +172,7 @@ impl Connection {
         destination: Option<&Destination>,
     ) {
         let core = self.context.core.clone();
-        let generated = format!(
-            "ID:{}-{}:1:1:{}",
-            self.context.id_prefix,
-            self.client.connection(),
-            self.next_message_seq
-        );
-        self.next_message_seq += 1;
+        let generated = self.client.next_message_id();
         let message = match mapping::from_amqp(amqp, core.next_message_id(), generated, destination)
         {
             Ok(message) => Arc::new(message),
