@@ -52,8 +52,7 @@ use store::{Destination, DestinationKind, Message, MessageId, PropertyValue};
 use tokio::sync::mpsc;
 
 use super::slow::ConsumerNotice;
-use super::types::ConnectionId;
-use super::types::{now_millis, ConsumerId, ADVISORY_DESTINATION};
+use super::types::{now_millis, ConnectionId, ConsumerId, ADVISORY_DESTINATION};
 use super::wildcard::DestinationFilter;
 
 /// Property of an advisory message: what it is about, "connection", "consumer" or

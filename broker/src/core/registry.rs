@@ -25,8 +25,7 @@ use super::recovery::RecoveryBuffer;
 use super::statistics::TopicCounters;
 pub(crate) use super::subscriptions::{SelectorVerdicts, TopicSubscription, TopicSubscriptions};
 use super::temp_store::TempStore;
-use super::types::ConnectionId;
-use super::types::{now_millis, ConsumerId, VirtualTopicRule};
+use super::types::{now_millis, ConnectionId, ConsumerId, VirtualTopicRule};
 use super::virtual_topics::VirtualConsumers;
 use super::wildcard::DestinationFilter;
 

@@ -16,8 +16,7 @@ use store::Message;
 use super::queue::QueueHandle;
 use super::selector::Selector;
 use super::trie::PatternIndex;
-use super::types::off_the_runtime;
-use super::types::ConnectionId;
+use super::types::{off_the_runtime, ConnectionId};
 use super::wildcard::DestinationFilter;
 
 /// A subscription that receives a copy of every matching topic message.

@@ -14,8 +14,7 @@ use crate::core::dead_letter::DLQ_DELIVERY_FAILURE_CAUSE;
 use crate::core::queue::QueueCommand;
 use crate::core::registry::Registry;
 use crate::core::slow::ConsumerNotice;
-use crate::core::types::ConnectionId;
-use crate::core::types::{ConsumerId, ADVISORY_DESTINATION, ADVISORY_OPERATION};
+use crate::core::types::{ConnectionId, ConsumerId, ADVISORY_DESTINATION, ADVISORY_OPERATION};
 use crate::core::wildcard::DestinationFilter;
 
 /// Routes the message `build` makes to every subscription of `topic`; builds nothing when

@@ -10,8 +10,7 @@ use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWor
 use super::scheduler::Schedule;
 use super::Core;
 use crate::core::queue::{stage, Arrival, QueueCommand, QueueHandle};
-use crate::core::types::ConnectionId;
-use crate::core::types::{ConsumerId, CoreError};
+use crate::core::types::{ConnectionId, ConsumerId, CoreError};
 
 /// An open local transaction, owned by the connection that began it.
 #[derive(Debug)]

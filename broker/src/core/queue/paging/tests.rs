@@ -6,8 +6,7 @@ use store::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::super::Delivery;
-use super::super::{spawn, Arrival, ConsumerSpec, FirstWindow, QueueHandle};
+use super::super::{spawn, Arrival, ConsumerSpec, Delivery, FirstWindow, QueueHandle};
 use super::*;
 use crate::core::dead_letter::DeadLetterSettings;
 use crate::core::types::{AckMode, ConsumerId};
