@@ -42,30 +42,10 @@ impl Core {
         let message_kind = || (ADVISORY_KIND, PropertyValue::String("message".into()));
         match event {
             QueueEvent::Delivered { destination, message, consumer } => {
-                let mut registry = self.registry.lock();
-                let properties = vec![message_kind()];
-                let about = (&*message, Some(consumer));
-                publish_about(
-                    &mut registry,
-                    ids,
-                    "MessageDelivered",
-                    &destination,
-                    about,
-                    properties,
-                );
+                self.advise_message("MessageDelivered", &destination, &message, consumer)
             }
             QueueEvent::Consumed { destination, message, consumer } => {
-                let mut registry = self.registry.lock();
-                let properties = vec![message_kind()];
-                let about = (&*message, Some(consumer));
-                publish_about(
-                    &mut registry,
-                    ids,
-                    "MessageConsumed",
-                    &destination,
-                    about,
-                    properties,
-                );
+                self.advise_message("MessageConsumed", &destination, &message, consumer)
             }
             QueueEvent::Discarded { destination, message, consumer, discarded } => {
                 let mut registry = self.registry.lock();
@@ -133,6 +113,20 @@ impl Core {
             }
             QueueEvent::Idle { queue, taken } => self.retire_idle(&queue, taken),
         }
+    }
+
+    /// A delivered or consumed message's advisory (`kind`), naming `consumer`.
+    fn advise_message(
+        &self,
+        kind: &str,
+        destination: &store::Destination,
+        message: &store::Message,
+        consumer: ConsumerId,
+    ) {
+        let properties = vec![(ADVISORY_KIND, PropertyValue::String("message".into()))];
+        let mut registry = self.registry.lock();
+        let ids = &*self.next_message_id;
+        publish_about(&mut registry, ids, kind, destination, (message, Some(consumer)), properties);
     }
 
     /// Has `consumer` closed by its connection (the slow consumer strategy gave up on it):
