@@ -10,7 +10,7 @@ use super::{mapping, Connection, Fatal, Outcome, Subscription};
 use crate::core::selector::Selector;
 use crate::core::{AckMode, ConsumerSpec, Delivery, SubscribeRequest};
 use crate::session::{Delivered, Settle};
-use crate::transport::writer::WriteItem;
+use crate::transport::writer::{AutoAck, WriteItem};
 
 /// ActiveMQ's subscription headers that ferromq honours.
 const SUPPORTED_ACTIVEMQ_HEADERS: &[&str] = &[
@@ -391,12 +391,12 @@ impl Connection {
         self.codec.encode(&frame, &mut bytes);
         let bytes_len = bytes.len();
         let item = if subscription.ack_mode == AckMode::Auto {
-            WriteItem::AutoAck {
+            WriteItem::AutoAck(Box::new(AutoAck {
                 bytes: bytes.freeze(),
                 queue: delivery.queue,
                 consumer: delivery.consumer,
                 id: message.id,
-            }
+            }))
         } else {
             subscription.delivered.push(delivery.queue, delivery.message);
             WriteItem::Bytes(bytes.freeze())

@@ -26,8 +26,10 @@ pub(crate) const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 pub(crate) enum WriteItem {
     /// Encoded frame bytes.
     Bytes(Bytes),
-    /// An encoded delivery for an auto-ack consumer: acknowledged once written.
-    AutoAck { bytes: Bytes, queue: QueueHandle, consumer: ConsumerId, id: MessageId },
+    /// An encoded delivery for an auto-ack consumer: acknowledged once written. Boxed: an
+    /// unbounded channel allocates its slots in blocks of 32 at once, so every item's size
+    /// is paid 32 times by each idle connection (a queue handle inline made the block 4 KiB).
+    AutoAck(Box<AutoAck>),
     /// From now on, write the protocol's heart-beat whenever nothing was written for this
     /// long.
     HeartBeat(Duration),
@@ -36,6 +38,14 @@ pub(crate) enum WriteItem {
     /// Write what came before and perform its auto-acks, then signal (STOMP's DISCONNECT waits
     /// for this before it releases the connection's consumers).
     Barrier(oneshot::Sender<()>),
+}
+
+/// A delivery to acknowledge once written.
+pub(crate) struct AutoAck {
+    pub bytes: Bytes,
+    pub queue: QueueHandle,
+    pub consumer: ConsumerId,
+    pub id: MessageId,
 }
 
 /// Starts the writer of `socket`. `heart_beat` is what the protocol writes when idle (a STOMP
@@ -104,7 +114,8 @@ async fn run<W: AsyncWrite + Unpin>(
         while let Some(item) = next.take() {
             match item {
                 WriteItem::Bytes(bytes) => buffer.extend_from_slice(&bytes),
-                WriteItem::AutoAck { bytes, queue, consumer, id } => {
+                WriteItem::AutoAck(auto) => {
+                    let AutoAck { bytes, queue, consumer, id } = *auto;
                     buffer.extend_from_slice(&bytes);
                     // A wildcard consumer receives from several queues, and each ack must go
                     // to the queue the message came from (grouping by consumer alone sent
