@@ -318,7 +318,6 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
         self.held >= MAX_HELD_SENDS || self.bytes >= MAX_HELD_BYTES
     }
 
-    /// Holds a send of `key` until [`Core::wait_for_room`] lets it go.
     /// Producer flow control for a send of `connection` that is not in a transaction: it goes
     /// ahead now if it finds room and no earlier send of `key` waits; else it is held (the
     /// connection goes on reading meanwhile). A connection holding all it may either has the
@@ -347,7 +346,8 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
         SendAdmission::Held { forced }
     }
 
-    pub fn hold(
+    /// Holds a send of `key` until [`Core::wait_for_room`] lets it go.
+    fn hold(
         &mut self,
         core: &Arc<Core>,
         connection: ConnectionId,
