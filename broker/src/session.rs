@@ -143,9 +143,9 @@ pub(crate) struct Session<T: Eq + Hash> {
     transactions: HashMap<T, Transaction>,
     deliveries_tx: mpsc::UnboundedSender<Delivery>,
     /// Messages for this connection's consumers.
-    pub deliveries: mpsc::UnboundedReceiver<Delivery>,
+    deliveries: mpsc::UnboundedReceiver<Delivery>,
     /// What the broker tells the connection about its consumers (a slow consumer abort).
-    pub notices: mpsc::UnboundedReceiver<ConsumerNotice>,
+    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
     released: bool,
 }
 
@@ -175,6 +175,14 @@ impl<T: Eq + Hash> Session<T> {
     /// The connection's id in the core.
     pub fn connection(&self) -> ConnectionId {
         self.connection
+    }
+
+    /// The channels the core reaches the connection on, to wait on both at once.
+    pub fn channels(
+        &mut self,
+    ) -> (&mut mpsc::UnboundedReceiver<Delivery>, &mut mpsc::UnboundedReceiver<ConsumerNotice>)
+    {
+        (&mut self.deliveries, &mut self.notices)
     }
 
     /// Where the core sends deliveries for this connection's consumers.

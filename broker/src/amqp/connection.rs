@@ -1,7 +1,7 @@
 //! The connection layer: protocol headers, SASL, open/close with their negotiation, and the
 //! sessions (begin/end).
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use protocol::amqp::sasl::{self, mechanism};
 use protocol::amqp::{
     condition, AmqpError, AmqpFrame, Begin, Close, Codec, Decoded, End, Fields, Frame, Open,
@@ -10,7 +10,7 @@ use protocol::amqp::{
 };
 
 use super::{
-    Connection, Fatal, Session, State, WriteItem, CHANNEL_MAX, IDLE_TIMEOUT, INCOMING_WINDOW,
+    Connection, Fatal, Session, State, CHANNEL_MAX, HEARTBEAT, IDLE_TIMEOUT, INCOMING_WINDOW,
 };
 
 impl Connection {
@@ -29,7 +29,7 @@ impl Connection {
         match (self.state, header.id) {
             (State::Start, ProtocolId::Sasl) => {
                 Codec::encode_header(ProtocolHeader::SASL, &mut bytes);
-                self.write_raw(bytes.freeze());
+                self.output.write(bytes.freeze());
                 let mechanisms = SaslMechanisms {
                     mechanisms: vec![
                         Symbol::from(mechanism::PLAIN),
@@ -43,13 +43,13 @@ impl Connection {
             // with the header we want), then close.
             (State::Start, ProtocolId::Amqp) if !self.context.security.admits_anonymous() => {
                 Codec::encode_header(ProtocolHeader::SASL, &mut bytes);
-                self.write_raw(bytes.freeze());
+                self.output.write(bytes.freeze());
                 return Err(Fatal::Cut("a login is required: connect with SASL".to_owned()));
             }
             // A client may skip SASL, as ActiveMQ allows when no authentication is configured.
             (State::Start | State::SaslDone, ProtocolId::Amqp) => {
                 Codec::encode_header(ProtocolHeader::AMQP, &mut bytes);
-                self.write_raw(bytes.freeze());
+                self.output.write(bytes.freeze());
                 self.state = State::AwaitingOpen;
             }
             (state, id) => {
@@ -185,9 +185,8 @@ impl Connection {
         if let Some(idle) = open.idle_time_out.filter(|t| *t > 0) {
             // Half the peer's timeout, as the spec recommends, so one late frame is no loss.
             let interval = std::time::Duration::from_millis(u64::from(idle / 2).max(1));
-            let _ = self.out.send(WriteItem::HeartBeat(interval));
+            self.output.heart_beat(interval, Bytes::from_static(&HEARTBEAT));
         }
-        self.read_timeout = Some(IDLE_TIMEOUT);
         // The container id is the JMS client id, which ActiveMQ lets one live connection hold:
         // its AmqpConnection refuses another with `amqp:invalid-field` naming the field in the
         // info map (what Qpid JMS turns into an InvalidClientIDException).

@@ -2,8 +2,9 @@
 //! `protocol::amqp` leaves to its user, on top of the core.
 //!
 //! One task per connection owns all of its state ([`Connection`]) and its
-//! [`Session`](crate::session::Session); the writer task (`transport::writer`) owns the
-//! socket's writing half and sends the empty heartbeat frames.
+//! [`Session`](crate::session::Session), and runs in the transport's connection driver; the
+//! writer task (`transport::writer`) owns the socket's writing half and sends the empty
+//! heartbeat frames.
 //!
 //! - `connection.rs`: protocol headers, SASL (ANONYMOUS and PLAIN, checked by the broker's
 //!   `Authenticator`), open/close, idle timeouts, begin/end and session windows;
@@ -27,17 +28,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::FuturesUnordered;
 use protocol::amqp::{condition, AmqpError, AmqpFrame, Codec, Frame, Limits};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::{ConsumerId, HeldSends};
-use crate::security::PendingLogin;
+use crate::core::{ConsumerId, ConsumerNotice, Delivery, HeldSends};
+use crate::security::{AuthError, PendingLogin, Subject};
 use crate::session::Session as ClientSession;
-use crate::transport::writer::{self, WriteItem};
-use crate::transport::{ConnectionContext, ReadBuffer};
+use crate::transport::driver::{self, Admitted, Parts, Protocol, Step};
+use crate::transport::writer::{self, Output};
+use crate::transport::ConnectionContext;
 
 /// The largest frame we accept unless the connector's `wireFormat.maxFrameSize` is lower:
 /// ActiveMQ's AMQP default. Messages may be larger (they span frames) up to the
@@ -78,7 +79,7 @@ impl Fatal {
 }
 
 /// The empty AMQP frame: size 8, doff 2, type 0, channel 0.
-const HEARTBEAT: [u8; 8] = [0, 0, 0, 8, 2, 0, 0, 0];
+static HEARTBEAT: [u8; 8] = [0, 0, 0, 8, 2, 0, 0, 0];
 
 /// Where the connection is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,9 +137,7 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
-    let outbound = crate::transport::Outbound::default();
-    let (out, writer) =
-        writer::spawn(write_half, context.core.clone(), outbound.clone(), &HEARTBEAT);
+    let (output, writer) = writer::spawn(write_half, context.core.clone());
     let client = ClientSession::new(context.clone());
     let max_message_size = context.limits.max_frame_size as u64;
     let frame_size = u32::try_from(context.limits.max_frame_size)
@@ -147,25 +146,23 @@ where
     let limits = Limits { max_frame_size: frame_size, ..Limits::default() };
     let mut connection = Connection {
         codec: Codec::new(limits),
-        context,
+        context: context.clone(),
         client,
-        peer,
-        out,
-        outbound,
+        peer: peer.clone(),
+        output,
         state: State::Start,
         sessions: HashMap::new(),
         consumers: HashMap::new(),
         channel_max: CHANNEL_MAX,
         max_message_size,
-        read_timeout: None,
         pending: FuturesUnordered::new(),
         held: HeldSends::default(),
         next_transaction: 1,
         authenticating: PendingLogin::default(),
     };
-    connection.run(reader).await;
+    driver::run(&mut connection, reader, &context, &peer).await;
     connection.release();
-    writer::finish(&mut connection.out, writer, &connection.peer).await;
+    writer::finish(&mut connection.output, writer, &peer).await;
 }
 
 struct Connection {
@@ -175,9 +172,7 @@ struct Connection {
     /// subscriptions), its consumers, transactions and temporary destinations.
     client: ClientSession<Bytes>,
     peer: String,
-    out: mpsc::UnboundedSender<WriteItem>,
-    /// What waits in `out` unwritten: deliveries are taken only while it has room.
-    outbound: crate::transport::Outbound,
+    output: Output,
     state: State,
     /// Sessions by channel.
     sessions: HashMap<u16, Session>,
@@ -187,8 +182,6 @@ struct Connection {
     channel_max: u16,
     /// The largest message a client may send (across frames).
     max_message_size: u64,
-    /// The longest the client may stay silent (our idle timeout), once open.
-    read_timeout: Option<Duration>,
     pending: FuturesUnordered<Pending>,
     /// Transfers held by producer flow control, per link.
     held: HeldSends<(u16, u32), link::HeldTransfer>,
@@ -197,72 +190,82 @@ struct Connection {
     authenticating: PendingLogin<()>,
 }
 
+impl Protocol for Connection {
+    type Login = ();
+    type HeldKey = (u16, u32);
+    type Held = link::HeldTransfer;
+    type Work = Event;
+
+    fn parts(
+        &mut self,
+    ) -> Parts<'_, (), (u16, u32), link::HeldTransfer, impl Future<Output = Event> + Send> {
+        let work = driver::next(&mut self.pending);
+        Parts::of(&mut self.client, &self.output, &mut self.held, &mut self.authenticating, work)
+    }
+
+    fn on_input(&mut self, buffer: &mut BytesMut) -> Step {
+        let handled = self.handle_input(buffer);
+        self.step(handled)
+    }
+
+    fn on_login(&mut self, _: (), outcome: Result<Subject, AuthError>, buf: &mut BytesMut) -> Step {
+        // Then the frames the client sent behind its sasl-init.
+        let handled = self.authenticated(outcome).and_then(|_| self.handle_input(buf));
+        self.step(handled)
+    }
+
+    fn on_delivery(&mut self, delivery: Delivery) {
+        self.deliver(delivery);
+    }
+
+    fn on_notice(&mut self, notice: ConsumerNotice) -> Step {
+        let handled = self.aborted(notice);
+        self.step(handled)
+    }
+
+    fn on_admitted(&mut self, (held, room): Admitted<link::HeldTransfer>) {
+        self.admitted(held, room);
+    }
+
+    fn on_work(&mut self, event: Event) -> Step {
+        let handled = self.event(event);
+        self.step(handled)
+    }
+
+    /// The connect timeout until the connection is open, then our idle timeout.
+    fn read_deadline(&self, now: Instant) -> Option<Instant> {
+        (self.state == State::Open).then_some(now + IDLE_TIMEOUT)
+    }
+
+    fn on_silence(&mut self) {
+        let reason = if self.state == State::Open {
+            format!("nothing received within the idle timeout ({} ms)", IDLE_TIMEOUT.as_millis())
+        } else {
+            "the connection was not opened within the connect timeout".to_owned()
+        };
+        tracing::info!(peer = %self.peer, %reason, "closing idle AMQP connection");
+        self.fail(Fatal::close(condition::RESOURCE_LIMIT_EXCEEDED, reason));
+    }
+
+    fn on_shutdown(&mut self) -> Step {
+        self.fail(Fatal::close(condition::CONNECTION_FORCED, "the broker is shutting down"));
+        Step::Stop
+    }
+
+    /// Never asked for: an AMQP connection settles what it waits for itself before it closes.
+    async fn on_finish(&mut self) {}
+}
+
 impl Connection {
-    async fn run<R: AsyncRead + Unpin>(&mut self, mut reader: R) {
-        let mut buffer = ReadBuffer::default();
-        let deadline = tokio::time::sleep(self.context.connect_timeout);
-        tokio::pin!(deadline);
-        let shutdown = self.context.shutdown.clone();
-        let connection = self.client.connection();
-        loop {
-            let result = tokio::select! {
-                _ = shutdown.cancelled() => {
-                    Err(Fatal::close(condition::CONNECTION_FORCED, "the broker is shutting down"))
-                }
-                ((), outcome) = self.authenticating.outcome(), if self.authenticating.is_pending() => {
-                    match self.authenticated(outcome) {
-                        // Then the frames the client sent behind its sasl-init.
-                        Ok(true) => {
-                            let handled = self.handle_input(buffer.bytes());
-                            buffer.decoded();
-                            handled
-                        }
-                        other => other,
-                    }
-                }
-                read = buffer.read_from(&mut reader), if !self.authenticating.is_pending() => {
-                    if buffer.closed_by(&read, &self.peer) {
-                        return;
-                    }
-                    let timeout = self.read_timeout.unwrap_or(match self.state {
-                        State::Open => Duration::from_secs(60 * 60 * 24 * 365),
-                        _ => self.context.connect_timeout,
-                    });
-                    deadline.as_mut().reset(Instant::now() + timeout);
-                    let handled = self.handle_input(buffer.bytes());
-                    buffer.decoded();
-                    handled
-                }
-                // A client that does not read leaves its deliveries in the channel, where the
-                // queues count them in flight, instead of encoded in the writer's.
-                () = self.outbound.room(), if !self.outbound.has_room() => Ok(true),
-                Some(delivery) = self.client.deliveries.recv(), if self.outbound.has_room() => {
-                    self.deliver(delivery);
-                    Ok(true)
-                }
-                (held, room) = self.held.next(&self.context.core, connection), if !self.held.is_empty() => {
-                    self.admitted(held, room);
-                    Ok(true)
-                }
-                Some(event) = self.pending.next(), if !self.pending.is_empty() => self.event(event),
-                Some(notice) = self.client.notices.recv() => self.aborted(notice),
-                _ = &mut deadline => {
-                    let reason = if self.state == State::Open {
-                        format!("nothing received within the idle timeout ({} ms)", IDLE_TIMEOUT.as_millis())
-                    } else {
-                        "the connection was not opened within the connect timeout".to_owned()
-                    };
-                    tracing::info!(peer = %self.peer, %reason, "closing idle AMQP connection");
-                    Err(Fatal::close(condition::RESOURCE_LIMIT_EXCEEDED, reason))
-                }
-            };
-            match result {
-                Ok(true) => {}
-                Ok(false) => return,
-                Err(fatal) => {
-                    self.fail(fatal);
-                    return;
-                }
+    /// What follows something handled: the connection closes after the client's close, or
+    /// after an error (said to the client when AMQP still can).
+    fn step(&mut self, handled: Result<bool, Fatal>) -> Step {
+        match handled {
+            Ok(true) => Step::Continue,
+            Ok(false) => Step::Stop,
+            Err(fatal) => {
+                self.fail(fatal);
+                Step::Stop
             }
         }
     }
@@ -305,10 +308,7 @@ impl Connection {
     fn write(&self, frame: &Frame) {
         let mut bytes = BytesMut::new();
         match self.codec.encode(frame, &mut bytes) {
-            Ok(()) => {
-                self.outbound.queued(bytes.len());
-                let _ = self.out.send(WriteItem::Bytes(bytes.freeze()));
-            }
+            Ok(()) => self.output.write(bytes.freeze()),
             Err(error) => {
                 // Our own frames fit the peer's size (transfers are split): a bug, not the
                 // client's doing; nothing is written for it.
@@ -319,11 +319,6 @@ impl Connection {
 
     fn send_frame(&self, frame: AmqpFrame) {
         self.write(&Frame::Amqp(frame));
-    }
-
-    fn write_raw(&self, bytes: Bytes) {
-        self.outbound.queued(bytes.len());
-        let _ = self.out.send(WriteItem::Bytes(bytes));
     }
 
     /// Decodes and handles every complete frame in `buffer`; `Ok(false)` after a close.
@@ -350,7 +345,7 @@ impl Connection {
             // (the spec's version negotiation), then close.
             let mut bytes = BytesMut::new();
             Codec::encode_header(answer, &mut bytes);
-            self.write_raw(bytes.freeze());
+            self.output.write(bytes.freeze());
             return Fatal::Cut(error.to_string());
         }
         match error {

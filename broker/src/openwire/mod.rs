@@ -1,13 +1,14 @@
 //! The OpenWire adapter: the protocol of the stock ActiveMQ 5.x JMS client (`tcp://`,
-//! `nio://`). One [`Connection`] task per socket owns the connection's state (its codec with
-//! the negotiated wire format and marshalling caches, consumers, producers, transactions); a
-//! writer task owns the socket's writing half. Responses that wait for the store go through a
+//! `nio://`). One [`Connection`] per socket owns the connection's state (its codec with
+//! the negotiated wire format and marshalling caches, consumers, producers, transactions) and
+//! runs in the transport's connection driver; a writer task owns the socket's writing half. Responses that wait for the store go through a
 //! `FuturesOrdered`, so they are written in request order once durable.
 //!
 //! Handshake: the broker sends its WireFormatInfo at once (ActiveMQ's property set), reads the
-//! client's, negotiates, then sends a BrokerInfo. The inactivity monitor sends a KeepAliveInfo
-//! every third of the negotiated `MaxInactivityDuration` and closes a connection that sent
-//! nothing for that long (after the initial delay).
+//! client's, negotiates, then sends a BrokerInfo. The inactivity monitor has the writer send
+//! a KeepAliveInfo once nothing was written for a third of the negotiated
+//! `MaxInactivityDuration`, and closes a connection that sent nothing for that long (after the
+//! initial delay).
 
 mod consumer;
 mod mapping;
@@ -27,14 +28,16 @@ use protocol::openwire::{
 };
 use store::{DestinationKind, Message};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::{ConsumerId, CoreError, HeldSends, ProducerRegistration, QueueHandle};
-use crate::security::{Action, PendingLogin};
+use crate::core::{
+    ConsumerId, ConsumerNotice, CoreError, Delivery, HeldSends, ProducerRegistration, QueueHandle,
+};
+use crate::security::{Action, AuthError, PendingLogin, Subject};
 use crate::session::{Delivered, Session};
-use crate::transport::writer::{self, WriteItem};
-use crate::transport::{ConnectionContext, ReadBuffer};
+use crate::transport::driver::{self, Admitted, Parts, Protocol, Step};
+use crate::transport::writer::{self, Output};
+use crate::transport::ConnectionContext;
 
 /// The JMS exception classes the client turns ExceptionResponses into.
 const JMS_EXCEPTION: &str = "javax.jms.JMSException";
@@ -75,18 +78,15 @@ pub(crate) async fn serve<S>(
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
-    let outbound = crate::transport::Outbound::default();
-    // OpenWire's keep-alive is a command the connection sends itself.
-    let (out, writer) = writer::spawn(write_half, context.core.clone(), outbound.clone(), b"");
+    let (output, writer) = writer::spawn(write_half, context.core.clone());
     let session = Session::new(context.clone());
     let mut connection = Connection {
         codec: Codec::new(context.limits.max_frame_size),
-        context,
+        context: context.clone(),
         session,
-        peer,
+        peer: peer.clone(),
         broker_url,
-        out,
-        outbound,
+        output,
         consumers: HashMap::new(),
         by_core: HashMap::new(),
         producers: HashMap::new(),
@@ -97,11 +97,20 @@ pub(crate) async fn serve<S>(
         pulls: FuturesUnordered::new(),
         browses: FuturesUnordered::new(),
         format: None,
+        inactivity: None,
         authenticating: PendingLogin::default(),
     };
-    connection.run(reader).await;
+    // The broker speaks first: its WireFormatInfo.
+    let local = connection.local_info();
+    match connection.codec.encode_to_bytes(&local.into()) {
+        Ok(bytes) => {
+            connection.output.write(bytes);
+            driver::run(&mut connection, reader, &context, &peer).await;
+        }
+        Err(error) => tracing::error!(%error, "cannot encode the WireFormatInfo"),
+    }
     connection.release();
-    writer::finish(&mut connection.out, writer, &connection.peer).await;
+    writer::finish(&mut connection.output, writer, &peer).await;
 }
 
 /// An error answer for a command, as the client's exception class and message.
@@ -163,9 +172,7 @@ struct Connection {
     session: Session<ow::LocalTransactionId>,
     peer: String,
     broker_url: String,
-    out: mpsc::UnboundedSender<WriteItem>,
-    /// What waits in `out` unwritten: deliveries are taken only while it has room.
-    outbound: crate::transport::Outbound,
+    output: Output,
     consumers: HashMap<ow::ConsumerId, OwConsumer>,
     by_core: HashMap<ConsumerId, ow::ConsumerId>,
     /// Producers and their window size (ProducerAck after async sends when > 0).
@@ -182,6 +189,7 @@ struct Connection {
     pulls: FuturesUnordered<PullEvent>,
     browses: FuturesUnordered<BrowseEvent>,
     format: Option<WireFormat>,
+    inactivity: Option<Inactivity>,
     /// The ConnectionInfo whose login is being checked (with its command id and whether it
     /// wants a response), and the check.
     authenticating: PendingLogin<(Box<ow::ConnectionInfo>, i32, bool)>,
@@ -203,6 +211,130 @@ enum Flow {
     Close,
 }
 
+/// What an OpenWire connection waits for besides its socket and the core.
+enum Work {
+    /// A response that waited for the store (none: nothing to write).
+    Replied(Option<Command>),
+    /// A pull timer fired, or a pull ended.
+    Pulled((ow::ConsumerId, u64, Option<bool>)),
+    /// A queue browser's snapshot.
+    Browsed((ow::ConsumerId, Vec<Arc<Message>>)),
+}
+
+/// The negotiated inactivity limit.
+struct Inactivity {
+    limit: Duration,
+    /// The initial delay's end: the client need not send before.
+    not_before: Instant,
+}
+
+impl Protocol for Connection {
+    type Login = (Box<ow::ConnectionInfo>, i32, bool);
+    type HeldKey = Option<ow::ProducerId>;
+    type Held = HeldSend;
+    type Work = Work;
+
+    fn parts(
+        &mut self,
+    ) -> Parts<'_, Self::Login, Self::HeldKey, HeldSend, impl Future<Output = Work> + Send> {
+        let (pending, pulls, browses) = (&mut self.pending, &mut self.pulls, &mut self.browses);
+        let work = async move {
+            tokio::select! {
+                reply = driver::next(pending) => Work::Replied(reply),
+                pull = driver::next(pulls) => Work::Pulled(pull),
+                browse = driver::next(browses) => Work::Browsed(browse),
+            }
+        };
+        Parts::of(&mut self.session, &self.output, &mut self.held, &mut self.authenticating, work)
+    }
+
+    fn on_input(&mut self, buffer: &mut BytesMut) -> Step {
+        let handled = self.handle_input(buffer);
+        self.step(handled)
+    }
+
+    fn on_login(
+        &mut self,
+        (info, id, required): Self::Login,
+        outcome: Result<Subject, AuthError>,
+        buffer: &mut BytesMut,
+    ) -> Step {
+        match outcome {
+            Ok(subject) => {
+                self.session.logged_in(subject);
+                self.connection_info(id, required, &info);
+                // Then the commands the client sent behind its ConnectionInfo.
+                let handled = self.handle_input(buffer);
+                self.step(handled)
+            }
+            Err(error) => {
+                let refusal = Refusal::new(SECURITY_EXCEPTION, error.to_string());
+                self.answer(id, required, Err(refusal));
+                Step::Finish
+            }
+        }
+    }
+
+    fn on_delivery(&mut self, delivery: Delivery) {
+        self.deliver(delivery);
+    }
+
+    fn on_notice(&mut self, notice: ConsumerNotice) -> Step {
+        match self.notice(notice) {
+            Flow::Continue => Step::Continue,
+            Flow::Close => Step::Finish,
+        }
+    }
+
+    fn on_admitted(&mut self, (held, room): Admitted<HeldSend>) {
+        self.admitted(held, room);
+    }
+
+    fn on_work(&mut self, work: Work) -> Step {
+        match work {
+            Work::Replied(reply) => {
+                if let Some(command) = reply {
+                    self.write(&command);
+                }
+            }
+            Work::Pulled((consumer, generation, ended)) => {
+                self.pull_event(consumer, generation, ended)
+            }
+            Work::Browsed((consumer, messages)) => self.browsed(consumer, messages),
+        }
+        Step::Continue
+    }
+
+    /// The connect timeout until the WireFormatInfo, then the negotiated
+    /// `MaxInactivityDuration` (not before its initial delay is over).
+    fn read_deadline(&self, now: Instant) -> Option<Instant> {
+        self.format?;
+        Some(match &self.inactivity {
+            Some(inactivity) => (now + inactivity.limit).max(inactivity.not_before),
+            None => driver::silence_deadline(now, None),
+        })
+    }
+
+    fn on_silence(&mut self) {
+        let reason = if self.format.is_some() {
+            "nothing received within the negotiated MaxInactivityDuration"
+        } else {
+            "no WireFormatInfo within the connect timeout"
+        };
+        tracing::info!(peer = %self.peer, reason, "closing idle OpenWire connection");
+    }
+
+    async fn on_finish(&mut self) {
+        // Sends still waiting for room were never accepted.
+        self.held = HeldSends::default();
+        while let Some(reply) = self.pending.next().await {
+            if let Some(command) = reply {
+                self.write(&command);
+            }
+        }
+    }
+}
+
 impl Connection {
     fn local_info(&self) -> WireFormatInfo {
         let format = WireFormat {
@@ -214,166 +346,52 @@ impl Connection {
         info
     }
 
-    async fn run<R: AsyncRead + Unpin>(&mut self, mut reader: R) {
-        let local = self.local_info();
-        match self.codec.encode_to_bytes(&local.clone().into()) {
-            Ok(bytes) => {
-                self.outbound.queued(bytes.len());
-                let _ = self.out.send(WriteItem::Bytes(bytes));
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot encode the WireFormatInfo");
-                return;
-            }
-        }
-        // Sized by what the client sends: an idle connection holds half a KiB.
-        let mut buffer = ReadBuffer::default();
-        let read_deadline = tokio::time::sleep(self.context.connect_timeout);
-        tokio::pin!(read_deadline);
-        let mut read_timeout: Option<Duration> = None;
-        // Keep-alives start once negotiated.
-        let mut keep_alive = tokio::time::interval(Duration::from_secs(3600 * 24 * 365));
-        keep_alive.reset();
-        let shutdown = self.context.shutdown.clone();
-        let connection = self.session.connection();
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => {
-                    self.finish_pending().await;
-                    break;
-                }
-                read = buffer.read_from(&mut reader), if !self.authenticating.is_pending() => {
-                    if buffer.closed_by(&read, &self.peer) {
-                        break;
-                    }
-                    let was_negotiated = self.format.is_some();
-                    let handled = self.handle_input(buffer.bytes(), &local);
-                    buffer.decoded();
-                    if !self.settle(handled).await {
-                        break;
-                    }
-                    if let (false, Some(format)) = (was_negotiated, self.format) {
-                        if format.max_inactivity_duration > 0 {
-                            let max = Duration::from_millis(format.max_inactivity_duration as u64);
-                            let initial = Duration::from_millis(
-                                format.max_inactivity_duration_initial_delay.max(0) as u64,
-                            );
-                            read_timeout = Some(max);
-                            read_deadline.as_mut().reset(Instant::now() + initial + max);
-                            let period = (max / 3).max(Duration::from_millis(100));
-                            keep_alive = tokio::time::interval_at(Instant::now() + period, period);
-                        } else {
-                            read_deadline.as_mut().reset(Instant::now() + Duration::from_secs(3600 * 24 * 365));
-                        }
-                    } else if let Some(timeout) = read_timeout {
-                        let at = (Instant::now() + timeout).max(read_deadline.deadline());
-                        read_deadline.as_mut().reset(at);
-                    }
-                }
-                ((info, id, required), outcome) = self.authenticating.outcome(), if self.authenticating.is_pending() => {
-                    match outcome {
-                        Ok(subject) => {
-                            self.session.logged_in(subject);
-                            self.connection_info(id, required, &info);
-                            // Then the commands the client sent behind its ConnectionInfo.
-                            let handled = self.handle_input(buffer.bytes(), &local);
-                            buffer.decoded();
-                            if !self.settle(handled).await {
-                                break;
-                            }
-                        }
-                        Err(error) => {
-                            let refusal = Refusal::new(SECURITY_EXCEPTION, error.to_string());
-                            self.answer(id, required, Err(refusal));
-                            self.finish_pending().await;
-                            break;
-                        }
-                    }
-                }
-                // A client that does not read leaves its deliveries in the channel, where the
-                // queues count them in flight, instead of encoded in the writer's.
-                Some(delivery) = self.session.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
-                () = self.outbound.room(), if !self.outbound.has_room() => {}
-                Some(notice) = self.session.notices.recv() => {
-                    if let Flow::Close = self.notice(notice) {
-                        self.finish_pending().await;
-                        break;
-                    }
-                }
-                (held, room) = self.held.next(&self.context.core, connection), if !self.held.is_empty() => {
-                    self.admitted(held, room);
-                }
-                Some(reply) = self.pending.next(), if !self.pending.is_empty() => {
-                    if let Some(command) = reply {
-                        self.write(&command);
-                    }
-                }
-                Some((consumer, generation, ended)) = self.pulls.next(), if !self.pulls.is_empty() => {
-                    self.pull_event(consumer, generation, ended);
-                }
-                Some((consumer, messages)) = self.browses.next(), if !self.browses.is_empty() => {
-                    self.browsed(consumer, messages);
-                }
-                _ = keep_alive.tick() => {
-                    if self.format.is_some() {
-                        self.write(&Command::KeepAliveInfo(ow::KeepAliveInfo::default()));
-                    }
-                }
-                _ = &mut read_deadline => {
-                    let reason = if self.format.is_some() {
-                        "nothing received within the negotiated MaxInactivityDuration"
-                    } else {
-                        "no WireFormatInfo within the connect timeout"
-                    };
-                    tracing::info!(peer = %self.peer, reason, "closing idle OpenWire connection");
-                    break;
-                }
-            }
-        }
-    }
-
-    /// What follows the commands handled: `false` when the connection is to close (asked
-    /// for, or after a protocol error, which the client hears of first).
-    async fn settle(&mut self, handled: Result<Flow, WireError>) -> bool {
+    /// What follows the commands handled: the connection closes when asked to, or after a
+    /// protocol error, which the client hears of first (behind the answers still pending).
+    fn step(&mut self, handled: Result<Flow, WireError>) -> Step {
         match handled {
-            Ok(Flow::Continue) => true,
-            Ok(Flow::Close) => {
-                self.finish_pending().await;
-                false
-            }
+            Ok(Flow::Continue) => Step::Continue,
+            Ok(Flow::Close) => Step::Finish,
             Err(error) => {
                 tracing::error!(peer = %self.peer, %error, "closing OpenWire connection after a protocol error");
-                if self.format.is_some() {
-                    // The client hands this to the connection's exception listener: the
-                    // application learns why, not just that the socket closed.
-                    self.finish_pending().await;
-                    let reason = format!("ferromq closed the connection: {error}");
-                    self.write(&Command::ConnectionError(Box::new(ow::ConnectionError {
-                        exception: Some(Throwable::new("java.io.IOException", reason)),
-                        ..Default::default()
-                    })));
+                if self.format.is_none() {
+                    return Step::Stop;
                 }
-                false
+                // The client hands this to the connection's exception listener: the
+                // application learns why, not just that the socket closed.
+                let reason = format!("ferromq closed the connection: {error}");
+                self.reply(Command::ConnectionError(Box::new(ow::ConnectionError {
+                    exception: Some(Throwable::new("java.io.IOException", reason)),
+                    ..Default::default()
+                })));
+                Step::Finish
             }
         }
     }
 
-    async fn finish_pending(&mut self) {
-        // Sends still waiting for room were never accepted.
-        self.held = HeldSends::default();
-        while let Some(reply) = self.pending.next().await {
-            if let Some(command) = reply {
-                self.write(&command);
+    /// The negotiated inactivity monitor: the client must send something at least every
+    /// `MaxInactivityDuration` (after the initial delay), and we send a KeepAliveInfo when
+    /// we have written nothing for a third of it.
+    fn monitor_inactivity(&mut self, format: &WireFormat) {
+        if format.max_inactivity_duration <= 0 {
+            return;
+        }
+        let max = Duration::from_millis(format.max_inactivity_duration as u64);
+        let initial =
+            Duration::from_millis(format.max_inactivity_duration_initial_delay.max(0) as u64);
+        self.inactivity =
+            Some(Inactivity { limit: max, not_before: Instant::now() + initial + max });
+        match self.codec.encode_to_bytes(&Command::KeepAliveInfo(ow::KeepAliveInfo::default())) {
+            Ok(keep_alive) => {
+                self.output.heart_beat((max / 3).max(Duration::from_millis(100)), keep_alive)
             }
+            Err(error) => tracing::error!(%error, "cannot encode a KeepAliveInfo"),
         }
     }
 
     fn write(&mut self, command: &Command) {
         match self.codec.encode_to_bytes(command) {
-            Ok(bytes) => {
-                self.outbound.queued(bytes.len());
-                let _ = self.out.send(WriteItem::Bytes(bytes));
-            }
+            Ok(bytes) => self.output.write(bytes),
             Err(error) => {
                 tracing::error!(peer = %self.peer, %error, "cannot encode an OpenWire command")
             }
@@ -404,11 +422,7 @@ impl Connection {
         }
     }
 
-    fn handle_input(
-        &mut self,
-        buffer: &mut BytesMut,
-        local: &WireFormatInfo,
-    ) -> Result<Flow, WireError> {
+    fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<Flow, WireError> {
         // While a login is checked, what follows the ConnectionInfo waits in the buffer.
         while !self.authenticating.is_pending() {
             let Some(command) = self.codec.decode(buffer)? else { break };
@@ -416,8 +430,9 @@ impl Connection {
                 let Command::WireFormatInfo(remote) = command else {
                     return Err(WireError::NotNegotiated { data_type: command.data_type() });
                 };
-                let format = self.codec.negotiate(local, &remote)?;
+                let format = self.codec.negotiate(&self.local_info(), &remote)?;
                 self.format = Some(format);
+                self.monitor_inactivity(&format);
                 tracing::debug!(peer = %self.peer, version = format.version, "OpenWire negotiated");
                 let name = self
                     .context

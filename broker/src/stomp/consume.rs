@@ -10,7 +10,7 @@ use super::{mapping, Connection, Fatal, Outcome, Subscription};
 use crate::core::selector::Selector;
 use crate::core::{AckMode, ConsumerSpec, Delivery, SubscribeRequest};
 use crate::session::{Delivered, Settle};
-use crate::transport::writer::{AutoAck, WriteItem};
+use crate::transport::writer::AutoAck;
 
 /// ActiveMQ's subscription headers that ferromq honours.
 const SUPPORTED_ACTIVEMQ_HEADERS: &[&str] = &[
@@ -389,20 +389,17 @@ impl Connection {
         }
         let mut bytes = BytesMut::new();
         self.codec.encode(&frame, &mut bytes);
-        let bytes_len = bytes.len();
-        let item = if subscription.ack_mode == AckMode::Auto {
-            WriteItem::AutoAck(Box::new(AutoAck {
+        if subscription.ack_mode == AckMode::Auto {
+            self.output.write_auto_ack(AutoAck {
                 bytes: bytes.freeze(),
                 queue: delivery.queue,
                 consumer: delivery.consumer,
                 id: message.id,
-            }))
+            });
         } else {
             subscription.delivered.push(delivery.queue, delivery.message);
-            WriteItem::Bytes(bytes.freeze())
-        };
-        self.outbound.queued(bytes_len);
-        let _ = self.out.send(item);
+            self.output.write(bytes.freeze());
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The STOMP protocol adapter: turns STOMP frames into core commands and deliveries into
-//! MESSAGE frames. One [`Connection`] task per socket owns all of the connection's state; a
-//! writer task (`transport::writer`) owns the socket's writing half.
+//! MESSAGE frames. One [`Connection`] per socket owns all of the connection's state and runs
+//! in the transport's connection driver (`transport::driver`); a writer task
+//! (`transport::writer`) owns the socket's writing half.
 
 mod consume;
 mod mapping;
@@ -12,19 +13,19 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use protocol::stomp::{self, Codec, Command, Decoded, Frame, Version, WireError};
 use store::{Destination, Message};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::core::{AckMode, ConsumerId, ConsumerNotice, HeldSends};
-use crate::security::PendingLogin;
+use crate::core::{AckMode, ConsumerId, ConsumerNotice, Delivery, HeldSends};
+use crate::security::{AuthError, PendingLogin, Subject};
 use crate::session::{Delivered, Session};
-use crate::transport::writer::{self, WriteItem, WRITER_DRAIN_LIMIT};
-use crate::transport::{ConnectionContext, Outbound, ReadBuffer};
+use crate::transport::driver::{self, Admitted, Parts, Protocol, Step};
+use crate::transport::writer::{self, Output, WRITER_DRAIN_LIMIT};
+use crate::transport::ConnectionContext;
 
 /// A response that waits for the store: the frame to write once it resolves, and whether the
 /// connection must close after writing it.
@@ -71,17 +72,15 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
-    let outbound = Outbound::default();
-    let (out, writer) = writer::spawn(write_half, context.core.clone(), outbound.clone(), b"\n");
+    let (output, writer) = writer::spawn(write_half, context.core.clone());
     let session = Session::new(context.clone());
     let temp_names = mapping::TempNames::new(session.connection_name());
     let mut connection = Connection {
         codec: Codec::new(context.limits),
-        context,
+        context: context.clone(),
         session,
-        peer,
-        out,
-        outbound,
+        peer: peer.clone(),
+        output,
         subscriptions: HashMap::new(),
         by_consumer: HashMap::new(),
         pending: FuturesOrdered::new(),
@@ -94,7 +93,7 @@ where
         temp_names,
         authenticating: PendingLogin::default(),
     };
-    connection.run(reader).await;
+    driver::run(&mut connection, reader, &context, &peer).await;
     if let Some(receipt) = connection.disconnect_receipt.take() {
         // ActiveMQ answers DISCONNECT only once the connection is gone from
         // the broker: its consumers closed (unacknowledged messages back in their queues,
@@ -103,8 +102,7 @@ where
         // durable subscription still in use, and let messages published after the receipt go
         // to the closed consumer. So: the writer first writes (and auto-acks) everything that
         // came before, then the connection is released, then the receipt goes out.
-        let (done, flushed) = oneshot::channel();
-        let _ = connection.out.send(WriteItem::Barrier(done));
+        let flushed = connection.output.barrier();
         if matches!(tokio::time::timeout(WRITER_DRAIN_LIMIT, flushed).await, Ok(Ok(()))) {
             connection.release();
             connection.write_frame(&receipt);
@@ -116,7 +114,7 @@ where
     }
     // Let the writer finish first: the auto-acks it performs must reach the queues before
     // the consumers are released, or a message written to the client would be redelivered.
-    writer::finish(&mut connection.out, writer, &connection.peer).await;
+    writer::finish(&mut connection.output, writer, &connection.peer).await;
     connection.release();
 }
 
@@ -126,9 +124,7 @@ struct Connection {
     /// Who the client is, its client id, consumers, transactions and temporary destinations.
     session: Session<String>,
     peer: String,
-    out: mpsc::UnboundedSender<WriteItem>,
-    /// What waits in `out` unwritten: deliveries are taken only while it has room.
-    outbound: Outbound,
+    output: Output,
     /// Subscription id (as the client named it) to its state.
     subscriptions: HashMap<String, Subscription>,
     by_consumer: HashMap<ConsumerId, String>,
@@ -152,123 +148,129 @@ struct Connection {
     authenticating: PendingLogin<Frame>,
 }
 
-impl Connection {
-    async fn run<R: AsyncRead + Unpin>(&mut self, mut reader: R) {
-        // Sized by what the client sends: an idle connection holds half a KiB.
-        let mut buffer = ReadBuffer::default();
-        let deadline = tokio::time::sleep(self.context.connect_timeout);
-        tokio::pin!(deadline);
-        let shutdown = self.context.shutdown.clone();
-        let connection = self.session.connection();
-        loop {
+/// What a STOMP connection waits for besides its socket and the core.
+enum Work {
+    /// A response that waited for the store.
+    Answered(Outcome),
+    /// A queue browser's snapshot.
+    Browsed((String, String, Vec<Arc<Message>>)),
+}
+
+impl Protocol for Connection {
+    type Login = Frame;
+    type HeldKey = ();
+    type Held = produce::HeldSend;
+    type Work = Work;
+
+    fn parts(
+        &mut self,
+    ) -> Parts<'_, Frame, (), produce::HeldSend, impl Future<Output = Work> + Send> {
+        let (pending, browses) = (&mut self.pending, &mut self.browses);
+        let work = async move {
             tokio::select! {
-                _ = shutdown.cancelled() => {
-                    self.finish_pending().await;
-                    break;
-                }
-                read = buffer.read_from(&mut reader), if !self.reading_paused() => {
-                    if buffer.closed_by(&read, &self.peer) {
-                        break;
-                    }
-                    if let Some(timeout) = self.read_timeout {
-                        deadline.as_mut().reset(Instant::now() + timeout);
-                    }
-                    let handled = self.handle_input(buffer.bytes());
-                    buffer.decoded();
-                    if !self.settle(handled).await {
-                        break;
-                    }
-                    if let Some(limit) = self.silence_limit() {
-                        deadline.as_mut().reset(Instant::now() + limit);
-                    }
-                }
-                (frame, outcome) = self.authenticating.outcome(), if self.authenticating.is_pending() => {
-                    let handled = match outcome {
-                        Ok(subject) => {
-                            self.session.logged_in(subject);
-                            // Then the frames the client sent behind its CONNECT.
-                            self.connect(&frame).and_then(|()| self.handle_input(buffer.bytes()))
-                        }
-                        Err(error) => Err(Fatal::new(Some(&frame), &error.to_string(), "")),
-                    };
-                    buffer.decoded();
-                    if !self.settle(handled).await {
-                        break;
-                    }
-                    if let Some(limit) = self.silence_limit() {
-                        deadline.as_mut().reset(Instant::now() + limit);
-                    }
-                }
-                // A client that does not read leaves its deliveries in the channel, where the
-                // queues count them in flight, instead of encoded in the writer's.
-                Some(delivery) = self.session.deliveries.recv(), if self.outbound.has_room() => self.deliver(delivery),
-                () = self.outbound.room(), if !self.outbound.has_room() => {}
-                Some(notice) = self.session.notices.recv() => {
-                    // STOMP cannot close one subscription: the connection goes.
-                    let frame = self.aborted(notice);
-                    tracing::info!(peer = %self.peer, error = frame.get("message").unwrap_or(""), "closing connection of an aborted slow consumer");
+                outcome = driver::next(pending) => Work::Answered(outcome),
+                browse = driver::next(browses) => Work::Browsed(browse),
+            }
+        };
+        Parts::of(&mut self.session, &self.output, &mut self.held, &mut self.authenticating, work)
+    }
+
+    fn reading_paused(&self) -> bool {
+        self.reading_paused()
+    }
+
+    fn on_input(&mut self, buffer: &mut BytesMut) -> Step {
+        let handled = self.handle_input(buffer);
+        self.step(handled)
+    }
+
+    fn on_login(
+        &mut self,
+        frame: Frame,
+        outcome: Result<Subject, AuthError>,
+        buffer: &mut BytesMut,
+    ) -> Step {
+        let handled = match outcome {
+            Ok(subject) => {
+                self.session.logged_in(subject);
+                // Then the frames the client sent behind its CONNECT.
+                self.connect(&frame).and_then(|()| self.handle_input(buffer))
+            }
+            Err(error) => Err(Fatal::new(Some(&frame), &error.to_string(), "")),
+        };
+        self.step(handled)
+    }
+
+    fn on_delivery(&mut self, delivery: Delivery) {
+        self.deliver(delivery);
+    }
+
+    fn on_notice(&mut self, notice: ConsumerNotice) -> Step {
+        // STOMP cannot close one subscription: the connection goes.
+        let frame = self.aborted(notice);
+        tracing::info!(peer = %self.peer, error = frame.get("message").unwrap_or(""), "closing connection of an aborted slow consumer");
+        self.write_frame(&frame);
+        Step::Stop
+    }
+
+    fn on_admitted(&mut self, (held, room): Admitted<produce::HeldSend>) {
+        self.admitted(held, room);
+    }
+
+    fn on_work(&mut self, work: Work) -> Step {
+        match work {
+            Work::Answered(outcome) => {
+                if let Some(frame) = outcome.frame {
                     self.write_frame(&frame);
-                    break;
                 }
-                (held, room) = self.held.next(&self.context.core, connection), if !self.held.is_empty() => {
-                    self.admitted(held, room);
+                if outcome.close {
+                    return Step::Stop;
                 }
-                Some((id, destination, messages)) = self.browses.next(), if !self.browses.is_empty() => {
-                    self.browsed(&id, &destination, messages);
-                }
-                Some(outcome) = self.pending.next(), if !self.pending.is_empty() => {
-                    if let Some(frame) = outcome.frame {
-                        self.write_frame(&frame);
-                    }
-                    if outcome.close {
-                        break;
-                    }
-                }
-                _ = &mut deadline => {
-                    if self.reading_paused() {
-                        // The client's heart-beats wait unread behind its held sends.
-                        let wait = self.read_timeout.unwrap_or(self.context.connect_timeout);
-                        deadline.as_mut().reset(Instant::now() + wait);
-                        continue;
-                    }
-                    let reason = if self.connected {
-                        "no heart-beat from the client within the negotiated interval"
-                    } else {
-                        "no CONNECT frame within the connect timeout"
-                    };
-                    tracing::info!(peer = %self.peer, reason, "closing idle connection");
-                    self.write_frame(&Frame::error("inactivity timeout", reason));
-                    break;
-                }
+            }
+            Work::Browsed((id, destination, messages)) => self.browsed(&id, &destination, messages),
+        }
+        Step::Continue
+    }
+
+    /// The client's heart-beat interval with the grace, for ever once connected without
+    /// heart-beats, and the connect timeout before CONNECT.
+    fn read_deadline(&self, now: Instant) -> Option<Instant> {
+        (self.connected || self.read_timeout.is_some())
+            .then(|| driver::silence_deadline(now, self.read_timeout))
+    }
+
+    fn on_silence(&mut self) {
+        let reason = if self.connected {
+            "no heart-beat from the client within the negotiated interval"
+        } else {
+            "no CONNECT frame within the connect timeout"
+        };
+        tracing::info!(peer = %self.peer, reason, "closing idle connection");
+        self.write_frame(&Frame::error("inactivity timeout", reason));
+    }
+
+    async fn on_finish(&mut self) {
+        // Sends still waiting for room were never accepted: they get no receipt.
+        self.held = HeldSends::default();
+        while let Some(outcome) = self.pending.next().await {
+            if let Some(frame) = outcome.frame {
+                self.write_frame(&frame);
             }
         }
     }
+}
 
-    /// How long the client may stay silent from now, once input was handled: its heart-beat
-    /// interval with the grace, for ever once connected without heart-beats, and unchanged
-    /// (`None`: the connect timeout runs on) before CONNECT.
-    fn silence_limit(&self) -> Option<Duration> {
-        match (self.connected, self.read_timeout) {
-            (_, Some(timeout)) => Some(timeout),
-            (true, None) => Some(Duration::from_secs(60 * 60 * 24 * 365)),
-            (false, None) => None,
-        }
-    }
-
-    /// What follows the frames handled: `false` when the connection is to close, after a
-    /// DISCONNECT (what is pending answered first, its receipt last) or a fatal error (its
-    /// ERROR frame written).
-    async fn settle(&mut self, handled: Result<bool, Fatal>) -> bool {
+impl Connection {
+    /// What follows the frames handled: the connection closes after a DISCONNECT (what is
+    /// pending answered first, its receipt last) or a fatal error (its ERROR frame written).
+    fn step(&mut self, handled: Result<bool, Fatal>) -> Step {
         match handled {
-            Ok(true) => true,
-            Ok(false) => {
-                self.finish_pending().await;
-                false
-            }
+            Ok(true) => Step::Continue,
+            Ok(false) => Step::Finish,
             Err(Fatal(frame)) => {
                 tracing::info!(peer = %self.peer, error = frame.get("message").unwrap_or(""), "closing connection after protocol error");
                 self.write_frame(&frame);
-                false
+                Step::Stop
             }
         }
     }
@@ -298,22 +300,10 @@ impl Connection {
         frame
     }
 
-    /// Writes out every response still waiting for the store.
-    async fn finish_pending(&mut self) {
-        // Sends still waiting for room were never accepted: they get no receipt.
-        self.held = HeldSends::default();
-        while let Some(outcome) = self.pending.next().await {
-            if let Some(frame) = outcome.frame {
-                self.write_frame(&frame);
-            }
-        }
-    }
-
     fn write_frame(&self, frame: &Frame) {
         let mut bytes = BytesMut::new();
         self.codec.encode(frame, &mut bytes);
-        self.outbound.queued(bytes.len());
-        let _ = self.out.send(WriteItem::Bytes(bytes.freeze()));
+        self.output.write(bytes.freeze());
     }
 
     /// Decodes and handles every complete frame in `buffer`. `Ok(false)` after DISCONNECT.
@@ -419,7 +409,8 @@ impl Connection {
             // the rate it offers, with the configured grace.
             connected.push_header("heart-beat", format!("{client_receive},{client_send}"));
             if client_receive > 0 {
-                let _ = self.out.send(WriteItem::HeartBeat(Duration::from_millis(client_receive)));
+                let every = Duration::from_millis(client_receive);
+                self.output.heart_beat(every, Bytes::from_static(b"\n"));
             }
             if client_send > 0 {
                 let grace = self.context.heart_beat_grace.max(1.0);

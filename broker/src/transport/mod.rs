@@ -1,9 +1,12 @@
 //! Transport connectors: one listener per configured URI, an accept loop with back-off and a
 //! connection limit, and one handler task per connection, all stopped by one shutdown token.
+//! Every connection runs in one driver (`driver.rs`: its read loop, deadlines and shutdown)
+//! and writes through one writer task (`writer.rs`), whatever its protocol.
 //! TLS connectors (`tls.rs`) run the handshake in the connection's task, within the connect
 //! timeout, before the protocol handler sees the stream.
 
 mod connections;
+pub(crate) mod driver;
 mod listener;
 mod outbound;
 mod read_buffer;
@@ -15,7 +18,7 @@ use std::time::Duration;
 
 pub use connections::{ConnectionCounts, ConnectionStats, Protocol};
 pub use listener::{bind, BoundConnector};
-pub(crate) use outbound::Outbound;
+use outbound::Outbound;
 use protocol::stomp::Limits;
 pub(crate) use read_buffer::ReadBuffer;
 pub(crate) use tls::server_config as tls_server_config;

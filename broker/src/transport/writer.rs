@@ -2,7 +2,8 @@
 //! client that does not read can never stop the connection's reader (and with it the acks
 //! that would free the client). It coalesces what is queued into one write, writes the
 //! protocol's heart-beat when idle, and acknowledges auto-ack deliveries once they are
-//! written (so that an auto consumer's credit also bounds memory).
+//! written (so that an auto consumer's credit also bounds memory). The connection hands it
+//! everything through an [`Output`], which counts what waits unwritten.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +31,9 @@ pub(crate) enum WriteItem {
     /// unbounded channel allocates its slots in blocks of 32 at once, so every item's size
     /// is paid 32 times by each idle connection (a queue handle inline made the block 4 KiB).
     AutoAck(Box<AutoAck>),
-    /// From now on, write the protocol's heart-beat whenever nothing was written for this
-    /// long.
-    HeartBeat(Duration),
+    /// From now on, write these bytes (the protocol's heart-beat) whenever nothing was
+    /// written for this long. Boxed, as rare: it keeps the channel's slots small.
+    HeartBeat(Box<(Duration, Bytes)>),
     /// Flush what came before, then close the socket.
     Close,
     /// Write what came before and perform its auto-acks, then signal (STOMP's DISCONNECT waits
@@ -48,30 +49,69 @@ pub(crate) struct AutoAck {
     pub id: MessageId,
 }
 
-/// Starts the writer of `socket`. `heart_beat` is what the protocol writes when idle (a STOMP
-/// newline, an empty AMQP frame; OpenWire sends its KeepAliveInfo itself). Every byte queued
-/// must be counted in `outbound` by the connection; the writer counts it written.
+/// Starts the writer of `socket`: the connection's [`Output`], and the writer's task.
 pub(crate) fn spawn<W: AsyncWrite + Unpin + Send + 'static>(
     socket: W,
     core: Arc<Core>,
+) -> (Output, JoinHandle<()>) {
+    let (items, receiver) = mpsc::unbounded_channel();
+    let outbound = Outbound::default();
+    let writer = tokio::spawn(run(socket, receiver, core, outbound.clone()));
+    (Output { items, outbound }, writer)
+}
+
+/// What a connection writes, handed to its writer task in order. Every byte is counted in
+/// the [`Outbound`] it shares with the writer, so that the connection takes deliveries only
+/// while the writer keeps up.
+pub(crate) struct Output {
+    items: mpsc::UnboundedSender<WriteItem>,
     outbound: Outbound,
-    heart_beat: &'static [u8],
-) -> (mpsc::UnboundedSender<WriteItem>, JoinHandle<()>) {
-    let (out, items) = mpsc::unbounded_channel();
-    (out, tokio::spawn(run(socket, items, core, outbound, heart_beat)))
+}
+
+impl Output {
+    /// Queues encoded frames.
+    pub fn write(&self, bytes: Bytes) {
+        self.outbound.queued(bytes.len());
+        let _ = self.items.send(WriteItem::Bytes(bytes));
+    }
+
+    /// Queues an encoded auto-ack delivery, acknowledged once written.
+    pub fn write_auto_ack(&self, delivery: AutoAck) {
+        self.outbound.queued(delivery.bytes.len());
+        let _ = self.items.send(WriteItem::AutoAck(Box::new(delivery)));
+    }
+
+    /// From now on, `bytes` go out whenever nothing was written for `every`.
+    pub fn heart_beat(&self, every: Duration, bytes: Bytes) {
+        let _ = self.items.send(WriteItem::HeartBeat(Box::new((every, bytes))));
+    }
+
+    /// Resolves once everything queued before it is written and its auto-acks performed;
+    /// an error if the writer is gone first.
+    pub fn barrier(&self) -> oneshot::Receiver<()> {
+        let (done, flushed) = oneshot::channel();
+        let _ = self.items.send(WriteItem::Barrier(done));
+        flushed
+    }
+
+    /// True while the connection may queue another delivery.
+    pub fn has_room(&self) -> bool {
+        self.outbound.has_room()
+    }
+
+    /// Resolves once the writer has caught up enough to take deliveries again.
+    pub async fn room(&self) {
+        self.outbound.room().await
+    }
 }
 
 /// Closes the writer once it has written what was queued: within [`WRITER_DRAIN_LIMIT`], or
 /// it is cut (a client that stops reading cannot hold the connection, and a shutdown, for
-/// ever). `out` is left closed.
-pub(crate) async fn finish(
-    out: &mut mpsc::UnboundedSender<WriteItem>,
-    writer: JoinHandle<()>,
-    peer: &str,
-) {
-    let _ = out.send(WriteItem::Close);
+/// ever). `output` is left closed: what is written to it later goes nowhere.
+pub(crate) async fn finish(output: &mut Output, writer: JoinHandle<()>, peer: &str) {
+    let _ = output.items.send(WriteItem::Close);
     // Swapping in a sender whose receiver is gone closes the writer's channel.
-    drop(std::mem::replace(out, mpsc::unbounded_channel().0));
+    drop(std::mem::replace(&mut output.items, mpsc::unbounded_channel().0));
     let abort = writer.abort_handle();
     if tokio::time::timeout(WRITER_DRAIN_LIMIT, writer).await.is_err() {
         tracing::info!(peer, "client did not read its last frames; connection cut");
@@ -86,19 +126,18 @@ async fn run<W: AsyncWrite + Unpin>(
     mut items: mpsc::UnboundedReceiver<WriteItem>,
     core: Arc<Core>,
     outbound: Outbound,
-    heart_beat_bytes: &'static [u8],
 ) {
-    let mut heart_beat: Option<Duration> = None;
+    let mut heart_beat: Option<(Duration, Bytes)> = None;
     // Grown by what is queued and given back when the queue is empty, so an idle connection
     // holds no write buffer.
     let mut buffer = BytesMut::new();
     let mut acks: Vec<(QueueHandle, ConsumerId, Vec<MessageId>)> = Vec::new();
     loop {
-        let first = match heart_beat {
-            Some(interval) => match tokio::time::timeout(interval, items.recv()).await {
+        let first = match &heart_beat {
+            Some((interval, bytes)) => match tokio::time::timeout(*interval, items.recv()).await {
                 Ok(item) => item,
                 Err(_) => {
-                    if socket.write_all(heart_beat_bytes).await.is_err() {
+                    if socket.write_all(bytes).await.is_err() {
                         return;
                     }
                     continue;
@@ -125,7 +164,7 @@ async fn run<W: AsyncWrite + Unpin>(
                         None => acks.push((queue, consumer, vec![id])),
                     }
                 }
-                WriteItem::HeartBeat(interval) => heart_beat = Some(interval),
+                WriteItem::HeartBeat(beat) => heart_beat = Some(*beat),
                 WriteItem::Close => {
                     close = true;
                     break;

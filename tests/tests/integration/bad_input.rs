@@ -275,3 +275,70 @@ async fn bad_input_in_turn_leaves_other_connections_and_stored_messages_intact(
     }
     fixture.finish().await
 }
+
+/// A client that trickles an incomplete handshake, a byte at a time, is closed once the
+/// connect timeout has passed since it connected, on every protocol: its bytes do not
+/// move the deadline (on AMQP they once did, so a slow client could hold a connection and
+/// its memory for ever without opening it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_handshake_is_closed_at_the_connect_timeout_on_every_protocol(
+) -> anyhow::Result<()> {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const CONNECT_TIMEOUT: Duration = Duration::from_millis(600);
+    let broker = start_broker(|config| {
+        config.transport.connect_timeout = CONNECT_TIMEOUT;
+        config.transport.connectors = ["stomp", "tcp", "amqp"]
+            .iter()
+            .map(|scheme| format!("{scheme}://127.0.0.1:0").parse().expect("a valid connector URI"))
+            .collect();
+    })
+    .await?;
+    let handshakes: [(&str, std::net::SocketAddr, &[u8]); 3] = [
+        // A CONNECT frame that never ends.
+        ("STOMP", stomp_addr(&broker)?, b"CONNECT\naccept-version:1.2\nhost:x\n\n"),
+        // A WireFormatInfo's size prefix, then its first bytes.
+        ("OpenWire", broker.openwire_addr().context("no OpenWire connector")?, &[0, 0, 16, 0, 1]),
+        // The SASL header, then a sasl-init that never ends.
+        (
+            "AMQP",
+            broker.amqp_addr().context("no AMQP connector")?,
+            b"AMQP\x03\x01\x00\x00\x00\x00\x10\x00\x02\x01",
+        ),
+    ];
+    for (protocol, addr, bytes) in handshakes {
+        let started = Instant::now();
+        let mut socket = tokio::net::TcpStream::connect(addr).await?;
+        let (mut reader, mut writer) = socket.split();
+        let trickle = async {
+            for byte in bytes.iter().cycle() {
+                if writer.write_all(&[*byte]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        // Whatever the broker answers before it closes (its own handshake, an error).
+        let closed = async {
+            let mut answer = Vec::new();
+            let _ = reader.read_to_end(&mut answer).await;
+        };
+        tokio::select! {
+            () = closed => {}
+            () = trickle => {}
+            () = tokio::time::sleep(CONNECT_TIMEOUT * 8) => {
+                anyhow::bail!("{protocol}: a trickled handshake kept its connection past the connect timeout")
+            }
+        }
+        let elapsed = started.elapsed();
+        ensure!(
+            elapsed >= CONNECT_TIMEOUT * 9 / 10,
+            "{protocol}: closed too early, after {elapsed:?}"
+        );
+    }
+    // The broker serves a client that completes its handshake.
+    let client = connect(&broker).await?;
+    client.send_with_receipt("/queue/after-trickle", "served", &[]).await?;
+    broker.shutdown().await;
+    Ok(())
+}
