@@ -247,27 +247,40 @@ pub struct QueueStats {
     pub slow_consumers: usize,
 }
 
-/// A cheap, cloneable handle to a queue's task.
+/// A cheap, cloneable handle to a queue's task: one pointer, so that a delivery (which
+/// carries one) stays small in the channels it waits in, and a clone is one count.
 #[derive(Clone, Debug)]
-pub struct QueueHandle {
+pub struct QueueHandle(Arc<QueueShared>);
+
+/// What every handle of a queue shares with the others and with the queue's task.
+#[derive(Debug)]
+pub struct QueueShared {
     pub(crate) key: Arc<QueueKey>,
     /// Whether persistent messages in this queue are kept in the store. Queue destinations and
     /// durable subscriptions are; non-durable topic subscribers are not.
     pub(crate) stored: bool,
     /// Persistent messages submitted to the store for this queue whose `Enqueue` the task has
     /// not taken yet: paging skips them (see `paging.rs`). Only [`Arrival`]s change it.
-    arriving: Arc<Arriving>,
+    arriving: Arriving,
     /// Closed while this queue holds more than its memory limit of messages that cannot page
     /// out: producers wait (see `flow.rs`).
     pub(crate) gate: Arc<FlowGate>,
     /// Bytes of messages sent to the task (`Enqueue`) that it has not taken yet. A producer
     /// faster than the task fills its channel; counting these in the flow control gate keeps
     /// that backlog bounded like the messages the queue holds.
-    inbox: Arc<std::sync::atomic::AtomicUsize>,
+    inbox: std::sync::atomic::AtomicUsize,
     /// Commands sent to the task: compared with those it has taken, it tells the core that
     /// nothing reached an idle queue since it said so (see [`QueueCommand::Retire`]).
-    sent: Arc<std::sync::atomic::AtomicU64>,
+    sent: std::sync::atomic::AtomicU64,
     tx: mpsc::UnboundedSender<QueueCommand>,
+}
+
+impl std::ops::Deref for QueueHandle {
+    type Target = QueueShared;
+
+    fn deref(&self) -> &QueueShared {
+        &self.0
+    }
 }
 
 impl QueueHandle {
@@ -460,15 +473,15 @@ pub(crate) fn spawn(
     let discards = !stored && key.subscription.is_some() && policy.pending_message_limit.is_some();
     let spills = !discards;
     let (tx, rx) = mpsc::unbounded_channel();
-    let handle = QueueHandle {
+    let handle = QueueHandle(Arc::new(QueueShared {
         key: Arc::new(key),
         stored,
-        arriving: Arc::default(),
+        arriving: Arriving::default(),
         gate: Arc::default(),
-        inbox: Arc::default(),
-        sent: Arc::default(),
+        inbox: Default::default(),
+        sent: Default::default(),
         tx,
-    };
+    }));
     let mut queue = Queue {
         handle: handle.clone(),
         store,

@@ -293,3 +293,12 @@ async fn an_idle_queue_retires_only_once_idle_that_long() {
     settled(queue).await;
     assert!(matches!(&reported(&mut events)[..], [QueueEvent::Idle { .. }]));
 }
+
+/// Every connection's deliveries channel allocates room for 32 deliveries at a time, idle or
+/// not: a delivery must stay a few words (a queue handle is one pointer).
+#[test]
+fn a_delivery_stays_small() {
+    assert_eq!(std::mem::size_of::<QueueHandle>(), std::mem::size_of::<usize>());
+    let size = std::mem::size_of::<Delivery>();
+    assert!(size <= 40, "a Delivery is {size} bytes");
+}
