@@ -44,6 +44,8 @@ impl Core {
         if memory.blocked_queues() == 0 {
             return None;
         }
+        // Selectors are judged before the routing lock is taken, as for a send.
+        let verdicts = self.judge_selectors(message);
         let registry = self.registry.lock();
         for part in self.targets(message) {
             let queues = match part.kind {
@@ -66,7 +68,7 @@ impl Core {
                         part.kind == DestinationKind::TempTopic,
                         connection,
                         &self.settings().virtual_topics,
-                        None,
+                        verdicts.as_ref(),
                     )
                 }
             };

@@ -465,12 +465,16 @@ impl Core {
     fn fire(&self, job: &Job, now: i64) -> Result<(Staged, Vec<Job>), StoreError> {
         let plan = job.plan(now);
         let mut unit = UnitOfWork::new();
+        let copy = plan.deliver.then(|| Arc::new(delivered(job, self.next_message_id(), now)));
+        // Selectors are judged before the routing lock is taken, as for a send.
+        let verdicts = copy.as_ref().and_then(|message| self.judge_selectors(message));
         let mut registry = self.registry.lock();
         let mut route = Vec::new();
         let mut delivered_copy = None;
-        if plan.deliver {
-            let message = Arc::new(delivered(job, self.next_message_id(), now));
-            match self.route(&mut registry, &message, ConnectionId::BROKER, true, None) {
+        if let Some(message) = copy {
+            let routed =
+                self.route(&mut registry, &message, ConnectionId::BROKER, true, verdicts.as_ref());
+            match routed {
                 Ok(routed) => {
                     route = routed;
                     let stored: Vec<QueueKey> = if message.is_persistent() {

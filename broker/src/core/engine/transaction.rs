@@ -161,16 +161,25 @@ impl Core {
     /// Stored routes (durable subscriptions, virtual topic consumer queues) stay those of the
     /// SEND, which its store record already names.
     fn route_at_commit(&self, transaction: &mut Transaction) {
+        // Selectors are judged before the routing lock is taken, as for a send.
+        let judged: Vec<_> = transaction
+            .sends
+            .iter_mut()
+            .filter(|(_, message, _)| !self.targets(message).iter().all(|d| d.kind.is_queue()))
+            .map(|send| {
+                let verdicts = self.judge_selectors(&send.1);
+                (send, verdicts)
+            })
+            .collect();
+        if judged.is_empty() {
+            return;
+        }
         let mut registry = self.registry.lock();
-        for (route, message, connection) in &mut transaction.sends {
-            if self.targets(message).iter().all(|d| d.kind.is_queue()) {
-                continue;
-            }
+        for ((route, message, connection), verdicts) in judged {
             // The stored route stays the one the store record names; a destination that went
             // meanwhile (a temporary one) leaves only that.
-            let Ok(now) = self.route(&mut registry, message, *connection, true, None) else {
-                continue;
-            };
+            let routed = self.route(&mut registry, message, *connection, true, verdicts.as_ref());
+            let Ok(now) = routed else { continue };
             route.retain(|queue| queue.stored);
             route.extend(now.into_iter().filter(|queue| !queue.stored));
         }
