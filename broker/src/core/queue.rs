@@ -37,7 +37,6 @@ use tokio::sync::{mpsc, oneshot};
 use super::audit::ProducerAudit;
 use super::dead_letter::DeadLetterSettings;
 use super::events::{EventSink, QueueEvent};
-use super::flow::FlowGate;
 use super::policy::Policy;
 use super::selector::Selector;
 use super::slow::{self, SlowState};
@@ -48,12 +47,14 @@ use super::types::{AckMode, ConsumerId};
 mod arrival;
 mod dispatch;
 mod groups;
+mod handle;
 mod paging;
 mod settle;
 mod watch;
 
 pub(crate) use arrival::{stage, Arrival, Staged};
 use groups::GroupMap;
+pub use handle::{QueueHandle, QueueShared};
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
 use paging::Paging;
@@ -247,86 +248,6 @@ pub struct QueueStats {
     pub slow_consumers: usize,
 }
 
-/// A cheap, cloneable handle to a queue's task: one pointer, so that a delivery (which
-/// carries one) stays small in the channels it waits in, and a clone is one count.
-#[derive(Clone, Debug)]
-pub struct QueueHandle(Arc<QueueShared>);
-
-/// What every handle of a queue shares with the others and with the queue's task.
-#[derive(Debug)]
-pub struct QueueShared {
-    pub(crate) key: Arc<QueueKey>,
-    /// Whether persistent messages in this queue are kept in the store. Queue destinations and
-    /// durable subscriptions are; non-durable topic subscribers are not.
-    pub(crate) stored: bool,
-    /// Persistent messages submitted to the store for this queue whose `Enqueue` the task has
-    /// not taken yet: paging skips them (see `paging.rs`). Only [`Arrival`]s change it.
-    arriving: Arriving,
-    /// Closed while this queue holds more than its memory limit of messages that cannot page
-    /// out: producers wait (see `flow.rs`).
-    pub(crate) gate: Arc<FlowGate>,
-    /// Bytes of messages sent to the task (`Enqueue`) that it has not taken yet. A producer
-    /// faster than the task fills its channel; counting these in the flow control gate keeps
-    /// that backlog bounded like the messages the queue holds.
-    inbox: std::sync::atomic::AtomicUsize,
-    /// Commands sent to the task: compared with those it has taken, it tells the core that
-    /// nothing reached an idle queue since it said so (see [`QueueCommand::Retire`]).
-    sent: std::sync::atomic::AtomicU64,
-    tx: mpsc::UnboundedSender<QueueCommand>,
-}
-
-impl std::ops::Deref for QueueHandle {
-    type Target = QueueShared;
-
-    fn deref(&self) -> &QueueShared {
-        &self.0
-    }
-}
-
-impl QueueHandle {
-    pub(crate) fn send(&self, command: QueueCommand) -> bool {
-        if let QueueCommand::Enqueue(messages) = &command {
-            let bytes = messages.iter().map(|m| m.memory_size()).sum::<usize>();
-            self.inbox.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-        }
-        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.tx.send(command).is_ok()
-    }
-
-    /// True if the task has taken every command sent to it when it had taken `taken`.
-    pub(crate) fn nothing_sent_since(&self, taken: u64) -> bool {
-        self.sent.load(std::sync::atomic::Ordering::Relaxed) == taken
-    }
-
-    pub fn name(&self) -> &str {
-        &self.key.destination.name
-    }
-
-    pub fn key(&self) -> &QueueKey {
-        &self.key
-    }
-
-    /// True if no message is on its way to the task: no `Enqueue` it has not taken, no
-    /// announced message still to come (a transaction's or a scheduled fire's).
-    pub(crate) fn is_quiet(&self) -> bool {
-        self.inbox.load(std::sync::atomic::Ordering::Relaxed) == 0 && self.arriving.is_empty()
-    }
-
-    /// True if both handles lead to the same task.
-    pub fn same_queue(&self, other: &QueueHandle) -> bool {
-        self.tx.same_channel(&other.tx)
-    }
-
-    /// The queue's counters, or `None` if the queue has stopped.
-    pub async fn stats(&self) -> Option<QueueStats> {
-        let (tx, rx) = oneshot::channel();
-        if !self.send(QueueCommand::Stats(tx)) {
-            return None;
-        }
-        rx.await.ok()
-    }
-}
-
 struct Consumer {
     spec: ConsumerSpec,
     in_flight: HashMap<MessageId, QueuedMessage>,
@@ -473,15 +394,7 @@ pub(crate) fn spawn(
     let discards = !stored && key.subscription.is_some() && policy.pending_message_limit.is_some();
     let spills = !discards;
     let (tx, rx) = mpsc::unbounded_channel();
-    let handle = QueueHandle(Arc::new(QueueShared {
-        key: Arc::new(key),
-        stored,
-        arriving: Arriving::default(),
-        gate: Arc::default(),
-        inbox: Default::default(),
-        sent: Default::default(),
-        tx,
-    }));
+    let handle = QueueHandle::new(key, stored, tx);
     let mut queue = Queue {
         handle: handle.clone(),
         store,

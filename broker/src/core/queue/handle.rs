@@ -1,0 +1,106 @@
+//! The handle every part of the broker reaches a queue's task through, and the state its
+//! handles share with the task (what is on its way to the queue, its flow-control gate).
+
+use std::sync::Arc;
+
+use store::QueueKey;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Arriving, QueueCommand, QueueStats};
+use crate::core::flow::FlowGate;
+
+/// A cheap, cloneable handle to a queue's task: one pointer, so that a delivery (which
+/// carries one) stays small in the channels it waits in, and a clone is one count.
+#[derive(Clone, Debug)]
+pub struct QueueHandle(Arc<QueueShared>);
+
+/// What every handle of a queue shares with the others and with the queue's task.
+#[derive(Debug)]
+pub struct QueueShared {
+    pub(crate) key: Arc<QueueKey>,
+    /// Whether persistent messages in this queue are kept in the store. Queue destinations and
+    /// durable subscriptions are; non-durable topic subscribers are not.
+    pub(crate) stored: bool,
+    /// Persistent messages submitted to the store for this queue whose `Enqueue` the task has
+    /// not taken yet: paging skips them (see `paging.rs`). Only [`Arrival`]s change it.
+    pub(super) arriving: Arriving,
+    /// Closed while this queue holds more than its memory limit of messages that cannot page
+    /// out: producers wait (see `flow.rs`).
+    pub(crate) gate: Arc<FlowGate>,
+    /// Bytes of messages sent to the task (`Enqueue`) that it has not taken yet. A producer
+    /// faster than the task fills its channel; counting these in the flow control gate keeps
+    /// that backlog bounded like the messages the queue holds.
+    pub(super) inbox: std::sync::atomic::AtomicUsize,
+    /// Commands sent to the task: compared with those it has taken, it tells the core that
+    /// nothing reached an idle queue since it said so (see [`QueueCommand::Retire`]).
+    pub(super) sent: std::sync::atomic::AtomicU64,
+    pub(super) tx: mpsc::UnboundedSender<QueueCommand>,
+}
+
+impl std::ops::Deref for QueueHandle {
+    type Target = QueueShared;
+
+    fn deref(&self) -> &QueueShared {
+        &self.0
+    }
+}
+
+impl QueueHandle {
+    pub(super) fn new(
+        key: QueueKey,
+        stored: bool,
+        tx: mpsc::UnboundedSender<QueueCommand>,
+    ) -> Self {
+        QueueHandle(Arc::new(QueueShared {
+            key: Arc::new(key),
+            stored,
+            arriving: Arriving::default(),
+            gate: Arc::default(),
+            inbox: Default::default(),
+            sent: Default::default(),
+            tx,
+        }))
+    }
+
+    pub(crate) fn send(&self, command: QueueCommand) -> bool {
+        if let QueueCommand::Enqueue(messages) = &command {
+            let bytes = messages.iter().map(|m| m.memory_size()).sum::<usize>();
+            self.inbox.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.tx.send(command).is_ok()
+    }
+
+    /// True if the task has taken every command sent to it when it had taken `taken`.
+    pub(crate) fn nothing_sent_since(&self, taken: u64) -> bool {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed) == taken
+    }
+
+    pub fn name(&self) -> &str {
+        &self.key.destination.name
+    }
+
+    pub fn key(&self) -> &QueueKey {
+        &self.key
+    }
+
+    /// True if no message is on its way to the task: no `Enqueue` it has not taken, no
+    /// announced message still to come (a transaction's or a scheduled fire's).
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.inbox.load(std::sync::atomic::Ordering::Relaxed) == 0 && self.arriving.is_empty()
+    }
+
+    /// True if both handles lead to the same task.
+    pub fn same_queue(&self, other: &QueueHandle) -> bool {
+        self.tx.same_channel(&other.tx)
+    }
+
+    /// The queue's counters, or `None` if the queue has stopped.
+    pub async fn stats(&self) -> Option<QueueStats> {
+        let (tx, rx) = oneshot::channel();
+        if !self.send(QueueCommand::Stats(tx)) {
+            return None;
+        }
+        rx.await.ok()
+    }
+}
