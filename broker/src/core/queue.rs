@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::audit::ProducerAudit;
 use super::dead_letter::DeadLetterSettings;
 use super::events::{EventSink, QueueEvent};
-use super::policy::Policy;
+use super::policy::{Policies, Policy};
 use super::selector::Selector;
 use super::slow::{self, SlowState};
 use super::temp_store::TempStore;
@@ -370,25 +370,66 @@ pub(crate) enum FirstWindow<'a> {
     InTask,
 }
 
-/// Starts the task for `key`, loading what the store holds for it when it is stored (see
-/// [`FirstWindow`]). Given `temp_store`, a queue spills there
-/// what it cannot keep in memory and that is not in the store (non-persistent messages; every
-/// message of a queue that is not stored), unless it discards by a pending message limit
-/// (see `paging.rs`).
-// Each argument is a separate part of the queue's surroundings, given by its one caller
-// (`Registry::spawn_queue`); a struct for them would only be unpacked here.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn spawn(
-    key: QueueKey,
-    stored: bool,
+/// What every queue task starts with besides its key: the core holds one, and the registry
+/// asks it for each queue it creates.
+pub(crate) struct QueueFactory {
+    pub store: Arc<dyn MessageStore>,
+    /// The broker's dead-letter settings, for queues whose policy has none of its own.
+    pub dead_letters: Arc<DeadLetterSettings>,
+    /// The memory limits every queue keeps to (the broker's is shared).
+    pub memory: MemoryLimits,
+    pub policies: Arc<Policies>,
+    /// Where every queue's task reports its events (see [`events`](super::events)).
+    pub events: EventSink,
+    /// Where stored queues spill non-persistent messages beyond their memory limits (none
+    /// for a broker without a data directory).
+    pub temp_store: Option<Arc<TempStore>>,
+}
+
+impl QueueFactory {
+    /// Starts the task of queue `key` with its destination's policy (a subscription's queue
+    /// takes its topic's), loading what the store holds for it when it is `stored` (see
+    /// [`FirstWindow`]). A queue spills to the temporary store what it cannot keep in memory
+    /// and that is not in the store (non-persistent messages; every message of a queue that
+    /// is not stored), unless it discards by a pending message limit (see `paging.rs`).
+    pub fn spawn(
+        &self,
+        key: QueueKey,
+        stored: bool,
+        first_window: FirstWindow<'_>,
+    ) -> Result<QueueHandle, StoreError> {
+        let policy = self.policies.for_destination(&key.destination);
+        let dead_letters = policy.dead_letters.clone().unwrap_or_else(|| self.dead_letters.clone());
+        let limits = self.memory.with_destination_limit(policy.memory_limit);
+        let surroundings = Surroundings {
+            store: self.store.clone(),
+            dead_letters,
+            limits,
+            policy,
+            events: self.events.clone(),
+            temp_store: self.temp_store.clone(),
+        };
+        spawn(key, stored, surroundings, first_window)
+    }
+}
+
+/// One queue's part of the [`QueueFactory`].
+struct Surroundings {
     store: Arc<dyn MessageStore>,
     dead_letters: Arc<DeadLetterSettings>,
     limits: MemoryLimits,
     policy: Arc<Policy>,
     events: EventSink,
-    first_window: FirstWindow<'_>,
     temp_store: Option<Arc<TempStore>>,
+}
+
+fn spawn(
+    key: QueueKey,
+    stored: bool,
+    surroundings: Surroundings,
+    first_window: FirstWindow<'_>,
 ) -> Result<QueueHandle, StoreError> {
+    let Surroundings { store, dead_letters, limits, policy, events, temp_store } = surroundings;
     // A non-durable subscriber with a pending message limit discards what waits beyond it
     // instead (ActiveMQ's pendingMessageLimitStrategy); every other queue spills.
     let discards = !stored && key.subscription.is_some() && policy.pending_message_limit.is_some();

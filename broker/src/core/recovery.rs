@@ -15,13 +15,89 @@
 //! older than its duration when a message is pushed or replayed; a topic that goes quiet keeps
 //! its last messages (within the limits) until then, or until the topic is removed.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use conf::SubscriptionRecovery;
-use store::Message;
+use store::{Destination, DestinationKind, Message};
 use tokio::time::Instant;
+
+use super::policy::Policies;
+use super::queue::MemoryLimits;
+use super::types::now_millis;
+use super::wildcard::DestinationFilter;
+
+/// Every topic's recent messages, as its policy says; no buffer for a topic whose policy
+/// keeps nothing. The buffers' bytes count in the broker's memory.
+#[derive(Default)]
+pub(crate) struct RecentMessages {
+    buffers: HashMap<Destination, RecoveryBuffer>,
+    policies: Arc<Policies>,
+    memory: MemoryLimits,
+}
+
+impl RecentMessages {
+    pub fn new(policies: Arc<Policies>, memory: MemoryLimits) -> RecentMessages {
+        RecentMessages { buffers: HashMap::new(), policies, memory }
+    }
+
+    /// Keeps `message` (just published to `topic`) for retroactive subscribers, as the topic's
+    /// subscription recovery policy says.
+    pub fn remember(&mut self, topic: &Destination, message: &Arc<Message>) {
+        let (now, now_millis) = (Instant::now(), now_millis());
+        let buffer = match self.buffers.get_mut(topic) {
+            Some(buffer) => buffer,
+            None => {
+                // Looked up once per topic, and again per send only for topics that keep
+                // nothing (which then cost no allocation).
+                let policy = self.policies.for_destination(topic);
+                let ceiling = self.memory.with_destination_limit(policy.memory_limit);
+                let Some(buffer) =
+                    RecoveryBuffer::new(policy.subscription_recovery, ceiling.destination_limit())
+                else {
+                    return;
+                };
+                self.buffers.entry(topic.clone()).or_insert(buffer)
+            }
+        };
+        let before = buffer.bytes();
+        buffer.push(message.clone(), now, now_millis);
+        self.memory.account_elsewhere(before, buffer.bytes());
+    }
+
+    /// The recent messages of every topic `filter` matches (temporary topics only for a
+    /// `temporary` subscription), oldest first per topic.
+    pub fn of(&mut self, filter: &DestinationFilter, temporary: bool) -> Vec<Arc<Message>> {
+        let (now, now_millis) = (Instant::now(), now_millis());
+        let mut recent = Vec::new();
+        for (topic, buffer) in &mut self.buffers {
+            if (topic.kind == DestinationKind::TempTopic) != temporary
+                || !filter.matches(&topic.name)
+            {
+                continue;
+            }
+            let before = buffer.bytes();
+            recent.extend(buffer.recover(now, now_millis).cloned());
+            self.memory.account_elsewhere(before, buffer.bytes());
+        }
+        recent
+    }
+
+    /// Forgets a topic's recent messages (the topic is gone).
+    pub fn forget(&mut self, topic: &Destination) {
+        if let Some(buffer) = self.buffers.remove(topic) {
+            self.memory.account_elsewhere(buffer.bytes(), 0);
+        }
+    }
+
+    /// Forgets every topic's recent messages (the broker stops).
+    pub fn forget_all(&mut self) {
+        for (_, buffer) in self.buffers.drain() {
+            self.memory.account_elsewhere(buffer.bytes(), 0);
+        }
+    }
+}
 
 /// A recent message with the time it was kept (for the timed policy).
 #[derive(Debug)]

@@ -6,26 +6,22 @@
 //! What is held under the lock is looked up through indexes, so that a send costs what it
 //! reaches rather than what exists: topic subscriptions by pattern
 //! ([`subscriptions`](super::subscriptions)), virtual topics' consumer queues by topic
-//! ([`virtual_topics`](super::virtual_topics)), and policies ([`Policies`]).
+//! ([`virtual_topics`](super::virtual_topics)). What every new queue starts with (the store,
+//! policies, memory limits, where its events go) is the core's [`QueueFactory`], outside the
+//! lock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use store::{
-    Destination, DestinationKind, Message, MessageStore, QueueKey, StoreError, SubscriptionKey,
-};
+use store::{Destination, Message, QueueKey, StoreError, SubscriptionKey};
 
 use super::advisory::AdvisoryState;
 use super::audit::ProducerAudit;
-use super::dead_letter::DeadLetterSettings;
-use super::events::EventSink;
-use super::policy::Policies;
-use super::queue::{self, ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle};
-use super::recovery::RecoveryBuffer;
+use super::queue::{self, ConsumerSpec, QueueCommand, QueueFactory, QueueHandle};
+use super::recovery::RecentMessages;
 use super::statistics::TopicCounters;
 pub(crate) use super::subscriptions::{SelectorVerdicts, TopicSubscription, TopicSubscriptions};
-use super::temp_store::TempStore;
-use super::types::{now_millis, ConnectionId, ConsumerId, VirtualTopicRule};
+use super::types::{ConnectionId, ConsumerId, VirtualTopicRule};
 use super::virtual_topics::VirtualConsumers;
 use super::wildcard::DestinationFilter;
 
@@ -62,28 +58,17 @@ pub(crate) struct Registry {
     /// Durable subscriptions by identity, with the consumer attached to each, if any.
     pub durable: HashMap<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
     pub consumers: HashMap<ConsumerId, Attachment>,
-    /// Each topic's recent messages for retroactive subscribers, as its policy says (see
-    /// [`recovery`](super::recovery)); no entry for a topic whose policy keeps nothing.
-    pub recent: HashMap<Destination, RecoveryBuffer>,
+    /// Each topic's recent messages for retroactive subscribers (see
+    /// [`recovery`](super::recovery)).
+    pub recent: RecentMessages,
     /// Temporary queues and topics by destination.
     pub temporary: HashMap<Destination, Temporary>,
     /// Duplicate detection for resent messages, per destination and producer.
     pub audit: ProducerAudit,
     /// What advisories about consumers and connections need to remember.
     pub advisories: AdvisoryState,
-    /// The broker's dead-letter settings, for queues whose policy has none of its own.
-    pub dead_letters: Arc<DeadLetterSettings>,
-    /// Where every queue's task reports its events (see [`events`](super::events)).
-    pub events: EventSink,
-    /// The memory limits every queue keeps to (the broker's is shared).
-    pub memory: MemoryLimits,
     /// Messages published per topic, for the statistics.
     pub topic_counters: TopicCounters,
-    /// Every destination's policy.
-    pub policies: Arc<Policies>,
-    /// Where stored queues spill non-persistent messages beyond their memory limits (none
-    /// for a broker without a data directory).
-    pub temp_store: Option<Arc<TempStore>>,
     /// Some policy removes inactive destinations (see [`gc`](super::gc)).
     pub collects_garbage: bool,
     /// Queues created from now on read their first window in their own task, not under the
@@ -101,13 +86,13 @@ impl Registry {
     pub fn queue(
         &mut self,
         name: &Arc<str>,
-        store: &Arc<dyn MessageStore>,
+        factory: &QueueFactory,
     ) -> Result<(QueueHandle, bool), StoreError> {
         if let Some(handle) = self.queues.get(name) {
             return Ok((handle.clone(), false));
         }
         let key = QueueKey::destination(Destination::queue(name.clone()));
-        let handle = self.spawn_queue(key, true, store)?;
+        let handle = self.spawn_queue(key, true, factory)?;
         for attachment in self.consumers.values_mut() {
             for (filter, spec) in &attachment.wildcards {
                 if filter.matches(name) {
@@ -134,83 +119,18 @@ impl Registry {
         self.queues.drain().map(|(_, handle)| handle).collect()
     }
 
-    /// Starts the task of queue `key` with its destination's policy (a subscription's queue
-    /// takes its topic's); `stored`: it keeps persistent messages in the store.
+    /// Starts the task of queue `key` (`stored`: it keeps persistent messages in the store).
     pub fn spawn_queue(
         &mut self,
         key: QueueKey,
         stored: bool,
-        store: &Arc<dyn MessageStore>,
+        factory: &QueueFactory,
     ) -> Result<QueueHandle, StoreError> {
-        let policy = self.policies.for_destination(&key.destination);
-        let dead_letters = policy.dead_letters.clone().unwrap_or_else(|| self.dead_letters.clone());
-        let limits = self.memory.with_destination_limit(policy.memory_limit);
-        let events = self.events.clone();
         let first_window = match self.loads_in_task {
             true => queue::FirstWindow::InTask,
             false => queue::FirstWindow::Now(&mut self.audit),
         };
-        let temp_store = self.temp_store.clone();
-        queue::spawn(
-            key,
-            stored,
-            store.clone(),
-            dead_letters,
-            limits,
-            policy,
-            events,
-            first_window,
-            temp_store,
-        )
-    }
-
-    /// Keeps `message` (just published to `topic`) for retroactive subscribers, as the topic's
-    /// subscription recovery policy says.
-    pub fn remember_recent(&mut self, topic: &Destination, message: &Arc<Message>) {
-        let (now, now_millis) = (tokio::time::Instant::now(), now_millis());
-        let buffer = match self.recent.get_mut(topic) {
-            Some(buffer) => buffer,
-            None => {
-                // Looked up once per topic, and again per send only for topics that keep
-                // nothing (which then cost no allocation).
-                let policy = self.policies.for_destination(topic);
-                let ceiling = self.memory.with_destination_limit(policy.memory_limit);
-                let Some(buffer) =
-                    RecoveryBuffer::new(policy.subscription_recovery, ceiling.destination_limit())
-                else {
-                    return;
-                };
-                self.recent.entry(topic.clone()).or_insert(buffer)
-            }
-        };
-        let before = buffer.bytes();
-        buffer.push(message.clone(), now, now_millis);
-        self.memory.account_elsewhere(before, buffer.bytes());
-    }
-
-    /// The recent messages of every topic `filter` matches (temporary topics only for a
-    /// `temporary` subscription), oldest first per topic.
-    pub fn recent_of(&mut self, filter: &DestinationFilter, temporary: bool) -> Vec<Arc<Message>> {
-        let (now, now_millis) = (tokio::time::Instant::now(), now_millis());
-        let mut recent = Vec::new();
-        for (topic, buffer) in &mut self.recent {
-            if (topic.kind == DestinationKind::TempTopic) != temporary
-                || !filter.matches(&topic.name)
-            {
-                continue;
-            }
-            let before = buffer.bytes();
-            recent.extend(buffer.recover(now, now_millis).cloned());
-            self.memory.account_elsewhere(before, buffer.bytes());
-        }
-        recent
-    }
-
-    /// Forgets a topic's recent messages (the topic is gone).
-    pub fn forget_recent(&mut self, topic: &Destination) {
-        if let Some(buffer) = self.recent.remove(topic) {
-            self.memory.account_elsewhere(buffer.bytes(), 0);
-        }
+        factory.spawn(key, stored, first_window)
     }
 
     /// Every queue `message`, sent to topic `topic`, lands in: matching subscriptions whose
@@ -295,9 +215,9 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
+    use store::{MemoryStore, MessageId, PropertyValue};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    use store::{MemoryStore, MessageId, PropertyValue};
 
     use super::*;
     use crate::core::selector::Selector;
@@ -349,13 +269,21 @@ mod tests {
         vec![rule("a.>", "Consumer.*."), rule("b", "VirtualQueueConsumer.*.")]
     }
 
-    fn registry(rules: &[VirtualTopicRule]) -> (Registry, Arc<dyn MessageStore>) {
+    fn registry(rules: &[VirtualTopicRule]) -> (Registry, QueueFactory) {
         let registry =
             Registry { virtual_consumers: VirtualConsumers::new(rules), ..Default::default() };
-        (registry, Arc::new(MemoryStore::new()))
+        let factory = QueueFactory {
+            store: Arc::new(MemoryStore::new()),
+            dead_letters: Arc::default(),
+            memory: Default::default(),
+            policies: Arc::default(),
+            events: Default::default(),
+            temp_store: None,
+        };
+        (registry, factory)
     }
 
-    fn subscriber(registry: &mut Registry, store: &Arc<dyn MessageStore>, n: u64) -> QueueHandle {
+    fn subscriber(registry: &mut Registry, factory: &QueueFactory, n: u64) -> QueueHandle {
         let key = QueueKey {
             destination: Destination::topic("t"),
             subscription: Some(SubscriptionKey {
@@ -363,7 +291,7 @@ mod tests {
                 name: format!("s{n}").into(),
             }),
         };
-        registry.spawn_queue(key, false, store).expect("the queue starts")
+        registry.spawn_queue(key, false, factory).expect("the queue starts")
     }
 
     fn message(topic: &str, x: i32) -> Message {
@@ -386,7 +314,7 @@ mod tests {
             parts.join(".")
         };
         let rules = rules();
-        let (mut registry, store) = registry(&rules);
+        let (mut registry, factory) = registry(&rules);
         let mut rng = StdRng::seed_from_u64(19);
         let selectors = [None, Some("x = 1"), Some("x > 1")];
         let mut queues = Vec::new();
@@ -396,7 +324,7 @@ mod tests {
         for n in 0..400 {
             match rng.gen_range(0..10) {
                 0..=5 => {
-                    let queue = subscriber(&mut registry, &store, n);
+                    let queue = subscriber(&mut registry, &factory, n);
                     for _ in 0..rng.gen_range(1..=2) {
                         let selector = selectors[rng.gen_range(0..selectors.len())];
                         registry.topic_subscriptions.insert(TopicSubscription {
@@ -413,7 +341,7 @@ mod tests {
                     let prefix = ["Consumer.", "VirtualQueueConsumer.", ""][rng.gen_range(0..3)];
                     let group = ["A", "B", "*"][rng.gen_range(0..3)];
                     let name = format!("{prefix}{group}.{}", random_name(&mut rng, false));
-                    registry.queue(&name.into(), &store).expect("the queue starts");
+                    registry.queue(&name.into(), &factory).expect("the queue starts");
                 }
                 8 if !queues.is_empty() => {
                     let queue = queues.swap_remove(rng.gen_range(0..queues.len()));
@@ -447,7 +375,7 @@ mod tests {
                 assert_eq!(keys(&routed(&registry, None)), keys(&expected), "{topic}");
                 assert_eq!(keys(&routed(&registry, verdicts.as_ref())), keys(&expected));
                 // Subscriptions come after the verdicts: theirs are evaluated in the route.
-                let queue = subscriber(&mut registry, &store, 1000 + n);
+                let queue = subscriber(&mut registry, &factory, 1000 + n);
                 registry.topic_subscriptions.insert(TopicSubscription {
                     filter: DestinationFilter::new(&topic),
                     queue: queue.clone(),
@@ -468,9 +396,9 @@ mod tests {
     /// a durable reattach's no-local reaches each, and the rest stay indexed.
     #[tokio::test]
     async fn subscriptions_are_kept_by_their_queue() {
-        let (mut registry, store) = registry(&[]);
+        let (mut registry, factory) = registry(&[]);
         let (composite, other) =
-            (subscriber(&mut registry, &store, 1), subscriber(&mut registry, &store, 2));
+            (subscriber(&mut registry, &factory, 1), subscriber(&mut registry, &factory, 2));
         let subscribe = |registry: &mut Registry, pattern: &str, queue: &QueueHandle| {
             registry.topic_subscriptions.insert(TopicSubscription {
                 filter: DestinationFilter::new(pattern),
@@ -523,9 +451,9 @@ mod tests {
             name: DestinationFilter::new("VirtualTopic.>"),
             prefix: "Consumer.*.".to_owned(),
         }];
-        let (mut registry, store) = registry(&rules);
+        let (mut registry, factory) = registry(&rules);
         for n in 0..10_000u64 {
-            let queue = subscriber(&mut registry, &store, n);
+            let queue = subscriber(&mut registry, &factory, n);
             let pattern = match n % 10 {
                 0 => format!("PRICES.{}.>", n % 100),
                 1 => format!("PRICES.*.STOCK{n}"),
@@ -541,7 +469,7 @@ mod tests {
         }
         for n in 0..1_000 {
             let name: Arc<str> = format!("Consumer.{}.VirtualTopic.Q{}", n % 10, n / 10).into();
-            registry.queue(&name, &store).expect("the queue starts");
+            registry.queue(&name, &factory).expect("the queue starts");
         }
         let message = message("PRICES.42.STOCK4242", 1);
         let time = |route: &dyn Fn(&str) -> Vec<QueueHandle>, topic: &str| {

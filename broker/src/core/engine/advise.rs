@@ -116,7 +116,7 @@ impl Core {
         message: &Message,
     ) {
         if message.is_persistent()
-            || !registry.policies.for_destination(destination).advisories.no_consumers
+            || !self.settings.policies.for_destination(destination).advisories.no_consumers
         {
             return;
         }

@@ -81,7 +81,8 @@ impl Core {
         let mut registry = self.registry.lock();
         for (name, queue) in &registry.queues {
             let destination = Destination::queue(name.clone());
-            let Some(after) = registry.policies.for_destination(&destination).gc_inactive_after
+            let Some(after) =
+                self.settings.policies.for_destination(&destination).gc_inactive_after
             else {
                 continue;
             };
@@ -101,7 +102,8 @@ impl Core {
         topics.retain(|name, _| published.iter().any(|(known, _)| known == name));
         for (name, count) in published {
             let destination = Destination::topic(name.clone());
-            let Some(after) = registry.policies.for_destination(&destination).gc_inactive_after
+            let Some(after) =
+                self.settings.policies.for_destination(&destination).gc_inactive_after
             else {
                 continue;
             };
@@ -120,7 +122,7 @@ impl Core {
         for topic in inactive {
             topics.remove(&topic.name);
             registry.topic_counters.forget(&topic.name);
-            registry.forget_recent(&topic);
+            registry.recent.forget(&topic);
             self.remove_destination(&mut registry, topic);
         }
     }

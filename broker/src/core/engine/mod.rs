@@ -36,7 +36,10 @@ use crate::core::dead_letter::DeadLetterSettings;
 use crate::core::events::EventSink;
 use crate::core::flow::{self as gates, FlowSettings};
 use crate::core::policy;
-use crate::core::queue::{ConsumerSpec, MemoryLimits, QueueCommand, QueueHandle, QueueStats};
+use crate::core::queue::{
+    ConsumerSpec, MemoryLimits, QueueCommand, QueueFactory, QueueHandle, QueueStats,
+};
+use crate::core::recovery::RecentMessages;
 use crate::core::registry::{Registry, TopicSubscription};
 use crate::core::selector::Selector;
 use crate::core::temp_store::TempStore;
@@ -108,7 +111,9 @@ pub struct SubscribeRequest {
 pub struct Core {
     store: Arc<dyn MessageStore>,
     settings: CoreSettings,
-    /// Shared with the dead-letter task (which holds it weakly).
+    /// What every new queue starts with.
+    factory: QueueFactory,
+    /// The routing table: the one lock, held for lookups and channel pushes only.
     registry: Arc<Mutex<Registry>>,
     /// JMS client ids of connected clients that claimed one, with their connection.
     client_ids: Mutex<std::collections::HashMap<Arc<str>, ConnectionId>>,
@@ -137,12 +142,17 @@ impl Core {
         let recovered = store.recover()?;
         let first_transaction = recovered.prepared.iter().map(|t| t.0 + 1).max().unwrap_or(1);
         let settings_scheduler = settings.scheduler;
-        let dead_letters = Arc::new(settings.dead_letters.clone());
         let (events, observed) = EventSink::new();
-        let memory = settings.memory.clone();
-        let policies = settings.policies.clone();
-        let collects_garbage = gc::sweep_period(&policies).is_some();
-        let temp_store = settings.temp_store.clone();
+        let factory = QueueFactory {
+            store: store.clone(),
+            dead_letters: Arc::new(settings.dead_letters.clone()),
+            memory: settings.memory.clone(),
+            policies: settings.policies.clone(),
+            events,
+            temp_store: settings.temp_store.clone(),
+        };
+        let collects_garbage = gc::sweep_period(&settings.policies).is_some();
+        let recent = RecentMessages::new(settings.policies.clone(), settings.memory.clone());
         let virtual_consumers =
             crate::core::virtual_topics::VirtualConsumers::new(&settings.virtual_topics);
         let core = Arc::new_cyclic(|core| {
@@ -152,13 +162,10 @@ impl Core {
             Core {
                 store,
                 settings,
+                factory,
                 registry: Arc::new(Mutex::new(Registry {
-                    dead_letters,
-                    events,
-                    memory,
-                    policies,
                     collects_garbage,
-                    temp_store,
+                    recent,
                     virtual_consumers,
                     ..Registry::default()
                 })),
@@ -182,13 +189,13 @@ impl Core {
             for destination in &recovered.destinations {
                 // The scheduler's store queue holds jobs, not a destination's messages.
                 if destination.kind.is_queue() && *destination != scheduler_queue.destination {
-                    let (handle, _) = registry.queue(&destination.name, &core.store)?;
+                    let (handle, _) = registry.queue(&destination.name, &core.factory)?;
                     messages += core.store.count(&handle.key)?;
                 }
             }
             let (queues, subscriptions) = (registry.queues.len(), recovered.subscriptions.len());
             for info in recovered.subscriptions {
-                let handle = registry.spawn_queue(info.queue(), true, &core.store)?;
+                let handle = registry.spawn_queue(info.queue(), true, &core.factory)?;
                 let selector = match Selector::parse_optional(info.selector.as_deref()) {
                     Ok(selector) => selector.map(Arc::new),
                     Err(error) => {
@@ -356,10 +363,7 @@ impl Core {
         }
         registry.durable.clear();
         registry.consumers.clear();
-        let topics: Vec<Destination> = registry.recent.keys().cloned().collect();
-        for topic in &topics {
-            registry.forget_recent(topic);
-        }
+        registry.recent.forget_all();
         if let Some(scheduler) = &self.scheduler {
             scheduler.handle.stop();
         }

@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use store::{MessageId, MessageStore, Operation, PageKey, PropertyValue, UnitOfWork};
+use store::{MessageId, Operation, PageKey, PropertyValue, UnitOfWork};
 use tokio::sync::mpsc;
 
 use super::{advise, Core};
@@ -23,7 +23,7 @@ use crate::core::advisory::{
 };
 use crate::core::dead_letter::{copy_of, verdict, Cause, DeadLetter, Verdict};
 use crate::core::events::QueueEvent;
-use crate::core::queue::stage;
+use crate::core::queue::{stage, QueueFactory};
 use crate::core::registry::Registry;
 use crate::core::slow::ConsumerNotice;
 use crate::core::types::{ConsumerId, ADVISORY_DESTINATION, ADVISORY_OPERATION};
@@ -103,7 +103,7 @@ impl Core {
             }
             QueueEvent::DeadLettered(letter) => {
                 let mut registry = self.registry.lock();
-                dead_letter(&mut registry, &self.store, ids, letter);
+                dead_letter(&mut registry, &self.factory, ids, letter);
             }
             QueueEvent::Loaded { messages } => {
                 let mut registry = self.registry.lock();
@@ -179,10 +179,11 @@ fn publish_about(
 /// Moves a dead letter to its dead-letter queue, or drops it, as its settings say.
 fn dead_letter(
     registry: &mut Registry,
-    store: &Arc<dyn MessageStore>,
+    factory: &QueueFactory,
     ids: &AtomicU64,
     letter: DeadLetter,
 ) {
+    let store = &factory.store;
     let DeadLetter { queue: from, stored, message, cause, settings } = letter;
     let ack = (stored && message.is_persistent()).then(|| Operation::Ack {
         queue: (*from).clone(),
@@ -206,7 +207,7 @@ fn dead_letter(
     };
     // Declared before the copy is stored, and the copy announced, so that a new queue's task
     // does not load the copy and also get it enqueued.
-    let (handle, created) = match registry.queue(&queue.name, store) {
+    let (handle, created) = match registry.queue(&queue.name, factory) {
         Ok(found) => found,
         Err(error) => {
             tracing::error!(%error, id = %message.message_id, "cannot open dead-letter queue {queue}; the message stays stored where it was");

@@ -131,7 +131,7 @@ impl Core {
                         return Err(CoreError::NoSuchTemporary(part.to_string()));
                     }
                     if publish {
-                        registry.remember_recent(&part, message);
+                        registry.recent.remember(&part, message);
                         if !temporary {
                             registry.topic_counters.published(&part.name);
                         }
@@ -209,7 +209,7 @@ impl Core {
         name: &Arc<str>,
     ) -> Result<QueueHandle, CoreError> {
         self.room_for_queue(registry, name)?;
-        let (handle, created) = registry.queue(name, &self.store)?;
+        let (handle, created) = registry.queue(name, &self.factory)?;
         if created {
             self.advise_queue_created(registry, name);
             // Not awaited: a later unit (an add) is applied after it, and a queue lost in a

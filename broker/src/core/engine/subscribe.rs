@@ -112,7 +112,7 @@ impl Core {
                     name: format!("consumer-{}", consumer.0).into(),
                 }),
             };
-            let queue = registry.spawn_queue(key, false, &self.store)?;
+            let queue = registry.spawn_queue(key, false, &self.factory)?;
             for (filter, temporary) in topics {
                 if retroactive {
                     replay_recent(
@@ -192,7 +192,7 @@ impl Core {
             selector: selector.as_ref().map(|s| Arc::from(s.text())),
             no_local: no_local.is_some(),
         };
-        let queue = registry.spawn_queue(info.queue(), true, &self.store)?;
+        let queue = registry.spawn_queue(info.queue(), true, &self.factory)?;
         // Not awaited, like a queue declaration: the subscription's first add comes after it.
         drop(self.store.submit(UnitOfWork::with(Operation::AddSubscription(info))));
         registry.topic_subscriptions.insert(TopicSubscription {
@@ -389,7 +389,7 @@ pub(super) fn replay_recent(
     selector: Option<&Selector>,
     queue: &QueueHandle,
 ) {
-    let mut recent = registry.recent_of(filter, temporary);
+    let mut recent = registry.recent.of(filter, temporary);
     recent.retain(|message| selector.iter().all(|selector| selector.matches(message)));
     if !recent.is_empty() {
         queue.send(QueueCommand::Enqueue(recent));

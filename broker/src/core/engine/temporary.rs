@@ -28,7 +28,7 @@ impl Core {
             DestinationKind::TempQueue => Some(registry.spawn_queue(
                 QueueKey::destination(destination.clone()),
                 false,
-                &self.store,
+                &self.factory,
             )?),
             DestinationKind::TempTopic => None,
             _ => return Err(CoreError::NotTemporary(destination.to_string())),
@@ -78,7 +78,7 @@ impl Core {
                 queue.send(QueueCommand::Stop);
             }
             registry.audit.forget(destination);
-            registry.forget_recent(destination);
+            registry.recent.forget(destination);
             self.advise(registry, destination, "remove");
         }
     }

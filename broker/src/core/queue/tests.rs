@@ -20,7 +20,7 @@ use tokio::time::advance;
 
 use super::{
     now_millis, spawn, stage, ConsumerSpec, Delivery, FirstWindow, MemoryLimits, QueueCommand,
-    QueueHandle,
+    QueueHandle, Surroundings,
 };
 use crate::core::audit::ProducerAudit;
 use crate::core::dead_letter::{Cause, DeadLetterSettings};
@@ -52,18 +52,16 @@ fn start(
 ) -> (Started, mpsc::UnboundedReceiver<QueueEvent>) {
     let (events, received) = EventSink::new();
     let store: Arc<dyn MessageStore> = Arc::new(MemoryStore::new());
-    let queue = spawn(
-        key(),
-        true,
-        store.clone(),
-        Arc::new(dead_letters),
-        MemoryLimits::default(),
-        Arc::new(policy),
+    let surroundings = Surroundings {
+        store: store.clone(),
+        dead_letters: Arc::new(dead_letters),
+        limits: MemoryLimits::default(),
+        policy: Arc::new(policy),
         events,
-        FirstWindow::Now(&mut ProducerAudit::default()),
-        None,
-    )
-    .expect("the queue starts");
+        temp_store: None,
+    };
+    let queue = spawn(key(), true, surroundings, FirstWindow::Now(&mut ProducerAudit::default()))
+        .expect("the queue starts");
     (Started { queue, store }, received)
 }
 

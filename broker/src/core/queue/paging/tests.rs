@@ -6,7 +6,9 @@ use store::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::super::{spawn, Arrival, ConsumerSpec, Delivery, FirstWindow, QueueHandle};
+use super::super::{
+    spawn, Arrival, ConsumerSpec, Delivery, FirstWindow, QueueHandle, Surroundings,
+};
 use super::*;
 use crate::core::dead_letter::DeadLetterSettings;
 use crate::core::types::{AckMode, ConsumerId};
@@ -43,18 +45,10 @@ fn start(store: &Arc<MemoryStore>, limit: u64) -> QueueHandle {
     let limits = MemoryLimits::new(limit, 1 << 30);
     let policy = Arc::default();
     let audit = &mut ProducerAudit::default();
-    spawn(
-        key(),
-        true,
-        store,
-        dead_letters,
-        limits,
-        policy,
-        Default::default(),
-        FirstWindow::Now(audit),
-        None,
-    )
-    .expect("the queue starts")
+    let events = Default::default();
+    let surroundings =
+        Surroundings { store, dead_letters, limits, policy, events, temp_store: None };
+    spawn(key(), true, surroundings, FirstWindow::Now(audit)).expect("the queue starts")
 }
 
 /// A queue like [`start`]'s that spills non-persistent messages to `temp`.
@@ -69,18 +63,10 @@ fn start_spilling(
     let audit = &mut ProducerAudit::default();
     let temp = Arc::new(TempStore::new(0, Box::new(move || Ok(temp.clone()))));
     let events = Default::default();
-    spawn(
-        key(),
-        true,
-        store,
-        dead_letters,
-        limits,
-        Arc::default(),
-        events,
-        FirstWindow::Now(audit),
-        Some(temp),
-    )
-    .expect("the queue starts")
+    let policy = Arc::default();
+    let temp_store = Some(temp);
+    let surroundings = Surroundings { store, dead_letters, limits, policy, events, temp_store };
+    spawn(key(), true, surroundings, FirstWindow::Now(audit)).expect("the queue starts")
 }
 
 fn non_persistent(id: u64, priority: u8) -> Arc<Message> {
