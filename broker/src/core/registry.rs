@@ -215,9 +215,9 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
-    use store::{MemoryStore, MessageId, PropertyValue};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+    use store::{MemoryStore, MessageId, PropertyValue};
 
     use super::*;
     use crate::core::selector::Selector;
