@@ -235,8 +235,8 @@ impl Protocol for Connection {
     /// The client's heart-beat interval with the grace, for ever once connected without
     /// heart-beats, and the connect timeout before CONNECT.
     fn read_deadline(&self, now: Instant) -> Option<Instant> {
-        (self.connected || self.read_timeout.is_some())
-            .then(|| driver::silence_deadline(now, self.read_timeout))
+        // Heart-beats are negotiated by CONNECT: no read timeout before it.
+        self.connected.then(|| driver::silence_deadline(now, self.read_timeout))
     }
 
     fn on_silence(&mut self) {
