@@ -12,6 +12,11 @@ mod cli;
 /// with v3 the 2,000,000-message paging benchmark held 50-70 MiB of freed memory on top of
 /// the live heap (peak RSS 195 MiB), with v2 about 20 MiB (155 MiB). The option cannot be
 /// set from here without `unsafe` (it is read from the environment when the process starts).
+///
+/// Built with `no_thp`: mimalloc no longer asks for transparent huge pages on its arenas. A
+/// huge page is zeroed in full (2 MiB) the first time it is touched, and memory given back
+/// after 10 ms and touched again was zeroed again and again: `clear_page_erms` under
+/// `do_huge_pmd_anonymous_page` took 15-36% of the broker's CPU in S1 (non-persistent 1+1).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -29,8 +29,10 @@
 //! groups.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
+use rustc_hash::FxHasher;
 use store::{Completion, Message, MessageId, MessageStore, PageKey, QueueKey, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -58,6 +60,11 @@ pub use handle::{QueueHandle, QueueShared};
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
 use paging::Paging;
+
+/// A map keyed by message id, hashed with FxHash: ids are the broker's own sequence (no
+/// client picks them), and a consumer's in-flight map is looked up on every delivery and ack,
+/// where SipHash was a visible share of the queue task's time.
+pub(crate) type MessageMap<V> = HashMap<MessageId, V, BuildHasherDefault<FxHasher>>;
 
 /// A message handed to a consumer.
 #[derive(Debug, Clone)]
@@ -250,7 +257,7 @@ pub struct QueueStats {
 
 struct Consumer {
     spec: ConsumerSpec,
-    in_flight: HashMap<MessageId, QueuedMessage>,
+    in_flight: MessageMap<QueuedMessage>,
     /// In-flight messages that do not use credit ([`QueuedMessage::releases_credit`]):
     /// acknowledged in an open transaction, or consumed by the application and awaiting a
     /// later acknowledgement (how a client-acknowledge or transacted consumer gets more than
@@ -327,7 +334,7 @@ struct Queue {
     next_consumer: usize,
     /// Messages acknowledged in a transaction by a consumer that has gone since: they wait
     /// here for the transaction's end.
-    awaiting_transaction: HashMap<MessageId, QueuedMessage>,
+    awaiting_transaction: MessageMap<QueuedMessage>,
     acked: u64,
     /// The other counters of [`QueueStats`]: plain fields, since only this task touches them.
     enqueued: u64,
@@ -435,14 +442,14 @@ fn spawn(
     let discards = !stored && key.subscription.is_some() && policy.pending_message_limit.is_some();
     let spills = !discards;
     let (tx, rx) = mpsc::unbounded_channel();
-    let handle = QueueHandle::new(key, stored, tx);
+    let handle = QueueHandle::new(key, stored, tx, limits.blocked_queues_counter());
     let mut queue = Queue {
         handle: handle.clone(),
         store,
         ready: BTreeMap::new(),
         consumers: Vec::new(),
         next_consumer: 0,
-        awaiting_transaction: HashMap::new(),
+        awaiting_transaction: MessageMap::default(),
         acked: 0,
         enqueued: 0,
         expired: 0,
@@ -522,7 +529,7 @@ impl Queue {
             };
             match command {
                 QueueCommand::Enqueue(messages) => {
-                    let bytes = messages.iter().map(|m| m.memory_size()).sum::<usize>();
+                    let bytes = handle::inbox_bytes(&messages);
                     self.handle.inbox.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
                     self.arrived(&messages);
                     for message in messages {
@@ -538,7 +545,7 @@ impl Queue {
                 QueueCommand::Subscribe(spec) => {
                     self.consumers.push(Consumer {
                         spec,
-                        in_flight: HashMap::new(),
+                        in_flight: MessageMap::default(),
                         released: 0,
                         pulls: 0,
                         scanned: None,

@@ -160,21 +160,23 @@ pub(crate) fn message_from(m: &ow::Message, id: MessageId) -> Result<Message, Wi
         out.properties.insert(name.into(), property_from(value));
     }
     let content = m.uncompressed_content(DEFAULT_MAX_INFLATED_SIZE)?;
+    // The content may be a slice of the frame the client sent, which would pin the whole
+    // read buffer while the message is queued: kept as a copy of its own. A text is decoded
+    // into a buffer of its own already.
+    let content = || Bytes::copy_from_slice(&content.unwrap_or_default());
     let (kind, body, encoding) = match m.body_type {
         ow::MessageType::Text => match m.text()? {
             Some(text) => (BodyKind::Text, Bytes::from(text.into_bytes()), ""),
             None => (BodyKind::Text, Bytes::new(), NULL_TEXT),
         },
-        ow::MessageType::Bytes => (BodyKind::Bytes, content.unwrap_or_default(), ""),
-        ow::MessageType::Object => (BodyKind::Object, content.unwrap_or_default(), ""),
-        ow::MessageType::Map => (BodyKind::Map, content.unwrap_or_default(), OPENWIRE_ENCODING),
-        ow::MessageType::Stream => {
-            (BodyKind::Stream, content.unwrap_or_default(), OPENWIRE_ENCODING)
-        }
+        ow::MessageType::Bytes => (BodyKind::Bytes, content(), ""),
+        ow::MessageType::Object => (BodyKind::Object, content(), ""),
+        ow::MessageType::Map => (BodyKind::Map, content(), OPENWIRE_ENCODING),
+        ow::MessageType::Stream => (BodyKind::Stream, content(), OPENWIRE_ENCODING),
         ow::MessageType::Message | ow::MessageType::Blob => (BodyKind::None, Bytes::new(), ""),
     };
     out.body_kind = kind;
-    out.body = Bytes::copy_from_slice(&body);
+    out.body = body;
     out.body_encoding = Arc::from(encoding);
     Ok(out)
 }

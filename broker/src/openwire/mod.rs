@@ -248,6 +248,16 @@ impl Protocol for Connection {
         Parts::of(&mut self.session, &self.output, &mut self.held, &mut self.authenticating, work)
     }
 
+    /// A connection that holds all the sends it may and has no consumers stops reading, so
+    /// that TCP paces its producers (ActiveMQ blocks the connection's transport thread the
+    /// same way). Asynchronous sends without a producer window have no other brake: forcing
+    /// them past the limit let a fast non-persistent producer grow its queue by hundreds of
+    /// MB into the temporary store. A connection with consumers keeps reading, since their
+    /// acks may be what drains the destination its sends wait for.
+    fn reading_paused(&self) -> bool {
+        self.held.is_full() && self.consumers.is_empty()
+    }
+
     fn on_input(&mut self, buffer: &mut BytesMut) -> Step {
         let handled = self.handle_input(buffer);
         self.step(handled)
@@ -423,8 +433,10 @@ impl Connection {
     }
 
     fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<Flow, WireError> {
-        // While a login is checked, what follows the ConnectionInfo waits in the buffer.
-        while !self.authenticating.is_pending() {
+        // While a login is checked, what follows the ConnectionInfo waits in the buffer; so
+        // do the commands behind a send that filled the held sends (the driver hands them
+        // over again once the pause lifts).
+        while !self.authenticating.is_pending() && !self.reading_paused() {
             let Some(command) = self.codec.decode(buffer)? else { break };
             if self.format.is_none() {
                 let Command::WireFormatInfo(remote) = command else {

@@ -84,7 +84,9 @@ pub(crate) trait Protocol {
     ) -> Parts<'_, Self::Login, Self::HeldKey, Self::Held, impl Future<Output = Self::Work> + Send>;
 
     /// Whether the protocol stops reading for now, beyond a login being checked (STOMP's
-    /// pause while it holds all the sends it may).
+    /// and OpenWire's pause while they hold all the sends they may). A protocol that stops
+    /// decoding the buffer as well is handed what remains in it once a held send was
+    /// admitted and the pause is over.
     fn reading_paused(&self) -> bool {
         false
     }
@@ -213,7 +215,15 @@ pub(crate) async fn run<P, R>(
             Event::Notice(notice) => protocol.on_notice(notice),
             Event::Admitted(admitted) => {
                 protocol.on_admitted(admitted);
-                Step::Continue
+                if !buffer.is_empty() && !protocol.reading_paused() {
+                    // A pause may have left whole commands in the buffer: decode them now,
+                    // since no read may come to wake them.
+                    let step = protocol.on_input(buffer.bytes());
+                    buffer.decoded();
+                    step
+                } else {
+                    Step::Continue
+                }
             }
             Event::Work(work) => protocol.on_work(work),
             Event::Deadline => {

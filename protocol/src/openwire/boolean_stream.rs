@@ -21,6 +21,12 @@ pub(crate) struct BitWriter {
 }
 
 impl BitWriter {
+    /// Empties it, keeping its buffer for the next command.
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.bit = 0;
+    }
+
     /// Appends one boolean.
     pub(crate) fn push(&mut self, value: bool) {
         if self.bit == 0 {

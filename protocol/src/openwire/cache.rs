@@ -7,7 +7,7 @@
 //! entries are evicted until 100 slots are free; `null` is a cacheable value) so that our
 //! bytes match what a Java peer would write for the same commands.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::commands::DataStructure;
 use super::error::WireError;
@@ -29,7 +29,7 @@ pub(crate) struct EncodeCache {
     /// The slots handed out so far (they grow up to `size`, one by one: a connection that
     /// caches a few ids holds a few slots, not a thousand).
     slots: Vec<CacheValue>,
-    index: HashMap<CacheValue, i16>,
+    index: FxHashMap<CacheValue, i16>,
     next: usize,
     next_eviction: usize,
     /// Additions of the command being encoded (slot, what the slot held, key indexed), so
@@ -45,7 +45,7 @@ impl EncodeCache {
         EncodeCache {
             size,
             slots: Vec::new(),
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             next: 0,
             next_eviction: 0,
             journal: Vec::new(),

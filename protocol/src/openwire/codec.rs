@@ -6,7 +6,7 @@ use super::cache::{DecodeCache, EncodeCache};
 use super::commands::{data_type, Command, DataStructure, WireFormatInfo};
 use super::error::WireError;
 use super::format::WireFormat;
-use super::marshal::{Decoder, Encoder};
+use super::marshal::{Decoder, EncodeBuffers, Encoder};
 use super::primitives::Reader;
 use crate::openwire::boolean_stream::BitReader;
 
@@ -31,6 +31,8 @@ pub struct Codec {
     format: Option<WireFormat>,
     encode_cache: Option<EncodeCache>,
     decode_cache: Option<DecodeCache>,
+    /// The encoder's scratch space, reused from one command to the next.
+    encode_buffers: EncodeBuffers,
 }
 
 /// The settings a frame is read or written with.
@@ -46,7 +48,13 @@ struct Settings {
 impl Codec {
     /// A pre-negotiation codec that refuses frames larger than `max_frame_size` bytes.
     pub fn new(max_frame_size: usize) -> Codec {
-        Codec { max_frame_size, format: None, encode_cache: None, decode_cache: None }
+        Codec {
+            max_frame_size,
+            format: None,
+            encode_cache: None,
+            decode_cache: None,
+            encode_buffers: EncodeBuffers::default(),
+        }
     }
 
     /// A codec already switched to `format` (for tests and tools that skip negotiation).
@@ -215,7 +223,9 @@ impl Codec {
             cache.sweep();
             cache.begin();
         }
-        let mut e = Encoder::new(s.version, s.tight, s.stack_trace, cache);
+        let buffers = std::mem::take(&mut self.encode_buffers);
+        let start = dst.len();
+        let mut e = Encoder::reusing(s.version, s.tight, s.stack_trace, cache, buffers);
         let result = command.write_fields(&mut e).and_then(|()| {
             let bits = if s.tight { e.bits.encoded_len() } else { 0 };
             let size = 1 + bits + e.body.len();
@@ -224,29 +234,26 @@ impl Codec {
             }
             let size = i32::try_from(size)
                 .map_err(|_| WireError::FrameTooLarge { size: size as u64, max: limit })?;
-            let mut frame = BytesMut::with_capacity(5 + bits + e.body.len());
+            // Straight into `dst`, which is sized once: the frame is known in full here.
+            dst.reserve(5 + bits + e.body.len());
             if s.size_prefix {
-                frame.put_i32(size);
+                dst.put_i32(size);
             }
-            frame.put_u8(data_type);
+            dst.put_u8(data_type);
             if s.tight {
-                e.bits.write_to(&mut frame)?;
+                e.bits.write_to(dst)?;
             }
-            frame.put_slice(&e.body);
-            Ok(frame)
+            dst.put_slice(&e.body);
+            Ok(())
         });
-        match result {
-            Ok(frame) => {
-                dst.extend_from_slice(&frame);
-                Ok(())
-            }
-            Err(err) => {
-                if let Some(cache) = self.encode_cache.as_mut().filter(|_| s.negotiated) {
-                    cache.rollback();
-                }
-                Err(err)
+        self.encode_buffers = e.into_buffers();
+        if result.is_err() {
+            dst.truncate(start);
+            if let Some(cache) = self.encode_cache.as_mut().filter(|_| s.negotiated) {
+                cache.rollback();
             }
         }
+        result
     }
 
     /// Encodes `command` into a new buffer.

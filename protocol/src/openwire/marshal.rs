@@ -72,6 +72,16 @@ impl<T: WireObject> WireObject for Box<T> {
     }
 }
 
+/// The largest encoding buffer a codec keeps between commands.
+const KEPT_BODY_CAPACITY: usize = 64 << 10;
+
+/// The scratch space of an [`Encoder`], kept by the codec between commands.
+#[derive(Debug, Default)]
+pub(crate) struct EncodeBuffers {
+    bits: BitWriter,
+    body: Vec<u8>,
+}
+
 /// Encodes the fields of one frame.
 pub(crate) struct Encoder<'a> {
     /// The negotiated protocol version.
@@ -85,21 +95,33 @@ pub(crate) struct Encoder<'a> {
 }
 
 impl<'a> Encoder<'a> {
-    pub(crate) fn new(
+    /// An encoder writing into `buffers` (emptied first), so that a codec encoding one
+    /// command after another allocates its scratch space once, not on every command.
+    pub(crate) fn reusing(
         version: u32,
         tight: bool,
         stack_trace: bool,
         cache: Option<&'a mut EncodeCache>,
+        mut buffers: EncodeBuffers,
     ) -> Encoder<'a> {
+        buffers.bits.clear();
+        buffers.body.clear();
         Encoder {
             version,
             tight,
             stack_trace,
             cache,
-            bits: BitWriter::default(),
-            body: Vec::new(),
+            bits: buffers.bits,
+            body: buffers.body,
             depth: 0,
         }
+    }
+
+    /// The buffers back, for the next command; a body grown past [`KEPT_BODY_CAPACITY`] by
+    /// one large message is let go rather than held by the connection for good.
+    pub(crate) fn into_buffers(self) -> EncodeBuffers {
+        let body = if self.body.capacity() > KEPT_BODY_CAPACITY { Vec::new() } else { self.body };
+        EncodeBuffers { bits: self.bits, body }
     }
 
     pub(crate) fn bool(&mut self, v: bool) {

@@ -291,3 +291,77 @@ async fn after_a_restart_spilled_messages_are_gone_and_persistent_ones_remain() 
     broker.shutdown().await;
     Ok(())
 }
+
+/// A fast asynchronous OpenWire producer (non-persistent sends, no producer window: nothing
+/// answers them) is held at the queue's memory limit: its sends close the queue's gate as
+/// soon as they take the queue past it. The gate used to close only once the queue's task had
+/// taken the messages, and the sends that passed meanwhile spilled to the temporary store
+/// (25 MB of these 60 MB). A connection without consumers that holds all the sends it may
+/// also stops reading, so that TCP paces the producer, as ActiveMQ blocks its transport.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asynchronous_openwire_producer_is_paced_instead_of_spilled() -> anyhow::Result<()> {
+    use client::openwire::{
+        Destination, OpenWireClient, OpenWireOptions, OutgoingMessage, SessionMode,
+        SubscribeOptions,
+    };
+    // Far more than the queue's limit, the connection's held sends (16 MiB) and what the
+    // loopback socket buffers take together.
+    const COUNT: usize = 60_000;
+    let data = tempfile::tempdir()?;
+    let broker = start_broker(|config| {
+        spilling_config(config, data.path(), QUEUE_LIMIT);
+        config.transport.connectors = vec![
+            "stomp://127.0.0.1:0".parse().expect("uri"),
+            "tcp://127.0.0.1:0".parse().expect("uri"),
+        ];
+    })
+    .await?;
+    let admin = admin(&broker)?;
+    let addr = broker.openwire_addr().context("an OpenWire connector")?;
+    // Held up for as long as the consumer below needs to start draining.
+    let options = OpenWireOptions { timeout: ARRIVES * 4, ..OpenWireOptions::default() };
+    let producing = OpenWireClient::connect(&addr.ip().to_string(), addr.port(), options).await?;
+    let queue = Destination::queue("paced.async");
+    let producer = tokio::spawn(async move {
+        let session = producing.session(SessionMode::Auto).await?;
+        let producer = session.producer(Some(Destination::queue("paced.async"))).await?;
+        for index in 0..COUNT {
+            producer.send(&OutgoingMessage::text(body(index)).persistent(false)).await?;
+        }
+        anyhow::Ok(producing)
+    });
+    let path = "/api/destinations/queue/paced.async";
+    // The limit counts each message's bookkeeping too (`memory_bytes` does not): half of
+    // it in bodies and headers is close to where the queue's gate closes.
+    wait_until("the queue comes near its memory limit", || async {
+        admin
+            .get_json::<DestinationStats>(path)
+            .await
+            .is_ok_and(|d| d.memory_bytes >= QUEUE_LIMIT / 2)
+    })
+    .await?;
+    let consuming =
+        OpenWireClient::connect(&addr.ip().to_string(), addr.port(), OpenWireOptions::default())
+            .await?;
+    let session = consuming.session(SessionMode::Auto).await?;
+    let mut consumer = session.consumer(SubscribeOptions::new(queue)).await?;
+    // What the queue spills at its limit (as ActiveMQ's cursor spills at its high-water
+    // mark) stays a few MiB; unpaced, the producer's 60 MB went there.
+    let mut most_spilled = 0;
+    for index in 0..COUNT {
+        if index % 1000 == 0 {
+            most_spilled = most_spilled.max(temp_used(&admin).await.unwrap_or(0));
+        }
+        let message = consumer.receive(ARRIVES).await?.context("expected a message")?;
+        let text = message.text().unwrap_or_default();
+        ensure!(text == body(index), "message {index} is {:?}", &text[..text.len().min(6)]);
+    }
+    let producing = producer.await??;
+    producing.close().await?;
+    ensure!(
+        most_spilled < 8 << 20,
+        "the broker spilled {most_spilled} bytes of the producer's messages to the temporary store"
+    );
+    broker.shutdown().await;
+    Ok(())
+}

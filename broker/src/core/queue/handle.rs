@@ -1,9 +1,10 @@
 //! The handle every part of the broker reaches a queue's task through, and the state its
 //! handles share with the task (what is on its way to the queue, its flow-control gate).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use store::QueueKey;
+use store::{Message, QueueKey};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Arriving, QueueCommand, QueueStats};
@@ -31,6 +32,15 @@ pub struct QueueShared {
     /// faster than the task fills its channel; counting these in the flow control gate keeps
     /// that backlog bounded like the messages the queue holds.
     pub(super) inbox: std::sync::atomic::AtomicUsize,
+    /// What the gate counts but the inbox, as the task last counted it, and the limit it
+    /// holds that to (`usize::MAX` without producer flow control): a send whose messages take
+    /// the sum past the limit closes the gate at once. Left to the task alone, the gate
+    /// closed only once the task had taken the messages, and a fast producer's connection
+    /// got thousands of sends past the limit meanwhile (they spilled to the temporary store).
+    pub(super) settled: std::sync::atomic::AtomicUsize,
+    pub(super) flow_limit: std::sync::atomic::AtomicUsize,
+    /// The broker's count of closed queue gates (see [`FlowGate::update`]).
+    blocked_queues: Arc<std::sync::atomic::AtomicUsize>,
     /// Commands sent to the task: compared with those it has taken, it tells the core that
     /// nothing reached an idle queue since it said so (see [`QueueCommand::Retire`]).
     pub(super) sent: std::sync::atomic::AtomicU64,
@@ -45,11 +55,18 @@ impl std::ops::Deref for QueueHandle {
     }
 }
 
+/// What messages on their way to a queue task count in its inbox: what they will count once
+/// the task holds them (see `Paging::pin`).
+pub(super) fn inbox_bytes(messages: &[Arc<Message>]) -> usize {
+    messages.iter().map(|m| m.memory_size() + super::paging::ENTRY_OVERHEAD).sum()
+}
+
 impl QueueHandle {
     pub(super) fn new(
         key: QueueKey,
         stored: bool,
         tx: mpsc::UnboundedSender<QueueCommand>,
+        blocked_queues: Arc<std::sync::atomic::AtomicUsize>,
     ) -> Self {
         QueueHandle(Arc::new(QueueShared {
             key: Arc::new(key),
@@ -57,6 +74,9 @@ impl QueueHandle {
             arriving: Arriving::default(),
             gate: Arc::default(),
             inbox: Default::default(),
+            settled: Default::default(),
+            flow_limit: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            blocked_queues,
             sent: Default::default(),
             tx,
         }))
@@ -64,8 +84,16 @@ impl QueueHandle {
 
     pub(crate) fn send(&self, command: QueueCommand) -> bool {
         if let QueueCommand::Enqueue(messages) = &command {
-            let bytes = messages.iter().map(|m| m.memory_size()).sum::<usize>();
-            self.inbox.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+            let bytes = inbox_bytes(messages);
+            let inbox = self.inbox.fetch_add(bytes, Ordering::Relaxed) + bytes;
+            let used = self.settled.load(Ordering::Relaxed).saturating_add(inbox);
+            if used > self.flow_limit.load(Ordering::Relaxed) {
+                self.gate.update(
+                    used,
+                    self.flow_limit.load(Ordering::Relaxed),
+                    &self.blocked_queues,
+                );
+            }
         }
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.tx.send(command).is_ok()

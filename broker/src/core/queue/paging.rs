@@ -83,13 +83,13 @@
 //! `limits.rs` has the memory limits and their accounting, `spool.rs` the temporary store's
 //! side of spilling, and `tests.rs` the unit tests.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use store::{Message, MessageId, PageKey, QueueKey, StoreError, StoredMessage};
 
-use super::{ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector, TempStore};
+use super::{MessageMap, ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector, TempStore};
 use crate::core::types::off_the_runtime;
 
 mod limits;
@@ -183,7 +183,10 @@ pub(super) struct Paging {
     typical: usize,
     /// Delivery counts of messages given back or evicted while beyond the window (so out of
     /// memory), restored when they are paged in again.
-    returned: HashMap<MessageId, u32>,
+    returned: MessageMap<u32>,
+    /// Whether the flow-control gate was closed when the task last looked (a sender may close
+    /// it between two looks: see `QueueHandle::send`).
+    pub(super) gate_blocked: bool,
     /// A [`QueueCommand::Resume`] is on its way to this queue.
     pub(super) resume_sent: bool,
     /// Where this queue's messages that are not in the store go beyond the window; `None`:
@@ -220,7 +223,8 @@ impl Paging {
             pinned_accounted: 0,
             in_flight_accounted: 0,
             typical: 0,
-            returned: HashMap::new(),
+            returned: MessageMap::default(),
+            gate_blocked: false,
             resume_sent: false,
             spool: temp.map(|temp| Spool {
                 key: temp.spool_key(key),

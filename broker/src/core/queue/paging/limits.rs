@@ -28,7 +28,7 @@ pub(super) struct BrokerMemory {
     /// Closed while `pinned` is over the limit.
     pub(super) gate: FlowGate,
     /// Queues whose own gate is closed (the send path looks for them only when there are).
-    pub(super) blocked_queues: AtomicUsize,
+    pub(super) blocked_queues: Arc<AtomicUsize>,
     /// Counts the broker's own gate (for [`FlowGate::update`]).
     pub(super) broker_blocked: AtomicUsize,
     /// The part of `used` that is in flight (delivered, not acknowledged), as each queue last
@@ -47,11 +47,16 @@ impl MemoryLimits {
                 limit: bytes(broker),
                 pinned: AtomicUsize::new(0),
                 gate: FlowGate::default(),
-                blocked_queues: AtomicUsize::new(0),
+                blocked_queues: Arc::new(AtomicUsize::new(0)),
                 broker_blocked: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
             }),
         }
+    }
+
+    /// The broker's count of closed queue gates, for a queue's handle.
+    pub(in crate::core::queue) fn blocked_queues_counter(&self) -> Arc<AtomicUsize> {
+        self.broker.blocked_queues.clone()
     }
 
     /// Bytes every queue holds together.
@@ -220,16 +225,24 @@ impl Queue {
         };
         self.paging.pinned_accounted = pinned;
         let spooled = self.paging.spool.as_ref().map_or(0, |spool| spool.bytes);
-        let destination_usage = pinned.saturating_add(spooled).saturating_add(inbox);
+        let settled = pinned.saturating_add(spooled);
+        let destination_usage = settled.saturating_add(inbox);
         // Without producer flow control the destination's own limit never holds a send (the
         // broker's still does).
         let limit = match self.policy.producer_flow_control {
             true => self.paging.limits.destination,
             false => usize::MAX,
         };
-        if self.handle.gate.update(destination_usage, limit, &broker.blocked_queues) {
-            tracing::debug!(queue = ?self.handle.key, blocked = self.handle.gate.is_blocked(),
-                pinned, "producer flow control");
+        // For the senders, which close the gate themselves when what they add to the inbox
+        // takes the queue past its limit (`QueueHandle::send`).
+        self.handle.settled.store(settled, Ordering::Relaxed);
+        self.handle.flow_limit.store(limit, Ordering::Relaxed);
+        self.handle.gate.update(destination_usage, limit, &broker.blocked_queues);
+        // A sender may have closed the gate first: what changed is what the task saw last.
+        let blocked = self.handle.gate.is_blocked();
+        if blocked != self.paging.gate_blocked {
+            self.paging.gate_blocked = blocked;
+            tracing::debug!(queue = ?self.handle.key, blocked, pinned, "producer flow control");
             self.gate_changed();
         }
         broker.gate.update(total, broker.limit, &broker.broker_blocked);
@@ -247,6 +260,8 @@ impl Queue {
             .fetch_sub(self.paging.pinned_accounted, Ordering::Relaxed)
             .saturating_sub(self.paging.pinned_accounted);
         self.paging.pinned_accounted = 0;
+        // No sender may close the gate of a queue that is gone.
+        self.handle.flow_limit.store(usize::MAX, Ordering::Relaxed);
         self.handle.gate.open(&broker.blocked_queues);
         broker.gate.update(total, broker.limit, &broker.broker_blocked);
     }
