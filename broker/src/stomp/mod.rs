@@ -308,8 +308,10 @@ impl Connection {
 
     /// Decodes and handles every complete frame in `buffer`. `Ok(false)` after DISCONNECT.
     fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<bool, Fatal> {
-        // While a login is checked, what follows CONNECT waits in the buffer.
-        while !self.authenticating.is_pending() {
+        // While a login is checked, what follows CONNECT waits in the buffer; so do the
+        // frames behind a SEND that filled the held sends (the driver hands them over again
+        // once the pause lifts).
+        while !self.reading_paused() {
             let Some(decoded) = self.codec.decode(buffer)? else { break };
             let Decoded::Frame(frame) = decoded else { continue };
             if !self.handle_frame(frame)? {
