@@ -14,6 +14,10 @@
 //!   every store (journal, LSM on sled and on RocksDB, SQL on SQLite and on PostgreSQL), with
 //!   the disk's fsync rate measured in the same run; a markdown table and an SVG chart in
 //!   `target/bench-results/`.
+//! - `benches/efficiency.rs`: the broker process's own CPU time (and read/write syscalls) per
+//!   message, ferromq beside Apache ActiveMQ, in `scripts/compare-activemq`'s S1, S2, S3, S5
+//!   and S6, with the clients' CPU, the disk's fsync rate and the loopback round trip of the
+//!   same run, and S2's and S5's share of that physical floor.
 //! - `benches/paging.rs` and `benches/connections.rs`: the `ferromq` binary as its own
 //!   process ([`process::FerromqProcess`]), so that its resident memory is the broker's alone.
 //! - `benches/journal.rs`, `benches/stores.rs`, `benches/sql_stores.rs`: the stores alone,
@@ -22,13 +26,15 @@
 //! The library holds what several benches share: [`process`] (the broker binary as a child
 //! process, on a chosen store, with an AMQP connector when asked), [`s7`] (seed 001's
 //! per-call runs and the disk's fsync probe), [`perf_pair`] (a `ferromq perf` consumer and
-//! producer system against one queue), [`forward`] (seed 004's consume-and-forward flow) and
-//! [`chart`] (a grouped bar chart in SVG).
+//! producer system against one queue), [`efficiency`] (a process's CPU and syscall counters,
+//! ActiveMQ as a process, `ferromq perf` clients as child processes), [`forward`] (seed 004's
+//! consume-and-forward flow) and [`chart`] (a grouped bar chart in SVG).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub mod chart;
+pub mod efficiency;
 pub mod forward;
 pub mod perf_pair;
 pub mod process;
