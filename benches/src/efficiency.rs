@@ -215,6 +215,9 @@ pub struct ActivemqProcess {
     pid: u32,
     pub openwire: SocketAddr,
     dir: PathBuf,
+    /// Set when started from the repository's configuration ([`ActivemqProcess::start_own`]),
+    /// which stops the broker when dropped.
+    own: Option<tests::ActiveMq>,
 }
 
 impl ActivemqProcess {
@@ -257,7 +260,26 @@ impl ActivemqProcess {
             signal("TERM", &format!("-{printed}"));
             signal("TERM", &printed.to_string());
         })?;
-        Ok(ActivemqProcess { pid, openwire: SocketAddr::from(([127, 0, 0, 1], openwire)), dir })
+        Ok(ActivemqProcess {
+            pid,
+            openwire: SocketAddr::from(([127, 0, 0, 1], openwire)),
+            dir,
+            own: None,
+        })
+    }
+
+    /// Starts the broker as the integration tests do (`tests::ActiveMq`, the repository's
+    /// `tests/activemq/activemq.xml` with KahaDB), for machines without `../shared/peers`;
+    /// `None` when the package is not installed.
+    pub fn start_own() -> anyhow::Result<Option<ActivemqProcess>> {
+        let Some(broker) = tests::ActiveMq::start_persistent()? else { return Ok(None) };
+        let pid = broker.pid().context("ActiveMQ has no process")?;
+        Ok(Some(ActivemqProcess {
+            pid,
+            openwire: broker.addr(),
+            dir: PathBuf::new(),
+            own: Some(broker),
+        }))
     }
 
     /// The Java process's id (its threads are all in `/proc/PID/stat`).
@@ -274,6 +296,9 @@ impl Drop for ActivemqProcess {
     /// TERM to the process and to its process group (`setsid` made it the group's leader),
     /// KILL after 20 s.
     fn drop(&mut self) {
+        if self.own.take().is_some() {
+            return;
+        }
         let (pid, group) = (self.pid.to_string(), format!("-{}", self.pid));
         signal("TERM", &pid);
         signal("TERM", &group);

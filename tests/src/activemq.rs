@@ -240,6 +240,11 @@ impl ActiveMq {
     }
 
     /// The OpenWire address.
+    /// The JVM's process id, while it runs (a benchmark reads its CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
