@@ -217,7 +217,7 @@ pub struct ActivemqProcess {
     dir: PathBuf,
     /// Set when started from the repository's configuration ([`ActivemqProcess::start_own`]),
     /// which stops the broker when dropped.
-    own: Option<tests::ActiveMq>,
+    own: Option<::tests::ActiveMq>,
 }
 
 impl ActivemqProcess {
@@ -272,7 +272,7 @@ impl ActivemqProcess {
     /// `tests/activemq/activemq.xml` with KahaDB), for machines without `../shared/peers`;
     /// `None` when the package is not installed.
     pub fn start_own() -> anyhow::Result<Option<ActivemqProcess>> {
-        let Some(broker) = tests::ActiveMq::start_persistent()? else { return Ok(None) };
+        let Some(broker) = ::tests::ActiveMq::start_persistent()? else { return Ok(None) };
         let pid = broker.pid().context("ActiveMQ has no process")?;
         Ok(Some(ActivemqProcess {
             pid,
