@@ -59,7 +59,7 @@ use benches::efficiency::{
 };
 use benches::process::FerromqProcess;
 use benches::s7::fsync_rate;
-use benches::{median, results_dir};
+use benches::{median, results_dir, write_result};
 
 /// Ping-pongs of the loopback round trip.
 const ROUND_TRIPS: usize = 2000;
@@ -518,19 +518,13 @@ fn main() -> anyhow::Result<()> {
     println!("\n{table}");
     let dir = results_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    write(&dir.join("efficiency.md"), &table)?;
-    write(&dir.join("efficiency.svg"), &report.chart())?;
+    write_result(&dir.join("efficiency.md"), &table)?;
+    write_result(&dir.join("efficiency.svg"), &report.chart())?;
     drop(activemq);
     drop(ferromq);
     if !results.failures.is_empty() {
         bail!("{} run(s) failed:\n{}", results.failures.len(), results.failures.join("\n"));
     }
-    Ok(())
-}
-
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-    println!("written to {}", path.display());
     Ok(())
 }
 

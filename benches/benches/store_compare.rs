@@ -34,7 +34,7 @@
 //! `S1,S3`) only the scenarios named.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -42,7 +42,7 @@ use benches::chart::{grouped_bars, Group};
 use benches::perf_pair::{PairOutcome, PerfPair};
 use benches::process::{BrokerStore, FerromqProcess, Launch};
 use benches::s7::{fsync_rate, Protocol};
-use benches::{forward, median, perf_pair, results_dir};
+use benches::{forward, median, perf_pair, results_dir, write_result};
 use store_jdbc::testing::{postgres_bin, PgCluster};
 
 /// Message counts and repetitions of one mode.
@@ -484,17 +484,11 @@ fn main() -> anyhow::Result<()> {
     println!("\n{table}");
     let dir = results_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    write(&dir.join("store_compare.md"), &table)?;
-    write(&dir.join("store_compare.svg"), &report.chart())?;
+    write_result(&dir.join("store_compare.md"), &table)?;
+    write_result(&dir.join("store_compare.svg"), &report.chart())?;
     if !results.failures.is_empty() {
         bail!("{} scenario(s) failed:\n{}", results.failures.len(), results.failures.join("\n"));
     }
-    Ok(())
-}
-
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-    println!("written to {}", path.display());
     Ok(())
 }
 

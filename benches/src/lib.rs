@@ -73,3 +73,11 @@ pub fn results_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     target.join("bench-results")
 }
+
+/// Writes a bench's table or chart to `path` and says where.
+pub fn write_result(path: &Path, text: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    println!("written to {}", path.display());
+    Ok(())
+}

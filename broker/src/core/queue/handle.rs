@@ -87,12 +87,9 @@ impl QueueHandle {
             let bytes = inbox_bytes(messages);
             let inbox = self.inbox.fetch_add(bytes, Ordering::Relaxed) + bytes;
             let used = self.settled.load(Ordering::Relaxed).saturating_add(inbox);
-            if used > self.flow_limit.load(Ordering::Relaxed) {
-                self.gate.update(
-                    used,
-                    self.flow_limit.load(Ordering::Relaxed),
-                    &self.blocked_queues,
-                );
+            let limit = self.flow_limit.load(Ordering::Relaxed);
+            if used > limit {
+                self.gate.update(used, limit, &self.blocked_queues);
             }
         }
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
