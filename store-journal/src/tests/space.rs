@@ -196,3 +196,30 @@ fn acked_files_are_reclaimed_while_idle_without_syncs() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A consumer that lags its producer by a couple of files drains each file while checkpoints
+/// pass over it: none of those messages is rewritten at the head (they were, once a file fell
+/// below the compaction threshold, which doubled the journal's writes behind a slow
+/// consumer), and the drained files are deleted all the same.
+#[test]
+fn files_a_lagging_consumer_drains_are_not_compacted() {
+    let dir = temp_dir();
+    let mib = 1024 * 1024;
+    let options = JournalOptions { sync: SyncPolicy::Never, ..small_options(mib, mib / 2) };
+    let store = open(dir.path(), &options);
+    let q = queue("Q");
+    // 16 MiB of 4 KiB messages, each acked 512 messages (2 MiB) after it was added.
+    let lag = 512;
+    for id in 1..=4096u64 {
+        let mut operations = vec![add(&message(id, &q, 4, 4096), &[&q])];
+        if id > lag {
+            operations.push(ack(&q, &message(id - lag, &q, 4, 0)));
+        }
+        submit_ok(&store, operations);
+    }
+    let stats = store.stats();
+    assert!(stats.checkpoints >= 16, "checkpoints: {stats:?}");
+    assert_eq!(stats.relocated_messages, 0, "messages about to be acked were moved: {stats:?}");
+    assert!(stats.deleted_files >= 8, "drained files are deleted: {stats:?}");
+    assert!(stats.data_files <= 6, "data files: {stats:?}");
+}

@@ -2,7 +2,7 @@
 //! room): what blocks a send, the future that resolves when it may go, the watch of the
 //! stores' sizes, and the sends a connection holds meanwhile.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use rustc_hash::FxHashMap;
 use store::{DestinationKind, Message, StoreUsage};
 
 use super::Core;
@@ -292,15 +293,32 @@ pub fn held_sends_refusal() -> String {
 /// while other producers' sends go on. Only the head of each FIFO waits for room; the ones
 /// behind it start waiting when it has gone.
 pub struct HeldSends<K, T> {
-    queues: HashMap<K, VecDeque<(T, Arc<Message>)>>,
+    queues: FxHashMap<K, VecDeque<Held<T>>>,
     waiting: FuturesUnordered<KeyedRoom<K>>,
+    /// Keys whose head found room at once when it became the head: released without a wait
+    /// (a producer let go by an open gate would otherwise cost a boxed wait per message).
+    ready: VecDeque<K>,
     held: usize,
+    bytes: usize,
+}
+
+/// One held send, with its size as counted when it was held (the message is cold by the
+/// time it is released).
+struct Held<T> {
+    item: T,
+    message: Arc<Message>,
     bytes: usize,
 }
 
 impl<K, T> Default for HeldSends<K, T> {
     fn default() -> Self {
-        HeldSends { queues: HashMap::new(), waiting: FuturesUnordered::new(), held: 0, bytes: 0 }
+        HeldSends {
+            queues: FxHashMap::default(),
+            waiting: FuturesUnordered::new(),
+            ready: VecDeque::new(),
+            held: 0,
+            bytes: 0,
+        }
     }
 }
 
@@ -357,17 +375,23 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
         item: T,
         message: Arc<Message>,
     ) {
+        let bytes = message.memory_size();
         self.held += 1;
-        self.bytes += message.memory_size();
+        self.bytes += bytes;
         let queue = self.queues.entry(key.clone()).or_default();
         let first = queue.is_empty();
-        queue.push_back((item, message.clone()));
+        queue.push_back(Held { item, message: message.clone(), bytes });
         if first {
             self.wait(core, connection, key, message);
         }
     }
 
     fn wait(&mut self, core: &Arc<Core>, connection: ConnectionId, key: K, message: Arc<Message>) {
+        // What `wait_for_room` would answer at once.
+        if core.blocker(&message, connection).is_none() {
+            self.ready.push_back(key);
+            return;
+        }
         let room = core.clone().wait_for_room(message, connection);
         self.waiting.push(Box::pin(async move { (key, room.await) }));
     }
@@ -380,8 +404,12 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
         connection: ConnectionId,
     ) -> ((T, Arc<Message>), Result<(), CoreError>) {
         loop {
-            let Some((key, result)) = self.waiting.next().await else {
-                return std::future::pending().await;
+            let (key, result) = match self.ready.pop_front() {
+                Some(key) => (key, Ok(())),
+                None => match self.waiting.next().await {
+                    Some(done) => done,
+                    None => return std::future::pending().await,
+                },
             };
             if let Some(done) = self.release_head(core, connection, &key) {
                 return (done, result);
@@ -409,12 +437,12 @@ impl<K: Clone + Eq + Hash + Send + 'static, T> HeldSends<K, T> {
         key: &K,
     ) -> Option<(T, Arc<Message>)> {
         let queue = self.queues.get_mut(key)?;
-        let (item, message) = queue.pop_front()?;
+        let Held { item, message, bytes } = queue.pop_front()?;
         self.held -= 1;
-        self.bytes = self.bytes.saturating_sub(message.memory_size());
+        self.bytes = self.bytes.saturating_sub(bytes);
         match queue.front() {
-            Some((_, next)) => {
-                let next = next.clone();
+            Some(next) => {
+                let next = next.message.clone();
                 self.wait(core, connection, key.clone(), next);
             }
             None => {

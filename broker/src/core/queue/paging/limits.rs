@@ -166,6 +166,20 @@ impl Queue {
             && elsewhere.saturating_add(queue).saturating_add(cost) <= broker.limit
     }
 
+    /// How far past the destination limit messages that cannot page out to the store may go
+    /// before they spill, while producer flow control paces the destination: the send that
+    /// closes the gate, and the sends already on their way or held when it reopens, arrive
+    /// past the limit. Spilling them would put the queue in spill mode (each later message
+    /// through the temporary store and back, which doubled the broker's CPU per message in
+    /// S1) for as long as its producer keeps up with the gate. At most an eighth of the
+    /// limit, and only as much as such messages hold.
+    fn pacing_allowance(&self) -> usize {
+        match self.policy.producer_flow_control {
+            true => self.paging.pinned.min(self.paging.limits.destination / 8),
+            false => 0,
+        }
+    }
+
     /// The broker's usage with this queue's current holding in it.
     pub(in crate::core::queue) fn broker_usage(&self, held: usize) -> usize {
         self.paging.limits.broker_used().saturating_sub(self.paging.accounted) + held
@@ -173,7 +187,7 @@ impl Queue {
 
     pub(in crate::core::queue) fn over_limits(&self) -> bool {
         let held = self.held_bytes();
-        held > self.paging.limits.destination
+        held > self.paging.limits.destination.saturating_add(self.pacing_allowance())
             || self.broker_usage(held) > self.paging.limits.broker.limit
             || (self.policy.lazy_dispatch && self.ready.len() > self.free_credit())
     }

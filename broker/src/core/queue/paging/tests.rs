@@ -176,6 +176,48 @@ fn send(queue: &QueueHandle, store: &MemoryStore, message: Arc<Message>) {
     Arrival::enqueue_all([arrival]);
 }
 
+/// A producer paced by the gate sends until it closes, and the sends already on their way
+/// arrive after it: they wait in memory, a little past the limit, instead of spilling. The
+/// first of them used to spill, and with it the queue went into spill mode, every later
+/// message through the temporary store and back while the producer kept up with the gate
+/// (twice the broker's CPU per message in S1).
+#[tokio::test]
+async fn sends_that_arrive_after_the_gate_closed_wait_in_memory_instead_of_spilling() {
+    let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+    let queue = start_spilling(&store, temp.clone(), SMALL);
+    let mut id = 0;
+    while !queue.gate.is_blocked() {
+        id += 1;
+        send(&queue, &store, non_persistent(id, 4));
+    }
+    // Two on their way when it closed.
+    for _ in 0..2 {
+        id += 1;
+        send(&queue, &store, non_persistent(id, 4));
+    }
+    let stats = queue.stats().await.expect("stats");
+    assert_eq!(stats.ready as u64, id);
+    assert_eq!(spooled(&temp), 0, "{} bytes spilled", spooled(&temp));
+    // Drained and refilled by the paced producer, the queue never spills either.
+    let mut deliveries = consumer(&queue, 1, None);
+    for _ in 0..2000 {
+        if !queue.gate.is_blocked() {
+            id += 1;
+            send(&queue, &store, non_persistent(id, 4));
+        }
+        let delivery = tokio::time::timeout(Duration::from_secs(5), deliveries.recv())
+            .await
+            .expect("a delivery")
+            .expect("the queue is running");
+        queue.send(QueueCommand::Ack {
+            consumer: ConsumerId(1),
+            ids: vec![delivery.message.id],
+            done: None,
+        });
+        assert_eq!(spooled(&temp), 0, "spilled at message {}", delivery.message.id);
+    }
+}
+
 #[tokio::test]
 async fn non_persistent_messages_beyond_the_limit_spill_and_come_back_in_order() {
     let (store, temp) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
