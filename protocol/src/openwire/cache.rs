@@ -7,10 +7,13 @@
 //! entries are evicted until 100 slots are free; `null` is a cacheable value) so that our
 //! bytes match what a Java peer would write for the same commands.
 
-use rustc_hash::FxHashMap;
+use std::hash::Hasher;
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use super::commands::DataStructure;
 use super::error::WireError;
+use super::marshal::WireObject;
 
 /// Slots kept free by the eviction sweep before each command (Java's constant).
 const FREE_SLOTS: usize = 100;
@@ -21,20 +24,48 @@ pub(crate) const DEFAULT_WHEN_ZERO: usize = (i16::MAX / 2) as usize;
 /// A cached value: `None` is Java's `null`, which is cached like any other value.
 pub(crate) type CacheValue = Option<DataStructure>;
 
+/// A value's key in the [`EncodeCache`]: a hash of its type byte and fields, so that a value
+/// is looked up without being copied into a [`DataStructure`] first.
+pub(crate) fn fingerprint<T: WireObject>(value: Option<&T>) -> u64 {
+    let mut hasher = FxHasher::default();
+    match value {
+        None => hasher.write_u8(0),
+        Some(value) => {
+            hasher.write_u8(1);
+            hasher.write_u8(value.data_type());
+            value.hash_fields(&mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
+/// What [`EncodeCache::find`] found under a fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The value, in this slot.
+    Slot(i16),
+    /// Nothing: the value may be added.
+    Nothing,
+    /// Another value with the same fingerprint (a hash collision): the value cannot be
+    /// cached while that one is.
+    Other,
+}
+
 /// The sending side's cache.
 #[derive(Debug)]
 pub(crate) struct EncodeCache {
     /// The negotiated number of slots.
     size: usize,
     /// The slots handed out so far (they grow up to `size`, one by one: a connection that
-    /// caches a few ids holds a few slots, not a thousand).
-    slots: Vec<CacheValue>,
-    index: FxHashMap<CacheValue, i16>,
+    /// caches a few ids holds a few slots, not a thousand), with each value's fingerprint.
+    slots: Vec<(CacheValue, u64)>,
+    /// Fingerprint to slot.
+    index: FxHashMap<u64, i16>,
     next: usize,
     next_eviction: usize,
-    /// Additions of the command being encoded (slot, what the slot held, key indexed), so
-    /// that a command that fails to encode leaves the cache as it was.
-    journal: Vec<(usize, CacheValue, Option<CacheValue>)>,
+    /// Additions of the command being encoded (slot, what the slot held, fingerprint
+    /// indexed), so that a command that fails to encode leaves the cache as it was.
+    journal: Vec<(usize, (CacheValue, u64), u64)>,
     journal_next: usize,
 }
 
@@ -62,9 +93,7 @@ impl EncodeCache {
     /// Undoes the additions since [`Self::begin`].
     pub(crate) fn rollback(&mut self) {
         while let Some((slot, previous, key)) = self.journal.pop() {
-            if let Some(key) = key {
-                self.index.remove(&key);
-            }
+            self.index.remove(&key);
             self.slots[slot] = previous;
         }
         self.next = self.journal_next;
@@ -77,35 +106,47 @@ impl EncodeCache {
         // slots; stopping when the map is empty makes those caches merely useless.
         while self.index.len() > keep && !self.index.is_empty() {
             // A slot not handed out yet holds nothing, as Java's never-set `null`.
-            let evicted = self.slots.get_mut(self.next_eviction).and_then(Option::take);
+            let evicted = match self.slots.get_mut(self.next_eviction) {
+                Some(slot) => std::mem::replace(slot, empty_slot()).1,
+                None => empty_slot().1,
+            };
             self.index.remove(&evicted);
             self.next_eviction = (self.next_eviction + 1) % self.size;
         }
     }
 
-    /// The slot of `value`, if cached.
-    pub(crate) fn get(&self, value: &CacheValue) -> Option<i16> {
-        self.index.get(value).copied()
+    /// The slot of the value with `fingerprint` for which `is_value` holds.
+    pub(crate) fn find(&self, fingerprint: u64, is_value: impl Fn(&CacheValue) -> bool) -> Found {
+        let Some(&slot) = self.index.get(&fingerprint) else { return Found::Nothing };
+        match self.slots.get(slot as usize) {
+            Some((value, _)) if is_value(value) => Found::Slot(slot),
+            _ => Found::Other,
+        }
     }
 
-    /// Caches `value` in the next slot; `-1` when the cache is full (the value is then sent
-    /// in full every time).
-    pub(crate) fn add(&mut self, value: CacheValue) -> i16 {
+    /// Caches `value` (whose fingerprint is `fingerprint`) in the next slot; `-1` when the
+    /// cache is full (the value is then sent in full every time).
+    pub(crate) fn add(&mut self, fingerprint: u64, value: CacheValue) -> i16 {
         let slot = self.next;
         self.next = (self.next + 1) % self.size;
         if self.index.len() < self.size {
             if slot >= self.slots.len() {
-                self.slots.resize(slot + 1, None);
+                self.slots.resize_with(slot + 1, empty_slot);
             }
-            let previous = std::mem::replace(&mut self.slots[slot], value.clone());
-            self.journal.push((slot, previous, Some(value.clone())));
-            self.index.insert(value, slot as i16);
+            let previous = std::mem::replace(&mut self.slots[slot], (value, fingerprint));
+            self.journal.push((slot, previous, fingerprint));
+            self.index.insert(fingerprint, slot as i16);
             // `slot` < size <= i16::MAX.
             slot as i16
         } else {
             -1
         }
     }
+}
+
+/// A slot holding nothing: Java's `null`, with its fingerprint.
+fn empty_slot() -> (CacheValue, u64) {
+    (None, fingerprint::<DataStructure>(None))
 }
 
 /// The receiving side's cache.
@@ -160,17 +201,46 @@ mod tests {
     use crate::openwire::commands::ConnectionId;
 
     fn id(n: usize) -> CacheValue {
-        Some(DataStructure::ConnectionId(ConnectionId { value: format!("ID:{n}") }))
+        Some(DataStructure::ConnectionId(connection(n)))
+    }
+
+    fn connection(n: usize) -> ConnectionId {
+        ConnectionId { value: format!("ID:{n}") }
+    }
+
+    /// Adds connection id `n` (`None`: null).
+    fn add(c: &mut EncodeCache, n: Option<usize>) -> i16 {
+        let id = n.map(connection);
+        c.add(fingerprint(id.as_ref()), id.map(DataStructure::ConnectionId))
+    }
+
+    /// The slot of connection id `n` (`None`: null).
+    fn get(c: &EncodeCache, n: Option<usize>) -> Option<i16> {
+        let id = n.map(connection);
+        let is_value = |v: &CacheValue| *v == id.clone().map(DataStructure::ConnectionId);
+        match c.find(fingerprint(id.as_ref()), is_value) {
+            Found::Slot(slot) => Some(slot),
+            Found::Nothing | Found::Other => None,
+        }
     }
 
     #[test]
     fn slots_are_handed_out_in_order_and_found_again() {
         let mut c = EncodeCache::new(1024);
-        assert_eq!(c.add(id(0)), 0);
-        assert_eq!(c.add(None), 1);
-        assert_eq!(c.get(&id(0)), Some(0));
-        assert_eq!(c.get(&None), Some(1));
-        assert_eq!(c.get(&id(2)), None);
+        assert_eq!(add(&mut c, Some(0)), 0);
+        assert_eq!(add(&mut c, None), 1);
+        assert_eq!(get(&c, Some(0)), Some(0));
+        assert_eq!(get(&c, None), Some(1));
+        assert_eq!(get(&c, Some(2)), None);
+    }
+
+    #[test]
+    fn another_value_with_the_same_fingerprint_is_not_taken_for_the_cached_one() {
+        let mut c = EncodeCache::new(1024);
+        let fingerprint = fingerprint(Some(&connection(0)));
+        assert_eq!(c.add(fingerprint, id(0)), 0);
+        assert_eq!(c.find(fingerprint, |v| *v == id(0)), Found::Slot(0));
+        assert_eq!(c.find(fingerprint, |v| *v == id(1)), Found::Other);
     }
 
     #[test]
@@ -178,41 +248,41 @@ mod tests {
         let mut c = EncodeCache::new(200);
         for n in 0..150 {
             c.sweep();
-            c.add(id(n));
+            add(&mut c, Some(n));
         }
         c.sweep();
-        assert_eq!(c.get(&id(0)), None);
-        assert_eq!(c.get(&id(49)), None);
-        assert_eq!(c.get(&id(50)), Some(50));
-        assert_eq!(c.add(id(150)), 150);
+        assert_eq!(get(&c, Some(0)), None);
+        assert_eq!(get(&c, Some(49)), None);
+        assert_eq!(get(&c, Some(50)), Some(50));
+        assert_eq!(add(&mut c, Some(150)), 150);
     }
 
     #[test]
     fn rollback_forgets_the_failed_commands_additions() {
         let mut c = EncodeCache::new(1024);
         c.begin();
-        c.add(id(0));
+        add(&mut c, Some(0));
         c.begin();
-        c.add(id(1));
+        add(&mut c, Some(1));
         c.rollback();
-        assert_eq!(c.get(&id(0)), Some(0));
-        assert_eq!(c.get(&id(1)), None);
-        assert_eq!(c.add(id(2)), 1);
+        assert_eq!(get(&c, Some(0)), Some(0));
+        assert_eq!(get(&c, Some(1)), None);
+        assert_eq!(add(&mut c, Some(2)), 1);
     }
 
     #[test]
     fn tiny_caches_do_not_loop_forever() {
         let mut c = EncodeCache::new(10);
-        c.add(id(1));
+        add(&mut c, Some(1));
         c.sweep();
-        assert_eq!(c.get(&id(1)), None);
+        assert_eq!(get(&c, Some(1)), None);
     }
 
     #[test]
     fn caches_hold_only_the_slots_they_used() {
         let mut encode = EncodeCache::new(1024);
-        encode.add(id(0));
-        encode.add(id(1));
+        add(&mut encode, Some(0));
+        add(&mut encode, Some(1));
         assert_eq!(encode.slots.len(), 2);
         let mut decode = DecodeCache::new(1024);
         decode.set(2, id(2));

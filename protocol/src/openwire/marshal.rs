@@ -23,9 +23,10 @@
 //! booleans and the body separately and joining them at the end.
 
 use bytes::{BufMut, Bytes};
+use rustc_hash::FxHasher;
 
 use super::boolean_stream::{BitReader, BitWriter};
-use super::cache::{CacheValue, DecodeCache, EncodeCache};
+use super::cache::{fingerprint, CacheValue, DecodeCache, EncodeCache, Found};
 use super::commands::{DataStructure, StackTraceElement, Throwable};
 use super::error::WireError;
 use super::map::put_utf;
@@ -54,6 +55,16 @@ pub(crate) trait WireObject: Sized {
     fn to_data(&self) -> DataStructure;
     /// Narrows a generic data structure to this type.
     fn from_data(data: DataStructure) -> Result<Self, WireError>;
+    /// True if `data` is this value (the marshalling cache's check, without a copy).
+    fn is_data(&self, data: &DataStructure) -> bool {
+        self.to_data() == *data
+    }
+    /// Hashes the value as its own type does, whatever type holds it (a consumer id in a
+    /// `ConsumerId` field and in a `DataStructure` one hash alike): the marshalling cache's
+    /// fingerprint.
+    fn hash_fields(&self, state: &mut FxHasher) {
+        self.to_data().hash_fields(state)
+    }
 }
 
 impl<T: WireObject> WireObject for Box<T> {
@@ -69,6 +80,12 @@ impl<T: WireObject> WireObject for Box<T> {
     }
     fn from_data(data: DataStructure) -> Result<Self, WireError> {
         T::from_data(data).map(Box::new)
+    }
+    fn is_data(&self, data: &DataStructure) -> bool {
+        (**self).is_data(data)
+    }
+    fn hash_fields(&self, state: &mut FxHasher) {
+        (**self).hash_fields(state)
     }
 }
 
@@ -226,12 +243,29 @@ impl<'a> Encoder<'a> {
 
     pub(crate) fn cached<T: WireObject>(&mut self, v: Option<&T>) -> Result<(), WireError> {
         let Some(cache) = self.cache.as_deref() else { return self.nested(v) };
-        let key: CacheValue = v.map(T::to_data);
-        if let Some(index) = cache.get(&key) {
-            self.bool(false);
-            self.short(index);
-            return Ok(());
-        }
+        // Looked up by a fingerprint and compared in place: the value is copied only when it
+        // enters the cache (a copy per cached field of every message cost more than the
+        // rest of the message's encoding).
+        let fingerprint = fingerprint(v);
+        let found = cache.find(fingerprint, |cached| match (cached, v) {
+            (Some(cached), Some(v)) => v.is_data(cached),
+            (None, None) => true,
+            _ => false,
+        });
+        let add = match found {
+            Found::Slot(index) => {
+                self.bool(false);
+                self.short(index);
+                return Ok(());
+            }
+            Found::Nothing => true,
+            // Another value with the same fingerprint holds it: this one goes uncached.
+            Found::Other => false,
+        };
+        let add = |e: &mut Self| match (add, e.cache.as_deref_mut()) {
+            (true, Some(c)) => c.add(fingerprint, v.map(T::to_data)),
+            _ => -1,
+        };
         self.bool(true);
         if self.tight {
             // Java's first pass caches the value after its nested fields (which may hold
@@ -239,10 +273,10 @@ impl<'a> Encoder<'a> {
             let at = self.body.len();
             self.short(0);
             self.nested(v)?;
-            let index = self.cache.as_deref_mut().map_or(-1, |c| c.add(key));
+            let index = add(self);
             self.body[at..at + 2].copy_from_slice(&index.to_be_bytes());
         } else {
-            let index = self.cache.as_deref_mut().map_or(-1, |c| c.add(key));
+            let index = add(self);
             self.short(index);
             self.nested(v)?;
         }

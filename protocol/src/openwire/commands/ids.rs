@@ -138,6 +138,19 @@ impl WireObject for TransactionId {
             }),
         }
     }
+    fn is_data(&self, data: &DataStructure) -> bool {
+        match (self, data) {
+            (TransactionId::Local(t), DataStructure::LocalTransactionId(d)) => t == d,
+            (TransactionId::Xa(t), DataStructure::XaTransactionId(d)) => t == d,
+            _ => false,
+        }
+    }
+    fn hash_fields(&self, state: &mut rustc_hash::FxHasher) {
+        match self {
+            TransactionId::Local(t) => std::hash::Hash::hash(t, state),
+            TransactionId::Xa(t) => std::hash::Hash::hash(t, state),
+        }
+    }
 }
 
 /// The four kinds of destination.
@@ -224,5 +237,11 @@ impl WireObject for Destination {
                 found: other.data_type(),
             }),
         }
+    }
+    fn is_data(&self, data: &DataStructure) -> bool {
+        matches!(data, DataStructure::Destination(d) if d == self)
+    }
+    fn hash_fields(&self, state: &mut rustc_hash::FxHasher) {
+        std::hash::Hash::hash(self, state)
     }
 }

@@ -391,6 +391,27 @@ impl WireObject for DataStructure {
     fn from_data(data: DataStructure) -> Result<Self, WireError> {
         Ok(data)
     }
+    fn is_data(&self, data: &DataStructure) -> bool {
+        self == data
+    }
+    fn hash_fields(&self, state: &mut rustc_hash::FxHasher) {
+        use std::hash::Hash;
+        match self {
+            DataStructure::Command(v) => v.hash(state),
+            DataStructure::ConnectionId(v) => v.hash(state),
+            DataStructure::SessionId(v) => v.hash(state),
+            DataStructure::ConsumerId(v) => v.hash(state),
+            DataStructure::ProducerId(v) => v.hash(state),
+            DataStructure::BrokerId(v) => v.hash(state),
+            DataStructure::MessageId(v) => v.hash(state),
+            DataStructure::LocalTransactionId(v) => v.hash(state),
+            DataStructure::XaTransactionId(v) => v.hash(state),
+            DataStructure::Destination(v) => v.hash(state),
+            DataStructure::NetworkBridgeFilter(v) => v.hash(state),
+            DataStructure::SubscriptionInfo(v) => v.hash(state),
+            DataStructure::DiscoveryEvent(v) => v.hash(state),
+        }
+    }
 }
 
 /// Implements [`WireObject`] for a non-command data structure with a `DataStructure` variant
@@ -421,6 +442,12 @@ macro_rules! data_object {
                         found: other.data_type(),
                     }),
                 }
+            }
+            fn is_data(&self, data: &$crate::openwire::commands::DataStructure) -> bool {
+                matches!(data, $crate::openwire::commands::DataStructure::$ty(v) if v == self)
+            }
+            fn hash_fields(&self, state: &mut rustc_hash::FxHasher) {
+                std::hash::Hash::hash(self, state)
             }
         }
     };
