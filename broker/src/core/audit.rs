@@ -19,8 +19,9 @@
 //! restart the audit is rebuilt from the messages the store still holds, so a resend of a
 //! message stored just before a crash is recognised too.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use store::{Destination, Message};
 
@@ -31,7 +32,7 @@ pub const MAX_PRODUCERS_PER_DESTINATION: usize = 1024;
 /// used under its lock.
 #[derive(Default)]
 pub struct ProducerAudit {
-    destinations: HashMap<Destination, HashMap<Arc<str>, Seen>>,
+    destinations: FxHashMap<Destination, FxHashMap<Arc<str>, Seen>>,
     /// Bumped on every record; orders producers by last use for eviction.
     clock: u64,
 }
@@ -75,7 +76,11 @@ impl ProducerAudit {
         };
         self.clock += 1;
         let now = self.clock;
-        let producers = self.destinations.entry(message.destination.clone()).or_default();
+        // Looked up before it is entered: the destination is cloned only for a new one.
+        let producers = match self.destinations.get_mut(&message.destination) {
+            Some(producers) => producers,
+            None => self.destinations.entry(message.destination.clone()).or_default(),
+        };
         if let Some(seen) = producers.get_mut(producer) {
             seen.last_used = now;
             if sequence <= seen.sequence {

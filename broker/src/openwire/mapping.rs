@@ -58,7 +58,15 @@ pub(crate) fn message_id_text(id: &ow::MessageId) -> Option<String> {
         return Some(if text.starts_with("ID:") { text.clone() } else { format!("ID:{text}") });
     }
     let p = id.producer_id.as_ref()?;
-    Some(format!("{}:{}:{}:{}", p.connection_id, p.session_id, p.value, id.producer_sequence_id))
+    // Once per message sent: without `format!`'s machinery.
+    let mut text = String::with_capacity(p.connection_id.len() + 3 * 21);
+    let mut number = itoa::Buffer::new();
+    text.push_str(&p.connection_id);
+    for part in [p.session_id, p.value, id.producer_sequence_id] {
+        text.push(':');
+        text.push_str(number.format(part));
+    }
+    Some(text)
 }
 
 /// The OpenWire message id of a stored message: parsed back from its text when it has
@@ -177,7 +185,9 @@ pub(crate) fn message_from(m: &ow::Message, id: MessageId) -> Result<Message, Wi
     };
     out.body_kind = kind;
     out.body = body;
-    out.body_encoding = Arc::from(encoding);
+    if !encoding.is_empty() {
+        out.body_encoding = Arc::from(encoding);
+    }
     Ok(out)
 }
 
