@@ -249,7 +249,7 @@ impl From<&Destination> for DestinationRecord {
             DestinationKind::TempQueue => DestinationKindRecord::TempQueue,
             DestinationKind::TempTopic => DestinationKindRecord::TempTopic,
         };
-        DestinationRecord { kind: kind as i32, name: destination.name.to_string() }
+        DestinationRecord { kind: kind as i32, name: String::from(&*destination.name) }
     }
 }
 
@@ -334,7 +334,7 @@ impl From<&PropertyValue> for PropertyValueRecord {
             PropertyValue::Long(v) => PropertyValueRecord::Long(*v),
             PropertyValue::Float(v) => PropertyValueRecord::Float(*v),
             PropertyValue::Double(v) => PropertyValueRecord::Double(*v),
-            PropertyValue::String(v) => PropertyValueRecord::String(v.to_string()),
+            PropertyValue::String(v) => PropertyValueRecord::String(String::from(&**v)),
             PropertyValue::Bytes(v) => PropertyValueRecord::Bytes(v.clone()),
             PropertyValue::Char(v) => PropertyValueRecord::Char(u32::from(*v)),
             PropertyValue::Null => PropertyValueRecord::Null(NullRecord {}),
@@ -385,19 +385,19 @@ impl From<&Message> for MessageRecord {
         };
         MessageRecord {
             id: message.id.0,
-            message_id: message.message_id.to_string(),
+            message_id: String::from(&*message.message_id),
             destination: Some(DestinationRecord::from(&message.destination)),
             headers: Some(HeadersRecord::from(&message.headers)),
             properties: message
                 .properties
                 .iter()
                 .map(|(name, value)| PropertyRecord {
-                    name: name.to_string(),
+                    name: String::from(&**name),
                     value: Some(PropertyValueRecord::from(value)),
                 })
                 .collect(),
             body_kind: body_kind as i32,
-            body_encoding: message.body_encoding.to_string(),
+            body_encoding: String::from(&*message.body_encoding),
             body: message.body.clone(),
             original_destination: message
                 .original_destination
@@ -456,8 +456,8 @@ impl From<&QueueKey> for QueueKeyRecord {
     fn from(queue: &QueueKey) -> Self {
         QueueKeyRecord {
             destination: Some(DestinationRecord::from(&queue.destination)),
-            client_id: queue.subscription.as_ref().map(|s| s.client_id.to_string()),
-            subscription_name: queue.subscription.as_ref().map(|s| s.name.to_string()),
+            client_id: queue.subscription.as_ref().map(|s| String::from(&*s.client_id)),
+            subscription_name: queue.subscription.as_ref().map(|s| String::from(&*s.name)),
         }
     }
 }
@@ -488,8 +488,8 @@ impl TryFrom<QueueKeyRecord> for QueueKey {
 impl From<&SubscriptionInfo> for SubscriptionRecord {
     fn from(info: &SubscriptionInfo) -> Self {
         SubscriptionRecord {
-            client_id: info.key.client_id.to_string(),
-            name: info.key.name.to_string(),
+            client_id: String::from(&*info.key.client_id),
+            name: String::from(&*info.key.name),
             topic: Some(DestinationRecord::from(&info.topic)),
             selector: info.selector.as_deref().map(str::to_owned),
             no_local: info.no_local,

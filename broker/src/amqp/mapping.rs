@@ -393,7 +393,7 @@ pub(super) fn to_amqp(message: &Message, delivery_count: u32, max_depth: usize) 
     let mut annotations = Annotations::default();
     let mut properties = Properties {
         message_id: Some(id_of(&message.message_id)),
-        to: Some(message.destination.name.to_string()),
+        to: Some(String::from(&*message.destination.name)),
         subject: jms.message_type.as_deref().map(str::to_owned),
         correlation_id: jms.correlation_id.as_deref().map(id_of),
         content_type: text_property(CONTENT_TYPE).map(Symbol::from),
@@ -407,7 +407,7 @@ pub(super) fn to_amqp(message: &Message, delivery_count: u32, max_depth: usize) 
     };
     annotations.insert(JMS_DEST, Value::Byte(type_code(message.destination.kind)));
     if let Some(reply_to) = &jms.reply_to {
-        properties.reply_to = Some(reply_to.name.to_string());
+        properties.reply_to = Some(String::from(&*reply_to.name));
         annotations.insert(JMS_REPLY_TO, Value::Byte(type_code(reply_to.kind)));
     }
     let mut application = ApplicationProperties::default();
@@ -415,7 +415,7 @@ pub(super) fn to_amqp(message: &Message, delivery_count: u32, max_depth: usize) 
         if let Some(annotation) = name.strip_prefix(ANNOTATION_PREFIX) {
             annotations.insert(annotation, value_of(value));
         } else if !name.starts_with("JMS_AMQP_") {
-            application.insert(name.to_string(), value_of(value));
+            application.insert(String::from(&**name), value_of(value));
         }
     }
     let decode = |bytes: &Bytes| {

@@ -10,7 +10,7 @@
 //! policies, memory limits, where its events go) is the core's [`QueueFactory`], outside the
 //! lock.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use store::{Destination, Message, QueueKey, StoreError, SubscriptionKey};
@@ -51,18 +51,18 @@ pub(crate) struct Temporary {
 pub(crate) struct Registry {
     /// Read anywhere; changed only through [`Registry::queue`] and [`Registry::remove_queue`],
     /// which keep `virtual_consumers` in step.
-    pub queues: HashMap<Arc<str>, QueueHandle>,
+    pub queues: FxHashMap<Arc<str>, QueueHandle>,
     /// The queues of `queues` that virtual topics feed, by topic.
     pub virtual_consumers: VirtualConsumers,
     pub topic_subscriptions: TopicSubscriptions,
     /// Durable subscriptions by identity, with the consumer attached to each, if any.
-    pub durable: HashMap<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
-    pub consumers: HashMap<ConsumerId, Attachment>,
+    pub durable: FxHashMap<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
+    pub consumers: FxHashMap<ConsumerId, Attachment>,
     /// Each topic's recent messages for retroactive subscribers (see
     /// [`recovery`](super::recovery)).
     pub recent: RecentMessages,
     /// Temporary queues and topics by destination.
-    pub temporary: HashMap<Destination, Temporary>,
+    pub temporary: FxHashMap<Destination, Temporary>,
     /// Duplicate detection for resent messages, per destination and producer.
     pub audit: ProducerAudit,
     /// What advisories about consumers and connections need to remember.

@@ -49,7 +49,7 @@ pub(crate) fn destination_to(d: &Destination) -> ow::Destination {
         DestinationKind::TempQueue => ow::DestinationKind::TempQueue,
         DestinationKind::TempTopic => ow::DestinationKind::TempTopic,
     };
-    ow::Destination { kind, physical_name: d.name.to_string() }
+    ow::Destination { kind, physical_name: String::from(&*d.name) }
 }
 
 /// ActiveMQ's text form of a message id.
@@ -213,7 +213,7 @@ pub(crate) fn message_to(message: &Message, redelivery_counter: i32) -> ow::Mess
     let mut properties = PrimitiveMap::new();
     for (name, value) in &message.properties {
         if let Some(value) = property_to(value) {
-            properties.insert(name.to_string(), value);
+            properties.insert(String::from(&**name), value);
         }
     }
     let _ = m.set_properties(&properties);

@@ -15,7 +15,7 @@ mod mapping;
 mod producer;
 mod transaction;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -87,11 +87,11 @@ pub(crate) async fn serve<S>(
         peer: peer.clone(),
         broker_url,
         output,
-        consumers: HashMap::new(),
-        by_core: HashMap::new(),
-        producers: HashMap::new(),
-        producer_registrations: HashMap::new(),
-        transaction_acks: HashMap::new(),
+        consumers: FxHashMap::default(),
+        by_core: FxHashMap::default(),
+        producers: FxHashMap::default(),
+        producer_registrations: FxHashMap::default(),
+        transaction_acks: FxHashMap::default(),
         pending: FuturesOrdered::new(),
         held: HeldSends::default(),
         pulls: FuturesUnordered::new(),
@@ -173,16 +173,16 @@ struct Connection {
     peer: String,
     broker_url: String,
     output: Output,
-    consumers: HashMap<ow::ConsumerId, OwConsumer>,
-    by_core: HashMap<ConsumerId, ow::ConsumerId>,
+    consumers: FxHashMap<ow::ConsumerId, OwConsumer>,
+    by_core: FxHashMap<ConsumerId, ow::ConsumerId>,
     /// Producers and their window size (ProducerAck after async sends when > 0).
-    producers: HashMap<ow::ProducerId, i32>,
+    producers: FxHashMap<ow::ProducerId, i32>,
     /// Producers created for a destination, counted on it (for the statistics) while their
     /// registration lives.
-    producer_registrations: HashMap<ow::ProducerId, ProducerRegistration>,
+    producer_registrations: FxHashMap<ow::ProducerId, ProducerRegistration>,
     /// What each open transaction acknowledged: on rollback these are again awaiting an ack
     /// (the client redelivers them itself).
-    transaction_acks: HashMap<ow::LocalTransactionId, TransactionAcks>,
+    transaction_acks: FxHashMap<ow::LocalTransactionId, TransactionAcks>,
     pending: FuturesOrdered<Pending>,
     /// Sends waiting for room (producer flow control), in order per producer.
     held: HeldSends<Option<ow::ProducerId>, HeldSend>,

@@ -83,7 +83,7 @@
 //! `limits.rs` has the memory limits and their accounting, `spool.rs` the temporary store's
 //! side of spilling, and `tests.rs` the unit tests.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -124,7 +124,7 @@ const BROWSE_PAGES: usize = 64;
 /// Persistent messages on their way into a stored queue: submitted (or about to be) to the
 /// store, their `Enqueue` not yet taken by the queue task. See the module documentation.
 #[derive(Debug, Default)]
-pub(crate) struct Arriving(Mutex<HashSet<MessageId>>);
+pub(crate) struct Arriving(Mutex<FxHashSet<MessageId>>);
 
 impl Arriving {
     pub(crate) fn insert(&self, id: MessageId) {
@@ -313,7 +313,7 @@ impl Queue {
     }
 
     /// True if this message is in memory already or will come through an `Enqueue`.
-    fn is_held(&self, message: &Message, arriving: &HashSet<MessageId>) -> bool {
+    fn is_held(&self, message: &Message, arriving: &FxHashSet<MessageId>) -> bool {
         arriving.contains(&message.id)
             || self.ready.contains_key(&PageKey::of(message))
             || self.awaiting_transaction.contains_key(&message.id)
