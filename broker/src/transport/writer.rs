@@ -5,10 +5,11 @@
 //! written (so that an auto consumer's credit also bounds memory). The connection hands it
 //! everything through an [`Output`], which counts what waits unwritten.
 
+use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use store::MessageId;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -19,6 +20,12 @@ use crate::core::{ConsumerId, Core, QueueHandle};
 
 /// Frames written together at most, so that one burst cannot hold a huge buffer.
 const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// Frames written together at most (below the kernel's 1024 buffers per `writev`).
+const MAX_BATCH_FRAMES: usize = 512;
+
+/// Frames whose list an idle connection keeps.
+const IDLE_FRAMES: usize = 64;
 
 /// How long a closing connection's last frames may take to be written.
 pub(crate) const WRITER_DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -128,8 +135,12 @@ async fn run<W: AsyncWrite + Unpin>(
     outbound: Outbound,
 ) {
     let mut heart_beat: Option<(Duration, Bytes)> = None;
-    // Grown by what is queued and given back when the queue is empty, so an idle connection
-    // holds no write buffer.
+    // The frames of one write, each as it was encoded: written with one vectored write, so
+    // that no frame is copied again (into a coalescing buffer, which also grew by copying
+    // itself after every idle moment; the profile of S1 put 4% of the broker's instructions
+    // there). A socket without vectored writes gets them copied into `buffer`.
+    let vectored = socket.is_write_vectored();
+    let mut frames = Frames::default();
     let mut buffer = BytesMut::new();
     let mut acks: Vec<(QueueHandle, ConsumerId, Vec<MessageId>)> = Vec::new();
     loop {
@@ -152,10 +163,10 @@ async fn run<W: AsyncWrite + Unpin>(
         // Coalesce whatever is already queued into one write.
         while let Some(item) = next.take() {
             match item {
-                WriteItem::Bytes(bytes) => buffer.extend_from_slice(&bytes),
+                WriteItem::Bytes(bytes) => frames.push(bytes),
                 WriteItem::AutoAck(auto) => {
                     let AutoAck { bytes, queue, consumer, id } = *auto;
-                    buffer.extend_from_slice(&bytes);
+                    frames.push(bytes);
                     // A wildcard consumer receives from several queues, and each ack must go
                     // to the queue the message came from (grouping by consumer alone sent
                     // them all to the first one, stalling the others).
@@ -174,21 +185,37 @@ async fn run<W: AsyncWrite + Unpin>(
                     break;
                 }
             }
-            if buffer.len() < MAX_BATCH_BYTES {
+            if frames.bytes < MAX_BATCH_BYTES && frames.chunks.len() < MAX_BATCH_FRAMES {
                 next = items.try_recv().ok();
             }
         }
-        if !buffer.is_empty() {
-            if socket.write_all(&buffer).await.is_err() {
+        if frames.bytes > 0 {
+            let bytes = frames.bytes;
+            let written = match vectored {
+                true => frames.write_to(&mut socket).await,
+                false => {
+                    for chunk in frames.chunks.drain(..) {
+                        buffer.extend_from_slice(&chunk);
+                    }
+                    frames.bytes = 0;
+                    let written = socket.write_all(&buffer).await;
+                    buffer.clear();
+                    if items.is_empty() && buffer.capacity() > IDLE_WRITE_BUFFER {
+                        buffer = BytesMut::new();
+                    }
+                    written
+                }
+            };
+            if written.is_err() {
                 // The peer is gone; unacknowledged auto-ack messages go back when the
                 // connection releases its consumers.
                 return;
             }
             // Every frame and message the connection queues is counted there.
-            outbound.written(buffer.len());
-            buffer.clear();
-            if items.is_empty() && buffer.capacity() > IDLE_WRITE_BUFFER {
-                buffer = BytesMut::new();
+            outbound.written(bytes);
+            // An idle connection keeps no list of frames (16 bytes a frame of a burst).
+            if items.is_empty() && frames.chunks.capacity() > IDLE_FRAMES {
+                frames.chunks = Vec::new();
             }
         }
         for (queue, consumer, ids) in acks.drain(..) {
@@ -203,4 +230,49 @@ async fn run<W: AsyncWrite + Unpin>(
     }
     let _ = socket.flush().await;
     let _ = socket.shutdown().await;
+}
+
+/// The frames of one write.
+#[derive(Default)]
+struct Frames {
+    chunks: Vec<Bytes>,
+    /// Their bytes.
+    bytes: usize,
+}
+
+impl Frames {
+    fn push(&mut self, frame: Bytes) {
+        if !frame.is_empty() {
+            self.bytes += frame.len();
+            self.chunks.push(frame);
+        }
+    }
+
+    /// Writes every frame with vectored writes, however the socket splits them, and leaves
+    /// `self` empty.
+    async fn write_to<W: AsyncWrite + Unpin>(&mut self, socket: &mut W) -> std::io::Result<()> {
+        let mut first = 0;
+        while first < self.chunks.len() {
+            let slices: Vec<IoSlice<'_>> =
+                self.chunks[first..].iter().map(|chunk| IoSlice::new(chunk)).collect();
+            let mut written = socket.write_vectored(&slices).await?;
+            drop(slices);
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            while written > 0 {
+                let chunk = &mut self.chunks[first];
+                if written >= chunk.len() {
+                    written -= chunk.len();
+                    first += 1;
+                } else {
+                    chunk.advance(written);
+                    written = 0;
+                }
+            }
+        }
+        self.chunks.clear();
+        self.bytes = 0;
+        Ok(())
+    }
 }
