@@ -12,7 +12,6 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use store::{
     Backlog, Completion, Message, MessageStore, Operation, PageKey, QueueKey, Recovered,
@@ -263,11 +262,10 @@ impl JournalStore {
                             unique.push(queue.clone());
                         }
                     }
-                    let body = Bytes::from(store::record::encode_message(message));
                     let priority = message.priority();
                     PendingRecord {
                         kind: Kind::AddMessage,
-                        payload: record::encode_add(message.id, priority, body, &unique, *txn),
+                        payload: record::encode_add_message(message, priority, &unique, *txn),
                         txn: *txn,
                         role: Role::Add { token: 0, id: message.id, priority, queues: unique },
                     }

@@ -90,11 +90,26 @@ struct QueuedMessage {
     /// Handed to the application, the client says (OpenWire's delivered ack), though not
     /// acknowledged yet.
     consumed: bool,
+    /// `message.memory_size()`, computed once: the accounting needs it some eight times in
+    /// a message's life, and by its ack the message's properties are out of the cache.
+    size: usize,
 }
 
 impl QueuedMessage {
     fn new(message: Arc<Message>) -> Self {
-        QueuedMessage { message, delivery_count: 0, acked_in_transaction: false, consumed: false }
+        let size = message.memory_size();
+        QueuedMessage {
+            message,
+            delivery_count: 0,
+            acked_in_transaction: false,
+            consumed: false,
+            size,
+        }
+    }
+
+    /// Bytes it counts for in flow control, the spool and the memory limits.
+    fn held_size(&self) -> usize {
+        self.size + paging::ENTRY_OVERHEAD
     }
 
     /// An in-flight message that no longer counts against its consumer's prefetch.
@@ -289,7 +304,7 @@ struct Consumer {
 impl Consumer {
     /// A message delivered to it is in flight until acknowledged or given back.
     fn hold(&mut self, queued: QueuedMessage) {
-        self.in_flight_bytes += paging::held_size(&queued.message);
+        self.in_flight_bytes += queued.held_size();
         self.in_flight.insert(queued.message.id, queued);
     }
 
@@ -297,15 +312,15 @@ impl Consumer {
     fn take(&mut self, id: &MessageId) -> Option<QueuedMessage> {
         let queued = self.in_flight.remove(id)?;
         if !queued.releases_credit() {
-            self.uncount(&queued.message);
+            self.uncount(queued.held_size());
         }
         Some(queued)
     }
 
     /// An in-flight message stops counting in `in_flight_bytes` (taken, or its credit
     /// released).
-    fn uncount(&mut self, message: &Message) {
-        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(paging::held_size(message));
+    fn uncount(&mut self, held_size: usize) {
+        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(held_size);
     }
 
     fn has_credit(&self) -> bool {
@@ -534,11 +549,12 @@ impl Queue {
                     self.arrived(&messages);
                     for message in messages {
                         self.enqueued += 1;
-                        self.memory_bytes += message.memory_size();
-                        self.paging.pin(self.handle.stored, &message, true);
-                        self.paging.note_size(&message);
-                        self.advise_no_consumer(&message);
-                        self.make_ready(QueuedMessage::new(message));
+                        let queued = QueuedMessage::new(message);
+                        self.memory_bytes += queued.size;
+                        self.paging.pin(self.handle.stored, &queued.message, queued.size, true);
+                        self.paging.note_size(queued.size);
+                        self.advise_no_consumer(&queued.message);
+                        self.make_ready(queued);
                     }
                     self.discard_over_limit();
                 }

@@ -247,8 +247,8 @@ impl Paging {
     }
 
     /// Takes a message's size into the running average (weighing the last one an eighth).
-    pub(super) fn note_size(&mut self, message: &Message) {
-        let size = held_size(message);
+    pub(super) fn note_size(&mut self, memory_size: usize) {
+        let size = memory_size + ENTRY_OVERHEAD;
         self.typical = match self.typical {
             0 => size,
             typical => (typical * 7 + size) / 8,
@@ -272,13 +272,13 @@ impl Paging {
         MIN_WINDOW.min(self.page_limit())
     }
 
-    /// Counts `message` in (`held`) or out of the bytes that cannot page out, if it is one
-    /// (`stored`: the queue keeps persistent messages in the store).
-    pub(super) fn pin(&mut self, stored: bool, message: &Message, held: bool) {
+    /// Counts `message` (of `memory_size`) in (`held`) or out of the bytes that cannot page
+    /// out, if it is one (`stored`: the queue keeps persistent messages in the store).
+    pub(super) fn pin(&mut self, stored: bool, message: &Message, memory_size: usize, held: bool) {
         if stored && message.is_persistent() {
             return;
         }
-        let bytes = message.memory_size() + ENTRY_OVERHEAD;
+        let bytes = memory_size + ENTRY_OVERHEAD;
         self.pinned = if held { self.pinned + bytes } else { self.pinned.saturating_sub(bytes) };
     }
 }
@@ -414,9 +414,9 @@ impl Queue {
                 .returned
                 .remove(&queued.message.id)
                 .unwrap_or(u32::from(stored.redelivered));
-            self.memory_bytes += queued.message.memory_size();
-            self.paging.pin(self.handle.stored, &queued.message, true);
-            self.paging.note_size(&queued.message);
+            self.memory_bytes += queued.size;
+            self.paging.pin(self.handle.stored, &queued.message, queued.size, true);
+            self.paging.note_size(queued.size);
             self.make_ready(queued);
         }
         Ok(())
@@ -426,7 +426,7 @@ impl Queue {
     /// the temporary store).
     pub(super) fn leave_in_store(&mut self, queued: QueuedMessage) {
         let key = PageKey::of(&queued.message);
-        self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
+        self.memory_bytes = self.memory_bytes.saturating_sub(queued.size);
         if queued.delivery_count > 0 {
             self.paging.returned.insert(queued.message.id, queued.delivery_count);
         }
@@ -584,8 +584,8 @@ impl Queue {
                     .returned
                     .remove(&queued.message.id)
                     .unwrap_or(u32::from(stored.redelivered));
-                self.memory_bytes += queued.message.memory_size();
-                self.paging.pin(self.handle.stored, &queued.message, true);
+                self.memory_bytes += queued.size;
+                self.paging.pin(self.handle.stored, &queued.message, queued.size, true);
                 return Some(queued);
             }
             if !full {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use store::{Completion, Message, MessageId, Operation, PageKey, UnitOfWork};
 
-use super::{now_millis, paging, AckMode, ConsumerId, Queue, QueuedMessage};
+use super::{now_millis, AckMode, ConsumerId, Queue, QueuedMessage};
 use crate::core::dead_letter::{Cause, DeadLetter};
 use crate::core::events::QueueEvent;
 
@@ -66,8 +66,8 @@ impl Queue {
                     consumed.push(queued.message.clone());
                 }
                 self.acked += 1;
-                self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
-                self.paging.pin(self.handle.stored, &queued.message, false);
+                self.memory_bytes = self.memory_bytes.saturating_sub(queued.size);
+                self.paging.pin(self.handle.stored, &queued.message, queued.size, false);
                 if self.handle.stored && queued.message.is_persistent() {
                     unit.push(Operation::Ack {
                         queue: (*self.handle.key).clone(),
@@ -97,8 +97,8 @@ impl Queue {
                 queued.consumed = true;
                 if releases {
                     consumer.released += 1;
-                    let message = queued.message.clone();
-                    consumer.uncount(&message);
+                    let held_size = queued.held_size();
+                    consumer.uncount(held_size);
                 }
             }
         }
@@ -112,8 +112,8 @@ impl Queue {
                 queued.acked_in_transaction = true;
                 if releases {
                     consumer.released += 1;
-                    let message = queued.message.clone();
-                    consumer.uncount(&message);
+                    let held_size = queued.held_size();
+                    consumer.uncount(held_size);
                 }
             }
         }
@@ -138,7 +138,7 @@ impl Queue {
                                 if !queued.consumed {
                                     consumer.released -= 1;
                                     // Back in flight unacknowledged: it counts again.
-                                    consumer.in_flight_bytes += paging::held_size(&queued.message);
+                                    consumer.in_flight_bytes += queued.held_size();
                                 }
                             }
                             continue 'ids;
@@ -152,8 +152,8 @@ impl Queue {
             let Some(mut queued) = found else { continue };
             if committed {
                 self.acked += 1;
-                self.memory_bytes = self.memory_bytes.saturating_sub(queued.message.memory_size());
-                self.paging.pin(self.handle.stored, &queued.message, false);
+                self.memory_bytes = self.memory_bytes.saturating_sub(queued.size);
+                self.paging.pin(self.handle.stored, &queued.message, queued.size, false);
             } else {
                 queued.acked_in_transaction = false;
                 self.make_ready(queued);
@@ -267,8 +267,9 @@ impl Queue {
             Cause::Expired => self.expired += 1,
             Cause::Poisoned(_) | Cause::Redeliveries { .. } => self.dead_lettered += 1,
         }
-        self.memory_bytes = self.memory_bytes.saturating_sub(message.memory_size());
-        self.paging.pin(self.handle.stored, &message, false);
+        let size = message.memory_size();
+        self.memory_bytes = self.memory_bytes.saturating_sub(size);
+        self.paging.pin(self.handle.stored, &message, size, false);
         self.events.send(QueueEvent::DeadLettered(DeadLetter {
             queue: self.handle.key.clone(),
             stored: self.handle.stored,

@@ -53,8 +53,8 @@ impl Queue {
         }
         spool.refusing = false;
         spool.count += 1;
-        spool.bytes += held_size(&queued.message);
-        self.paging.pin(self.handle.stored, &queued.message, false);
+        spool.bytes += queued.held_size();
+        self.paging.pin(self.handle.stored, &queued.message, queued.size, false);
         self.leave_in_store(queued);
         Ok(())
     }
