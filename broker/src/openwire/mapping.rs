@@ -210,13 +210,19 @@ pub(crate) fn message_to(message: &Message, redelivery_counter: i32) -> ow::Mess
     m.group_id = h.group_id.as_deref().map(str::to_owned);
     m.group_sequence = h.group_seq;
     m.redelivery_counter = redelivery_counter;
-    let mut properties = PrimitiveMap::new();
-    for (name, value) in &message.properties {
-        if let Some(value) = property_to(value) {
-            properties.insert(String::from(&**name), value);
+    // Encoded straight from the message's properties (building a `PrimitiveMap` first cost a
+    // key copy and a value per property, then its encoding).
+    let properties =
+        message.properties.iter().filter_map(|(name, value)| Some((&**name, property_to(value)?)));
+    let mut properties = properties.peekable();
+    if properties.peek().is_some() {
+        match PrimitiveMap::encode_entries(properties) {
+            Ok(encoded) => m.marshalled_properties = Some(encoded),
+            Err(error) => {
+                tracing::warn!(%error, message = %message.message_id, "properties not representable in OpenWire")
+            }
         }
     }
-    let _ = m.set_properties(&properties);
     let body = message.body.clone();
     let result = match message.body_kind {
         BodyKind::None => Ok(()),

@@ -357,6 +357,23 @@ impl PrimitiveMap {
         Ok(())
     }
 
+    /// The encoding of a map with these entries (distinct keys), written as they come: what
+    /// `to_bytes` writes for a map built from them, without building it.
+    pub fn encode_entries<'a>(
+        entries: impl IntoIterator<Item = (&'a str, PrimitiveValue)>,
+    ) -> Result<Bytes, WireError> {
+        let mut out = Vec::with_capacity(64);
+        out.put_i32(0);
+        let mut count = 0usize;
+        for (key, value) in entries {
+            put_utf(key, &mut out)?;
+            value.encode(&mut out)?;
+            count += 1;
+        }
+        out[..4].copy_from_slice(&int_len(count)?.to_be_bytes());
+        Ok(out.into())
+    }
+
     /// The encoded map as bytes.
     pub fn to_bytes(&self) -> Result<Bytes, WireError> {
         let mut out = Vec::new();
@@ -485,6 +502,19 @@ mod tests {
         m.insert("map", PrimitiveValue::Map(inner));
         m.insert("list", PrimitiveValue::List(vec![1.into(), "two".into(), PrimitiveValue::Null]));
         m
+    }
+
+    #[test]
+    fn entries_encode_as_the_map_built_from_them() {
+        let entries = [
+            ("n", PrimitiveValue::Int(5)),
+            ("s", PrimitiveValue::String("héllo".into())),
+            ("t", PrimitiveValue::Long(-1)),
+        ];
+        let map: PrimitiveMap = entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let encoded = PrimitiveMap::encode_entries(entries.iter().map(|(k, v)| (*k, v.clone())));
+        assert_eq!(encoded, map.to_bytes());
+        assert_eq!(PrimitiveMap::encode_entries([]), PrimitiveMap::new().to_bytes());
     }
 
     #[test]
