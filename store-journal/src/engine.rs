@@ -188,7 +188,7 @@ impl JournalStore {
                     role: Role::Plain,
                 })
                 .collect();
-            writer.run_batch(vec![Unit { records, bytes: 0, completer: None }], false);
+            writer.run_batch(vec![Unit { records, lazy: false, bytes: 0, completer: None }], false);
             writer.sync_dirty()?;
             if let Some(reason) = shared.state.read().poisoned.clone() {
                 return Err(StoreError::Poisoned { reason });
@@ -387,7 +387,7 @@ impl MessageStore for JournalStore {
         state.queued_bytes += bytes;
         self.shared.backlog.add(bytes);
         let (completer, completion) = Completion::pending();
-        let unit = Unit { records, bytes, completer: Some(completer) };
+        let unit = Unit { records, lazy: unit.lazy, bytes, completer: Some(completer) };
         if let Err(mpsc::SendError(Msg::Unit(unit))) = self.tx.send(Msg::Unit(unit)) {
             // The writer is gone (it only stops once the store is closed).
             self.shared.backlog.remove(unit.bytes);

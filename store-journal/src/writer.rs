@@ -24,7 +24,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
-use store::{Backlog, Completer, Message, MessageId, QueueKey, StoreError, SyncPolicy, TxnId};
+use store::{
+    Backlog, Completer, Message, MessageId, QueueKey, StoreError, SyncPolicy, TxnId,
+    LAZY_SYNC_WITHIN,
+};
 
 use crate::checkpoint::{Encoded, Live, Position};
 use crate::disk::{is_out_of_space, DiskFile};
@@ -66,6 +69,8 @@ pub struct PendingRecord {
 #[derive(Debug)]
 pub struct Unit {
     pub records: Vec<PendingRecord>,
+    /// Written without a sync of its own ([`store::UnitOfWork::lazy`]).
+    pub lazy: bool,
     /// Bytes counted in [`State::queued_bytes`] for it.
     pub bytes: u64,
     pub completer: Option<Completer>,
@@ -241,8 +246,15 @@ impl Writer {
                 Err(RecvTimeoutError::Disconnected) => Some(Msg::Stop),
             };
         }
-        match self.shared.options.sync {
-            SyncPolicy::Periodic(interval) if !self.dirty.is_empty() => {
+        // Periodic syncs, and under `Always` the lazily durable units written since the last
+        // sync (synced with the next unit that needs it, or at the latest after this).
+        let interval = match self.shared.options.sync {
+            SyncPolicy::Periodic(interval) => Some(interval),
+            SyncPolicy::Always => Some(LAZY_SYNC_WITHIN),
+            SyncPolicy::Never => None,
+        };
+        match interval {
+            Some(interval) if !self.dirty.is_empty() => {
                 let wait = interval.saturating_sub(self.last_sync.elapsed());
                 match self.rx.recv_timeout(wait) {
                     Ok(msg) => Some(msg),
@@ -384,7 +396,9 @@ impl Writer {
             drop(state);
             None
         };
-        let result = self.write_pieces(pieces);
+        // A batch of lazily durable units only (or of relocations) waits for the next sync.
+        let sync = units.iter().any(|unit| !unit.lazy);
+        let result = self.write_pieces(pieces, sync);
         match result {
             Ok(()) => {
                 if !placed.is_empty() {
@@ -445,7 +459,7 @@ impl Writer {
     /// Creates the batch's new segments, writes each piece, and syncs per the policy. A unit
     /// may span two segments: the older one is synced before the newer one is written, so that
     /// a power loss cannot keep the end of a unit without its beginning.
-    fn write_pieces(&mut self, pieces: Vec<Piece>) -> Result<(), StoreError> {
+    fn write_pieces(&mut self, pieces: Vec<Piece>, sync: bool) -> Result<(), StoreError> {
         let shared = Arc::clone(&self.shared);
         let failpoints = &shared.options.failpoints;
         let count = pieces.len();
@@ -474,7 +488,7 @@ impl Writer {
             }
         }
         match self.shared.options.sync {
-            SyncPolicy::Always => self.sync_dirty(),
+            SyncPolicy::Always if sync => self.sync_dirty(),
             SyncPolicy::Periodic(interval) if self.last_sync.elapsed() >= interval => {
                 self.sync_dirty()
             }

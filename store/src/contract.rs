@@ -142,7 +142,17 @@ pub enum Operation {
 #[derive(Debug, Clone, Default)]
 pub struct UnitOfWork {
     pub operations: Vec<Operation>,
+    /// Nobody waits for this unit to be durable: an acknowledgement the client does not ask
+    /// to have confirmed, which ActiveMQ's journal writes without a sync too. A store may
+    /// complete it once written and make it durable with the next unit that needs a sync
+    /// (an append-only log syncs what came before), or within [`LAZY_SYNC_WITHIN`]; a crash
+    /// before then may bring its acknowledged messages back, redelivered, never lose any.
+    /// Stores that sync every unit anyway may ignore it.
+    pub lazy: bool,
 }
+
+/// How long a lazily durable unit ([`UnitOfWork::lazy`]) waits at most for a sync.
+pub const LAZY_SYNC_WITHIN: Duration = Duration::from_millis(200);
 
 impl UnitOfWork {
     pub fn new() -> Self {
@@ -150,7 +160,12 @@ impl UnitOfWork {
     }
 
     pub fn with(operation: Operation) -> Self {
-        UnitOfWork { operations: vec![operation] }
+        UnitOfWork { operations: vec![operation], lazy: false }
+    }
+
+    /// These operations, as one unit nobody waits to see durable ([`UnitOfWork::lazy`]).
+    pub fn lazy(operations: Vec<Operation>) -> Self {
+        UnitOfWork { operations, lazy: true }
     }
 
     pub fn push(&mut self, operation: Operation) -> &mut Self {

@@ -44,7 +44,7 @@ pub use backlog::Backlog;
 pub use contract::{
     validate_unit, Completer, Completion, MessageStore, Operation, PageKey, QueueKey, Recovered,
     StoreUsage, StoredMessage, SubscriptionInfo, SubscriptionKey, SyncPolicy, TxnId, TxnState,
-    UnitOfWork,
+    UnitOfWork, LAZY_SYNC_WITHIN,
 };
 pub use error::StoreError;
 pub use failpoint::{FailAction, Failpoints};

@@ -61,7 +61,7 @@ fn add_acked_before_its_write_is_never_written() {
     let c2 = store.submit(UnitOfWork::with(add(&cancelled, &[&q, &r])));
     let c3 = store.submit(UnitOfWork::with(add(&kept, &[&q, &r])));
     let c4 = store.submit(UnitOfWork::with(ack(&q, &cancelled)));
-    let c5 = store.submit(UnitOfWork { operations: vec![ack(&r, &cancelled), ack(&q, &kept)] });
+    let c5 = store.submit(UnitOfWork { operations: vec![ack(&r, &cancelled), ack(&q, &kept)], lazy: false });
     assert_eq!(ids(&store, &q), [1]);
     assert_eq!(ids(&store, &r), [3]);
     disk.release_syncs();
@@ -143,4 +143,31 @@ fn never_policy_does_not_sync() {
     drop(store);
     let store = open(dir.path(), &options);
     assert_eq!(ids(&store, &q).len(), 20, "written to the OS, so a process crash loses nothing");
+}
+
+/// A unit nobody waits to see durable (an acknowledgement the client does not have
+/// confirmed) completes once written, without a sync of its own; the journal syncs it
+/// within `LAZY_SYNC_WITHIN` when no other unit does it first, and a unit that needs a sync
+/// covers the lazy ones before it.
+#[test]
+fn lazy_units_complete_without_a_sync_and_are_synced_soon_after() {
+    let dir = temp_dir();
+    let options = JournalOptions { sync: SyncPolicy::Always, ..small_options(1 << 20, 1 << 30) };
+    let store = open(dir.path(), &options);
+    let q = queue("Q");
+    let (first, second) = (message(1, &q, 4, 100), message(2, &q, 4, 100));
+    submit_ok(&store, vec![add(&first, &[&q]), add(&second, &[&q])]);
+    let synced = store.stats().fsyncs;
+    block_on(store.submit(UnitOfWork::lazy(vec![ack(&q, &first)]))).expect("written");
+    assert_eq!(store.stats().fsyncs, synced, "a lazy unit completed without its own sync");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while store.stats().fsyncs == synced {
+        assert!(std::time::Instant::now() < deadline, "the lazy unit was never synced");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let synced = store.stats().fsyncs;
+    block_on(store.submit(UnitOfWork::lazy(vec![ack(&q, &second)]))).expect("written");
+    submit_ok(&store, vec![add(&message(3, &q, 4, 100), &[&q])]);
+    assert_eq!(store.stats().fsyncs, synced + 1, "the next durable unit synced both");
+    assert_eq!(ids(&store, &q), [3]);
 }

@@ -159,7 +159,7 @@ fn recovery_of_many_references_is_a_key_scan() {
                 .map(|i| add(&message(i, &q, 4, 100), &[&q]))
                 .collect();
             id += unit.len() as u64;
-            let completion = store.submit(store::UnitOfWork { operations: unit });
+            let completion = store.submit(store::UnitOfWork { operations: unit, lazy: false });
             if let Some(backlog) = store.backlog() {
                 while backlog.is_full() {
                     std::thread::sleep(Duration::from_millis(1));

@@ -176,7 +176,7 @@ pub(crate) fn submit(
     store: &dyn MessageStore,
     operations: Vec<Operation>,
 ) -> Result<(), StoreError> {
-    block_on(store.submit(UnitOfWork { operations }))
+    block_on(store.submit(UnitOfWork { operations, lazy: false }))
 }
 
 /// Submits a unit and panics unless it completes successfully.

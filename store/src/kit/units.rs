@@ -55,7 +55,7 @@ pub fn ack_id(queue: &QueueKey, id: u64) -> Operation {
 }
 
 pub fn submit(store: &dyn MessageStore, operations: Vec<Operation>) -> Result<(), StoreError> {
-    block_on(store.submit(UnitOfWork { operations }))
+    block_on(store.submit(UnitOfWork { operations, lazy: false }))
 }
 
 #[track_caller]

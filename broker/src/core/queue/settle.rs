@@ -50,11 +50,13 @@ impl Queue {
         }
     }
 
-    pub(super) fn ack(&mut self, consumer: ConsumerId, ids: &[MessageId]) -> Completion {
+    /// Acknowledges `ids`; with `lazy`, nobody waits for the acks to be durable
+    /// ([`UnitOfWork::lazy`]).
+    pub(super) fn ack(&mut self, consumer: ConsumerId, ids: &[MessageId], lazy: bool) -> Completion {
         let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
             return Completion::ready(Ok(()));
         };
-        let mut unit = UnitOfWork::new();
+        let mut unit = UnitOfWork { lazy, ..UnitOfWork::new() };
         let mut consumed = Vec::new();
         let consumer_id = consumer.spec.id;
         for id in ids {
