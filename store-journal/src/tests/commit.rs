@@ -61,7 +61,8 @@ fn add_acked_before_its_write_is_never_written() {
     let c2 = store.submit(UnitOfWork::with(add(&cancelled, &[&q, &r])));
     let c3 = store.submit(UnitOfWork::with(add(&kept, &[&q, &r])));
     let c4 = store.submit(UnitOfWork::with(ack(&q, &cancelled)));
-    let c5 = store.submit(UnitOfWork { operations: vec![ack(&r, &cancelled), ack(&q, &kept)], lazy: false });
+    let c5 = store
+        .submit(UnitOfWork { operations: vec![ack(&r, &cancelled), ack(&q, &kept)], lazy: false });
     assert_eq!(ids(&store, &q), [1]);
     assert_eq!(ids(&store, &r), [3]);
     disk.release_syncs();

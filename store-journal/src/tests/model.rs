@@ -205,7 +205,11 @@ fn run(seed: u64, steps: usize, pipelined: bool) -> crate::JournalStats {
             model.open_txns = open_before;
             model.next_txn = next_txn_before;
         }
-        in_flight.push((journal.submit(UnitOfWork { operations, lazy: false }), want.is_ok(), step));
+        in_flight.push((
+            journal.submit(UnitOfWork { operations, lazy: false }),
+            want.is_ok(),
+            step,
+        ));
         if !pipelined || in_flight.len() >= 16 {
             settle(&mut in_flight, seed);
         }

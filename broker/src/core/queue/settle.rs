@@ -52,7 +52,12 @@ impl Queue {
 
     /// Acknowledges `ids`; with `lazy`, nobody waits for the acks to be durable
     /// ([`UnitOfWork::lazy`]).
-    pub(super) fn ack(&mut self, consumer: ConsumerId, ids: &[MessageId], lazy: bool) -> Completion {
+    pub(super) fn ack(
+        &mut self,
+        consumer: ConsumerId,
+        ids: &[MessageId],
+        lazy: bool,
+    ) -> Completion {
         let Some(consumer) = self.consumers.iter_mut().find(|c| c.spec.id == consumer) else {
             return Completion::ready(Ok(()));
         };
