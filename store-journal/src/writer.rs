@@ -488,7 +488,10 @@ impl Writer {
             }
         }
         match self.shared.options.sync {
-            SyncPolicy::Always if sync => self.sync_dirty(),
+            // A stream of lazy units alone still reaches the disk within LAZY_SYNC_WITHIN.
+            SyncPolicy::Always if sync || self.last_sync.elapsed() >= LAZY_SYNC_WITHIN => {
+                self.sync_dirty()
+            }
             SyncPolicy::Periodic(interval) if self.last_sync.elapsed() >= interval => {
                 self.sync_dirty()
             }

@@ -172,3 +172,29 @@ fn lazy_units_complete_without_a_sync_and_are_synced_soon_after() {
     assert_eq!(store.stats().fsyncs, synced + 1, "the next durable unit synced both");
     assert_eq!(ids(&store, &q), [3]);
 }
+
+/// Lazy units that keep coming (a consumer draining a queue, no producer) are synced every
+/// `LAZY_SYNC_WITHIN` while they last. (Here the writer waits for each unit; one whose queue
+/// never empties is synced by the batch that finds the window over, in `write_pieces`.)
+#[test]
+fn a_stream_of_lazy_units_is_synced_while_it_lasts() {
+    let dir = temp_dir();
+    let options = JournalOptions { sync: SyncPolicy::Always, ..small_options(1 << 20, 1 << 30) };
+    let store = open(dir.path(), &options);
+    let q = queue("Q");
+    let messages: Vec<_> = (1..=100_000).map(|id| message(id, &q, 4, 10)).collect();
+    for chunk in messages.chunks(10_000) {
+        submit_ok(&store, chunk.iter().map(|m| add(m, &[&q])).collect());
+    }
+    let synced = store.stats().fsyncs;
+    let started = std::time::Instant::now();
+    // Acks one at a time, each waited for (written), so that the writer never falls idle.
+    for (acked, message) in messages.iter().enumerate() {
+        block_on(store.submit(UnitOfWork::lazy(vec![ack(&q, message)]))).expect("written");
+        if store.stats().fsyncs >= synced + 2 {
+            eprintln!("two syncs after {acked} lazy acks in {:?}", started.elapsed());
+            return;
+        }
+    }
+    panic!("{} syncs in {:?} of lazy units", store.stats().fsyncs - synced, started.elapsed());
+}
