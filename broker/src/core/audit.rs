@@ -21,8 +21,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
-
+use crate::core::ClientKeyed;
 use store::{Destination, Message};
 
 /// Producers remembered per destination (ActiveMQ's `maxProducersToAudit` default is 1024).
@@ -32,7 +31,7 @@ pub const MAX_PRODUCERS_PER_DESTINATION: usize = 1024;
 /// used under its lock.
 #[derive(Default)]
 pub struct ProducerAudit {
-    destinations: FxHashMap<Destination, FxHashMap<Arc<str>, Seen>>,
+    destinations: ClientKeyed<Destination, ClientKeyed<Arc<str>, Seen>>,
     /// Bumped on every record; orders producers by last use for eviction.
     clock: u64,
 }

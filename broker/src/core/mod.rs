@@ -54,6 +54,7 @@ pub use queue::{ConsumerSpec, Delivery, MemoryLimits, QueueHandle, QueueStats};
 pub use slow::ConsumerNotice;
 pub use statistics::{DestinationStats, StatsKind, SubscriptionStats};
 pub use temp_store::{TempStore, TempStoreOpener};
+pub(crate) use types::ClientKeyed;
 pub use types::{
     composite_parts, AckMode, ConnectionId, ConsumerId, CoreError, VirtualTopicRule,
     ADVISORY_DESTINATION, ADVISORY_OPERATION, ADVISORY_TEMP_QUEUE, ADVISORY_TEMP_TOPIC,

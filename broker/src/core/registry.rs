@@ -10,7 +10,6 @@
 //! policies, memory limits, where its events go) is the core's [`QueueFactory`], outside the
 //! lock.
 
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use store::{Destination, Message, QueueKey, StoreError, SubscriptionKey};
@@ -24,6 +23,7 @@ pub(crate) use super::subscriptions::{SelectorVerdicts, TopicSubscription, Topic
 use super::types::{ConnectionId, ConsumerId, VirtualTopicRule};
 use super::virtual_topics::VirtualConsumers;
 use super::wildcard::DestinationFilter;
+use crate::core::ClientKeyed;
 
 /// Where a consumer is attached, so that closing it detaches it everywhere. A composite
 /// consumer (`A,B`) may be attached to several queues and topics at once.
@@ -51,18 +51,18 @@ pub(crate) struct Temporary {
 pub(crate) struct Registry {
     /// Read anywhere; changed only through [`Registry::queue`] and [`Registry::remove_queue`],
     /// which keep `virtual_consumers` in step.
-    pub queues: FxHashMap<Arc<str>, QueueHandle>,
+    pub queues: ClientKeyed<Arc<str>, QueueHandle>,
     /// The queues of `queues` that virtual topics feed, by topic.
     pub virtual_consumers: VirtualConsumers,
     pub topic_subscriptions: TopicSubscriptions,
     /// Durable subscriptions by identity, with the consumer attached to each, if any.
-    pub durable: FxHashMap<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
-    pub consumers: FxHashMap<ConsumerId, Attachment>,
+    pub durable: ClientKeyed<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
+    pub consumers: ClientKeyed<ConsumerId, Attachment>,
     /// Each topic's recent messages for retroactive subscribers (see
     /// [`recovery`](super::recovery)).
     pub recent: RecentMessages,
     /// Temporary queues and topics by destination.
-    pub temporary: FxHashMap<Destination, Temporary>,
+    pub temporary: ClientKeyed<Destination, Temporary>,
     /// Duplicate detection for resent messages, per destination and producer.
     pub audit: ProducerAudit,
     /// What advisories about consumers and connections need to remember.

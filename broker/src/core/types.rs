@@ -6,6 +6,12 @@ use store::{Destination, StoreError};
 
 use super::wildcard::DestinationFilter;
 
+/// A map keyed by what clients choose (destination names, their producer, consumer and
+/// transaction ids): `ahash`'s hasher, seeded per process, about as fast as FxHash on such
+/// keys (SipHash was 4.5% of the broker's instructions in S1), and no client can pick keys
+/// that collide. Maps keyed by the broker's own ids use FxHash.
+pub(crate) type ClientKeyed<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
+
 /// Identifies a consumer across the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConsumerId(pub u64);

@@ -15,7 +15,6 @@ mod mapping;
 mod producer;
 mod transaction;
 
-use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,6 +29,7 @@ use store::{DestinationKind, Message};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use crate::core::ClientKeyed;
 use crate::core::{
     ConsumerId, ConsumerNotice, CoreError, Delivery, HeldSends, ProducerRegistration, QueueHandle,
 };
@@ -87,11 +87,11 @@ pub(crate) async fn serve<S>(
         peer: peer.clone(),
         broker_url,
         output,
-        consumers: FxHashMap::default(),
-        by_core: FxHashMap::default(),
-        producers: FxHashMap::default(),
-        producer_registrations: FxHashMap::default(),
-        transaction_acks: FxHashMap::default(),
+        consumers: ClientKeyed::default(),
+        by_core: ClientKeyed::default(),
+        producers: ClientKeyed::default(),
+        producer_registrations: ClientKeyed::default(),
+        transaction_acks: ClientKeyed::default(),
         pending: FuturesOrdered::new(),
         held: HeldSends::default(),
         pulls: FuturesUnordered::new(),
@@ -173,16 +173,16 @@ struct Connection {
     peer: String,
     broker_url: String,
     output: Output,
-    consumers: FxHashMap<ow::ConsumerId, OwConsumer>,
-    by_core: FxHashMap<ConsumerId, ow::ConsumerId>,
+    consumers: ClientKeyed<ow::ConsumerId, OwConsumer>,
+    by_core: ClientKeyed<ConsumerId, ow::ConsumerId>,
     /// Producers and their window size (ProducerAck after async sends when > 0).
-    producers: FxHashMap<ow::ProducerId, i32>,
+    producers: ClientKeyed<ow::ProducerId, i32>,
     /// Producers created for a destination, counted on it (for the statistics) while their
     /// registration lives.
-    producer_registrations: FxHashMap<ow::ProducerId, ProducerRegistration>,
+    producer_registrations: ClientKeyed<ow::ProducerId, ProducerRegistration>,
     /// What each open transaction acknowledged: on rollback these are again awaiting an ack
     /// (the client redelivers them itself).
-    transaction_acks: FxHashMap<ow::LocalTransactionId, TransactionAcks>,
+    transaction_acks: ClientKeyed<ow::LocalTransactionId, TransactionAcks>,
     pending: FuturesOrdered<Pending>,
     /// Sends waiting for room (producer flow control), in order per producer.
     held: HeldSends<Option<ow::ProducerId>, HeldSend>,

@@ -10,13 +10,13 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use rustc_hash::FxHashMap;
 use store::{DestinationKind, Message, StoreUsage};
 
 use super::Core;
 use crate::core::flow::*;
 use crate::core::types::{ConnectionId, CoreError};
 use crate::core::wildcard::DestinationFilter;
+use crate::core::ClientKeyed;
 
 impl Core {
     /// What keeps `message` (from `connection`) from being accepted now, if anything: the
@@ -293,7 +293,7 @@ pub fn held_sends_refusal() -> String {
 /// while other producers' sends go on. Only the head of each FIFO waits for room; the ones
 /// behind it start waiting when it has gone.
 pub struct HeldSends<K, T> {
-    queues: FxHashMap<K, VecDeque<Held<T>>>,
+    queues: ClientKeyed<K, VecDeque<Held<T>>>,
     waiting: FuturesUnordered<KeyedRoom<K>>,
     /// Keys whose head found room at once when it became the head: released without a wait
     /// (a producer let go by an open gate would otherwise cost a boxed wait per message).
@@ -313,7 +313,7 @@ struct Held<T> {
 impl<K, T> Default for HeldSends<K, T> {
     fn default() -> Self {
         HeldSends {
-            queues: FxHashMap::default(),
+            queues: ClientKeyed::default(),
             waiting: FuturesUnordered::new(),
             ready: VecDeque::new(),
             held: 0,
