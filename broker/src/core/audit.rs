@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use crate::core::ClientKeyed;
+use crate::core::types::ClientKeyed;
 use store::{Destination, Message};
 
 /// Producers remembered per destination (ActiveMQ's `maxProducersToAudit` default is 1024).

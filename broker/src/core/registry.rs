@@ -23,7 +23,7 @@ pub(crate) use super::subscriptions::{SelectorVerdicts, TopicSubscription, Topic
 use super::types::{ConnectionId, ConsumerId, VirtualTopicRule};
 use super::virtual_topics::VirtualConsumers;
 use super::wildcard::DestinationFilter;
-use crate::core::ClientKeyed;
+use crate::core::types::ClientKeyed;
 
 /// Where a consumer is attached, so that closing it detaches it everywhere. A composite
 /// consumer (`A,B`) may be attached to several queues and topics at once.

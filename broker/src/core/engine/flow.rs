@@ -14,9 +14,9 @@ use store::{DestinationKind, Message, StoreUsage};
 
 use super::Core;
 use crate::core::flow::*;
+use crate::core::types::ClientKeyed;
 use crate::core::types::{ConnectionId, CoreError};
 use crate::core::wildcard::DestinationFilter;
-use crate::core::ClientKeyed;
 
 impl Core {
     /// What keeps `message` (from `connection`) from being accepted now, if anything: the
