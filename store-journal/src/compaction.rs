@@ -130,13 +130,9 @@ impl Writer {
             first_error.get_or_insert(e);
         }
         let before = self.previous.replace((captured.position, captured.live)).map(|(_, l)| l);
-        let before = match compact {
-            Compact::No => None,
-            Compact::Sparse => Some(None),
-            Compact::Settled => Some(before.as_ref()),
-        };
-        if let Some(before) = before {
-            if let Err(e) = self.compact(before) {
+        if compact != Compact::No {
+            let settled_since = before.as_ref().filter(|_| compact == Compact::Settled);
+            if let Err(e) = self.compact(settled_since) {
                 first_error.get_or_insert(e);
             }
         }

@@ -21,8 +21,9 @@
 
 use std::sync::Arc;
 
-use crate::core::types::ClientKeyed;
 use store::{Destination, Message};
+
+use super::types::ClientKeyed;
 
 /// Producers remembered per destination (ActiveMQ's `maxProducersToAudit` default is 1024).
 pub const MAX_PRODUCERS_PER_DESTINATION: usize = 1024;

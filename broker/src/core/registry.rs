@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use store::{Destination, Message, QueueKey, StoreError, SubscriptionKey};
 
 use super::advisory::AdvisoryState;
@@ -20,10 +21,9 @@ use super::queue::{self, ConsumerSpec, QueueCommand, QueueFactory, QueueHandle};
 use super::recovery::RecentMessages;
 use super::statistics::TopicCounters;
 pub(crate) use super::subscriptions::{SelectorVerdicts, TopicSubscription, TopicSubscriptions};
-use super::types::{ConnectionId, ConsumerId, VirtualTopicRule};
+use super::types::{ClientKeyed, ConnectionId, ConsumerId, VirtualTopicRule};
 use super::virtual_topics::VirtualConsumers;
 use super::wildcard::DestinationFilter;
-use crate::core::types::ClientKeyed;
 
 /// Where a consumer is attached, so that closing it detaches it everywhere. A composite
 /// consumer (`A,B`) may be attached to several queues and topics at once.
@@ -57,7 +57,7 @@ pub(crate) struct Registry {
     pub topic_subscriptions: TopicSubscriptions,
     /// Durable subscriptions by identity, with the consumer attached to each, if any.
     pub durable: ClientKeyed<SubscriptionKey, (QueueHandle, Option<ConsumerId>)>,
-    pub consumers: ClientKeyed<ConsumerId, Attachment>,
+    pub consumers: FxHashMap<ConsumerId, Attachment>,
     /// Each topic's recent messages for retroactive subscribers (see
     /// [`recovery`](super::recovery)).
     pub recent: RecentMessages,

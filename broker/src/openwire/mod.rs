@@ -25,13 +25,14 @@ use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use protocol::openwire::{
     self as ow, Codec, Command, Throwable, WireError, WireFormat, WireFormatInfo,
 };
+use rustc_hash::FxHashMap;
 use store::{DestinationKind, Message};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use crate::core::ClientKeyed;
 use crate::core::{
-    ConsumerId, ConsumerNotice, CoreError, Delivery, HeldSends, ProducerRegistration, QueueHandle,
+    ClientKeyed, ConsumerId, ConsumerNotice, CoreError, Delivery, HeldSends, ProducerRegistration,
+    QueueHandle,
 };
 use crate::security::{Action, AuthError, PendingLogin, Subject};
 use crate::session::{Delivered, Session};
@@ -88,7 +89,7 @@ pub(crate) async fn serve<S>(
         broker_url,
         output,
         consumers: ClientKeyed::default(),
-        by_core: ClientKeyed::default(),
+        by_core: FxHashMap::default(),
         producers: ClientKeyed::default(),
         producer_registrations: ClientKeyed::default(),
         transaction_acks: ClientKeyed::default(),
@@ -174,7 +175,7 @@ struct Connection {
     broker_url: String,
     output: Output,
     consumers: ClientKeyed<ow::ConsumerId, OwConsumer>,
-    by_core: ClientKeyed<ConsumerId, ow::ConsumerId>,
+    by_core: FxHashMap<ConsumerId, ow::ConsumerId>,
     /// Producers and their window size (ProducerAck after async sends when > 0).
     producers: ClientKeyed<ow::ProducerId, i32>,
     /// Producers created for a destination, counted on it (for the statistics) while their

@@ -193,19 +193,11 @@ async fn run<W: AsyncWrite + Unpin>(
             let bytes = frames.bytes;
             let written = match vectored {
                 true => frames.write_to(&mut socket).await,
-                false => {
-                    for chunk in frames.chunks.drain(..) {
-                        buffer.extend_from_slice(&chunk);
-                    }
-                    frames.bytes = 0;
-                    let written = socket.write_all(&buffer).await;
-                    buffer.clear();
-                    if items.is_empty() && buffer.capacity() > IDLE_WRITE_BUFFER {
-                        buffer = BytesMut::new();
-                    }
-                    written
-                }
+                false => frames.write_copied(&mut socket, &mut buffer).await,
             };
+            if items.is_empty() && buffer.capacity() > IDLE_WRITE_BUFFER {
+                buffer = BytesMut::new();
+            }
             if written.is_err() {
                 // The peer is gone; unacknowledged auto-ack messages go back when the
                 // connection releases its consumers.
@@ -274,6 +266,22 @@ impl Frames {
         self.chunks.clear();
         self.bytes = 0;
         Ok(())
+    }
+
+    /// Writes every frame copied into `buffer` (for a socket without vectored writes), and
+    /// leaves `self` and `buffer` empty.
+    async fn write_copied<W: AsyncWrite + Unpin>(
+        &mut self,
+        socket: &mut W,
+        buffer: &mut BytesMut,
+    ) -> std::io::Result<()> {
+        for chunk in self.chunks.drain(..) {
+            buffer.extend_from_slice(&chunk);
+        }
+        self.bytes = 0;
+        let written = socket.write_all(buffer).await;
+        buffer.clear();
+        written
     }
 }
 

@@ -14,8 +14,7 @@ use store::{DestinationKind, Message, StoreUsage};
 
 use super::Core;
 use crate::core::flow::*;
-use crate::core::types::ClientKeyed;
-use crate::core::types::{ConnectionId, CoreError};
+use crate::core::types::{ClientKeyed, ConnectionId, CoreError};
 use crate::core::wildcard::DestinationFilter;
 
 impl Core {

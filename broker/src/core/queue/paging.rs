@@ -83,10 +83,10 @@
 //! `limits.rs` has the memory limits and their accounting, `spool.rs` the temporary store's
 //! side of spilling, and `tests.rs` the unit tests.
 
-use rustc_hash::FxHashSet;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashSet;
 use store::{Message, MessageId, PageKey, QueueKey, StoreError, StoredMessage};
 
 use super::{MessageMap, ProducerAudit, Queue, QueueCommand, QueuedMessage, Selector, TempStore};
