@@ -82,6 +82,7 @@ macro_rules! conformance_tests {
             remove_subscription_drops_its_references,
             units_apply_in_submission_order,
             reads_see_units_before_they_complete,
+            lazy_units_apply_in_order_and_survive_reopen,
             completions_all_resolve,
             large_message_round_trips,
             next_message_id_exceeds_every_id_ever_added,
