@@ -468,23 +468,18 @@ pub fn reads_see_units_before_they_complete(h: &mut dyn StoreHarness) {
 pub fn lazy_units_apply_in_order_and_survive_reopen(h: &mut dyn StoreHarness) {
     let Opened { store, .. } = open(h);
     let q = queue("LAZY");
-    let lazy = |operations: Vec<Operation>| {
-        block_on(store.submit(UnitOfWork::lazy(operations)))
-            .unwrap_or_else(|e| panic!("lazy unit failed: {e}"));
-    };
-    lazy((1..=3).map(|id| add(&message_for(id, &q), &[&q])).collect());
-    lazy(vec![ack(&q, key_for(1))]);
+    submit_lazy_ok(store.as_ref(), (1..=3).map(|id| add(&message_for(id, &q), &[&q])).collect());
+    submit_lazy_ok(store.as_ref(), vec![ack(&q, key_for(1))]);
     assert_queue(store.as_ref(), &q, &[2, 3]);
     // A durable unit after lazy ones: what it syncs covers them.
-    lazy(vec![add(&message_for(4, &q), &[&q])]);
+    submit_lazy_ok(store.as_ref(), vec![add(&message_for(4, &q), &[&q])]);
     submit_ok(store.as_ref(), vec![add(&message_for(5, &q), &[&q]), ack(&q, key_for(2))]);
-    lazy(vec![ack(&q, key_for(3))]);
+    submit_lazy_ok(store.as_ref(), vec![ack(&q, key_for(3))]);
     assert_queue(store.as_ref(), &q, &[4, 5]);
     let Opened { store, .. } = reopen_after_drop(h, store);
     assert_queue(store.as_ref(), &q, &[4, 5]);
     // Lazy units alone, then a clean restart.
-    block_on(store.submit(UnitOfWork::lazy(vec![ack(&q, key_for(4))])))
-        .unwrap_or_else(|e| panic!("lazy unit failed: {e}"));
+    submit_lazy_ok(store.as_ref(), vec![ack(&q, key_for(4))]);
     let Opened { store, .. } = restart(h, store);
     assert_queue(store.as_ref(), &q, &[5]);
 }

@@ -182,8 +182,17 @@ pub(crate) fn submit(
 
 /// Submits a unit and panics unless it completes successfully.
 pub(crate) fn submit_ok(store: &dyn MessageStore, operations: Vec<Operation>) {
-    let described = format!("{operations:?}");
-    if let Err(e) = submit(store, operations) {
+    unit_ok(store, UnitOfWork { operations, lazy: false });
+}
+
+/// Submits a lazy unit ([`UnitOfWork::lazy`]) and panics unless it completes successfully.
+pub(crate) fn submit_lazy_ok(store: &dyn MessageStore, operations: Vec<Operation>) {
+    unit_ok(store, UnitOfWork::lazy(operations));
+}
+
+fn unit_ok(store: &dyn MessageStore, unit: UnitOfWork) {
+    let described = format!("{:?}", unit.operations);
+    if let Err(e) = block_on(store.submit(unit)) {
         panic!("unit failed: {e}\nunit: {}", truncate(&described));
     }
 }
