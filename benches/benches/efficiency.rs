@@ -38,7 +38,11 @@
 //! (`benches::s7::fsync_rate`, in the directory holding both brokers' data), the loopback
 //! round trip (median of 2000 one-byte ping-pongs), and from them the floor of the
 //! fsync-bound scenarios: S2 cannot beat 1/(fsync + round trip) messages per second, S5 (2
-//! messages a commit) 2/(fsync + round trip).
+//! messages a commit) 2/(fsync + round trip). And the CPU floors: the CPU of a sync (the same
+//! probe, `benches::s7::fsync_probe`) and of a scenario's socket traffic alone
+//! (`benches::relay`: a relay that answers and passes messages on and does nothing else, with
+//! S6's 25+25 clients and with 1+1), which no broker's CPU per message goes below: S2 a sync
+//! and the 1+1 traffic, S5 a sync, S6 its traffic.
 //!
 //! Output: stdout, `bench-results/efficiency.md` and `bench-results/efficiency.svg` (broker
 //! µs/msg by scenario) under `CARGO_TARGET_DIR` (default `target`). Environment:
@@ -58,11 +62,14 @@ use benches::efficiency::{
     ProcessCounters, RunFigures, Runner, Target, QUIET_CORES, SETTLE_TIMEOUT,
 };
 use benches::process::FerromqProcess;
-use benches::s7::fsync_rate;
+use benches::relay::{relay_floor, RelayFloor};
+use benches::s7::fsync_probe;
 use benches::{median, results_dir, write_result};
 
 /// Ping-pongs of the loopback round trip.
 const ROUND_TRIPS: usize = 2000;
+/// S6's producers, and its consumers.
+const S6_CLIENTS: usize = 25;
 
 /// Counts and repetitions of one mode.
 struct Sizes {
@@ -77,6 +84,8 @@ struct Sizes {
     warmup: u64,
     /// How long each fdatasync probe lasts.
     probe: Duration,
+    /// How long S6's socket floor is measured (`benches::relay`).
+    relay: Duration,
     /// A run that takes longer fails (its clients are killed).
     run_timeout: Duration,
 }
@@ -93,6 +102,7 @@ impl Sizes {
             s6_ms: 30_000,
             warmup: 20_000,
             probe: Duration::from_secs(1),
+            relay: Duration::from_secs(5),
             run_timeout: Duration::from_secs(30 * 60),
         }
     }
@@ -107,6 +117,7 @@ impl Sizes {
             s6_ms: 3_000,
             warmup: 5_000,
             probe: Duration::from_millis(500),
+            relay: Duration::from_millis(500),
             run_timeout: Duration::from_secs(90),
         }
     }
@@ -172,8 +183,8 @@ fn scenarios(s: &Sizes) -> Vec<Scenario> {
         ),
         Scenario {
             id: "S6",
-            what: format!("persistent, 25+25, {d6} ms"),
-            clients: 25,
+            what: format!("persistent, {S6_CLIENTS}+{S6_CLIENTS}, {d6} ms"),
+            clients: S6_CLIENTS,
             producer: format!("producer.deliveryMode=persistent producer.sendDuration={d6}"),
             consumer: format!("consumer.recvDuration={d6}"),
         },
@@ -290,6 +301,8 @@ impl Selection {
 /// probed.
 struct Probe {
     fsync_per_second: f64,
+    /// CPU time of a 4 KiB write and its fdatasync.
+    cpu_per_sync: Duration,
     /// Milliseconds of CPU per second each broker spent idle.
     idle_ms_per_second: Vec<(BrokerKind, f64)>,
 }
@@ -298,7 +311,7 @@ fn probe(runner: &Runner, dir: &Path, brokers: &[Broker], time: Duration) -> any
     let before: Vec<ProcessCounters> =
         brokers.iter().map(|b| ProcessCounters::read(b.target.pid)).collect::<Result<_, _>>()?;
     let started = Instant::now();
-    let fsync_per_second = fsync_rate(dir, time).context("probing the disk's fdatasync rate")?;
+    let fsync = fsync_probe(dir, time).context("probing the disk's fdatasync rate")?;
     let elapsed = started.elapsed().as_secs_f64();
     let mut idle_ms_per_second = Vec::new();
     for (broker, before) in brokers.iter().zip(before) {
@@ -306,7 +319,11 @@ fn probe(runner: &Runner, dir: &Path, brokers: &[Broker], time: Duration) -> any
         let ticks = after.cpu_ticks.saturating_sub(before.cpu_ticks);
         idle_ms_per_second.push((broker.kind, runner.seconds(ticks) * 1000.0 / elapsed));
     }
-    Ok(Probe { fsync_per_second, idle_ms_per_second })
+    Ok(Probe {
+        fsync_per_second: fsync.per_second,
+        cpu_per_sync: fsync.cpu_per_sync,
+        idle_ms_per_second,
+    })
 }
 
 /// Every run's figures and what failed.
@@ -436,10 +453,18 @@ fn main() -> anyhow::Result<()> {
     results.unsettled += usize::from(!runner.settle()?);
     let first = probe(&runner, work.path(), &brokers, sizes.probe)?;
     let round_trip = loopback_round_trip(ROUND_TRIPS)?;
+    results.unsettled += usize::from(!runner.settle()?);
+    let relay = relay_floor(S6_CLIENTS, sizes.relay).context("measuring S6's socket floor")?;
+    let relay_one = relay_floor(1, sizes.relay).context("measuring S2's socket floor")?;
     println!(
-        "disk: {:.0} fdatasyncs/s; loopback round trip {:.1} µs",
+        "disk: {:.0} fdatasyncs/s, {:.1} µs of CPU each; loopback round trip {:.1} µs; socket \
+         floors: S6 {:.1} µs/msg at {:.0} msgs/s, 1+1 {:.1} µs/msg",
         first.fsync_per_second,
-        round_trip.as_secs_f64() * 1e6
+        first.cpu_per_sync.as_secs_f64() * 1e6,
+        round_trip.as_secs_f64() * 1e6,
+        relay.cpu_us_per_message,
+        relay.rate,
+        relay_one.cpu_us_per_message
     );
     for broker in &brokers {
         for warmup in warmups(&sizes) {
@@ -510,6 +535,8 @@ fn main() -> anyhow::Result<()> {
         results: &results,
         probes: [&first, &last],
         round_trip,
+        relay,
+        relay_one,
         binary: &runner.binary,
         fs: file_system_type(work.path()).unwrap_or_else(|| "file system unknown".to_owned()),
         load: (load_at_start, load_average()),
@@ -568,6 +595,9 @@ struct Report<'a> {
     results: &'a Results,
     probes: [&'a Probe; 2],
     round_trip: Duration,
+    /// S6's socket traffic alone (`benches::relay`), and one producer's and one consumer's.
+    relay: RelayFloor,
+    relay_one: RelayFloor,
     binary: &'a Path,
     fs: String,
     load: (String, String),
@@ -597,6 +627,22 @@ impl Report<'_> {
         };
         let fsync = self.probes.iter().map(|p| p.fsync_per_second).fold(0.0, f64::max);
         (fsync > 0.0).then(|| per_commit / (1.0 / fsync + self.round_trip.as_secs_f64()))
+    }
+
+    /// The CPU a message of `id` costs any broker on this machine, in µs: its syncs and its
+    /// socket traffic, where they are measured.
+    fn cpu_floor(&self, id: &str) -> Option<f64> {
+        let sync_us = self
+            .probes
+            .iter()
+            .map(|p| p.cpu_per_sync.as_secs_f64() * 1e6)
+            .fold(f64::INFINITY, f64::min);
+        match id {
+            "S2" => Some(sync_us + self.relay_one.cpu_us_per_message),
+            "S5" => Some(sync_us),
+            "S6" => Some(self.relay.cpu_us_per_message),
+            _ => None,
+        }
     }
 
     fn markdown(&self, took: Duration) -> String {
@@ -629,8 +675,12 @@ impl Report<'_> {
         ));
         out.push_str(&format!(
             "- Disk ({}, holding both brokers' data): {:.0} fdatasyncs/s of 4 KiB at the start, \
-             {:.0} at the end.\n",
-            self.fs, self.probes[0].fsync_per_second, self.probes[1].fsync_per_second
+             {:.0} at the end; {:.1} and {:.1} µs of CPU a sync.\n",
+            self.fs,
+            self.probes[0].fsync_per_second,
+            self.probes[1].fsync_per_second,
+            self.probes[0].cpu_per_sync.as_secs_f64() * 1e6,
+            self.probes[1].cpu_per_sync.as_secs_f64() * 1e6
         ));
         out.push_str(&format!(
             "- Loopback TCP round trip (1 byte each way, median of {ROUND_TRIPS}): {:.1} µs.\n",
@@ -641,6 +691,23 @@ impl Report<'_> {
              2/(fsync + rtt) = {} msgs/s.\n",
             cell(self.floor("S2"), 0),
             cell(self.floor("S5"), 0)
+        ));
+        out.push_str(&format!(
+            "- S6's socket floor (`benches::relay`: S6's {S6_CLIENTS} producers and {S6_CLIENTS} \
+             consumers against a relay on one tokio thread that answers and passes on each \
+             message, with no broker work): {:.1} µs of CPU a message at {:.0} msgs/s. No \
+             broker's S6 costs less on this machine; its fsyncs come on top.\n",
+            self.relay.cpu_us_per_message, self.relay.rate
+        ));
+        out.push_str(&format!(
+            "- CPU floors, µs a message: S2 {} (an fdatasync, the cheaper probe's, and one \
+             producer's and one consumer's socket traffic: the relay with 1+1, {:.1}); S5 {} (an \
+             fdatasync: a producer's and a consumer's commit per two messages); S6 {} (its socket \
+             floor; its syncs come on top).\n",
+            cell(self.cpu_floor("S2"), 1),
+            self.relay_one.cpu_us_per_message,
+            cell(self.cpu_floor("S5"), 1),
+            cell(self.cpu_floor("S6"), 1)
         ));
         for (when, probe) in ["start", "end"].iter().zip(self.probes) {
             let idle: Vec<String> = probe
@@ -691,6 +758,29 @@ impl Report<'_> {
                 cell(client_us(a), 1),
                 cell(syscalls(f), 1),
                 cell(syscalls(a), 1),
+            ));
+        }
+        let floored: Vec<String> = self
+            .scenarios
+            .iter()
+            .filter_map(|scenario| {
+                let floor = self.cpu_floor(scenario.id)?;
+                let broker_us = |k| r.median(scenario.id, k, |x| Some(x.broker_us));
+                let tenth = broker_us(a).map(|us| us / 10.0);
+                Some(format!(
+                    "{} ferromq {}x, ActiveMQ {}x (a tenth of ActiveMQ's: {} µs{})",
+                    scenario.id,
+                    cell(ratio(broker_us(f), Some(floor)), 1),
+                    cell(ratio(broker_us(a), Some(floor)), 1),
+                    cell(tenth, 1),
+                    if tenth.is_some_and(|t| t < floor) { ", below the floor" } else { "" }
+                ))
+            })
+            .collect();
+        if !floored.is_empty() {
+            out.push_str(&format!(
+                "\nBroker CPU per message as a multiple of its CPU floor: {}.\n",
+                floored.join("; ")
             ));
         }
         out.push_str(

@@ -39,6 +39,19 @@ pub fn clock_ticks_per_second() -> u64 {
         .unwrap_or(100)
 }
 
+/// The calling thread's time on a CPU so far, user and system (`/proc/thread-self/schedstat`,
+/// in nanoseconds: a probe of a second spends a few clock ticks of `stat`, too coarse to divide).
+pub fn thread_cpu_time() -> anyhow::Result<Duration> {
+    let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .context("reading /proc/thread-self/schedstat")?;
+    let nanos = schedstat
+        .split_whitespace()
+        .next()
+        .and_then(|field| field.parse().ok())
+        .ok_or_else(|| anyhow!("no CPU time in /proc/thread-self/schedstat: {schedstat:?}"))?;
+    Ok(Duration::from_nanos(nanos))
+}
+
 /// A process's counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessCounters {

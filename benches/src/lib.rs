@@ -28,7 +28,8 @@
 //! per-call runs and the disk's fsync probe), [`perf_pair`] (a `ferromq perf` consumer and
 //! producer system against one queue), [`efficiency`] (a process's CPU and syscall counters,
 //! ActiveMQ as a process, `ferromq perf` clients as child processes), [`forward`] (seed 004's
-//! consume-and-forward flow) and [`chart`] (a grouped bar chart in SVG).
+//! consume-and-forward flow), [`relay`] (S6's socket traffic alone: the CPU floor of its
+//! reads and writes) and [`chart`] (a grouped bar chart in SVG).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +39,7 @@ pub mod efficiency;
 pub mod forward;
 pub mod perf_pair;
 pub mod process;
+pub mod relay;
 pub mod s7;
 
 /// Sorted latency samples and their percentiles.

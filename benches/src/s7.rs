@@ -27,6 +27,8 @@ use client::openwire::{
     Destination, OpenWireClient, OpenWireOptions, OutgoingMessage, SessionMode, SubscribeOptions,
 };
 
+use crate::efficiency::thread_cpu_time;
+
 /// The body size of every S7 message, as in the seed.
 pub const MESSAGE_SIZE: usize = 1024;
 const RECEIVE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -161,12 +163,28 @@ pub async fn run_amqp(addr: SocketAddr, queue: &str, messages: usize) -> anyhow:
 /// `fdatasync`s of 4 KiB overwrites in a preallocated file in `dir` for `time`, per second
 /// (the journal writes into preallocated segments).
 pub fn fsync_rate(dir: &Path, time: Duration) -> anyhow::Result<f64> {
+    fsync_probe(dir, time).map(|probe| probe.per_second)
+}
+
+/// What [`fsync_probe`] measured.
+#[derive(Debug, Clone, Copy)]
+pub struct FsyncProbe {
+    /// `fdatasync`s per second.
+    pub per_second: f64,
+    /// The CPU time (user and system) of a write and its `fdatasync`: a broker spends it on
+    /// every sync, whatever else it does.
+    pub cpu_per_sync: Duration,
+}
+
+/// [`fsync_rate`], with the CPU each sync cost the probing thread.
+pub fn fsync_probe(dir: &Path, time: Duration) -> anyhow::Result<FsyncProbe> {
     let slots: u64 = 256;
     let path = dir.join("fsync-probe.bin");
     let file = File::create(&path)?;
     file.write_all_at(&vec![0u8; (slots * 4096) as usize], 0)?;
     file.sync_all()?;
     let block = vec![0xA5u8; 4096];
+    let cpu_before = thread_cpu_time()?;
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < time {
@@ -174,8 +192,9 @@ pub fn fsync_rate(dir: &Path, time: Duration) -> anyhow::Result<f64> {
         file.sync_data()?;
         n += 1;
     }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let per_second = n as f64 / start.elapsed().as_secs_f64();
+    let cpu = thread_cpu_time()?.saturating_sub(cpu_before);
     drop(file);
     std::fs::remove_file(&path)?;
-    Ok(rate)
+    Ok(FsyncProbe { per_second, cpu_per_sync: cpu / u32::try_from(n.max(1)).unwrap_or(u32::MAX) })
 }
