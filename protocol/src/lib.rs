@@ -42,6 +42,16 @@
 //!   - `delivery.rs`: [`amqp::DeliveryAssembler`] and [`amqp::split_transfer`] for deliveries
 //!     that span frames;
 //!   - `error.rs`: [`amqp::WireError`].
+//! - [`mqtt`]: MQTT 3.1, 3.1.1 and 5.0 (OASIS), what Mosquitto, Eclipse Paho and the other
+//!   MQTT clients speak:
+//!   - `codec.rs`: [`mqtt::Codec`] and its [`mqtt::Limits`] (fixed header, version learned
+//!     from CONNECT, max packet size enforced from the remaining length);
+//!   - `packet.rs`: [`mqtt::Packet`] and the fifteen packets;
+//!   - `properties.rs`, `reason.rs`: 5.0's [`mqtt::Properties`] and [`mqtt::ReasonCode`];
+//!   - `decode.rs`, `encode.rs`, `wire.rs`: packet bodies, the receiver's checks, the data
+//!     representations;
+//!   - `topic.rs`: topic names and filters, matching, shared subscriptions;
+//!   - `error.rs`: [`mqtt::WireError`].
 //!
 //! ## Example
 //!
@@ -65,5 +75,6 @@
 #![warn(missing_docs)]
 
 pub mod amqp;
+pub mod mqtt;
 pub mod openwire;
 pub mod stomp;
