@@ -412,6 +412,11 @@ impl BrokerHandle {
         self.addr_of(&[Scheme::Amqp, Scheme::AmqpNio])
     }
 
+    /// The first MQTT connector's address.
+    pub fn mqtt_addr(&self) -> Option<std::net::SocketAddr> {
+        self.addr_of(&[Scheme::Mqtt, Scheme::MqttNio])
+    }
+
     /// The admin endpoint's address (`[admin] bind`, the port resolved when 0 was asked), or
     /// `None` when it is off.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
@@ -419,7 +424,7 @@ impl BrokerHandle {
     }
 
     /// The first TLS connector's address for `protocol` (`ssl://`, `stomp+ssl://`,
-    /// `amqp+ssl://` and their `nio` forms).
+    /// `amqp+ssl://`, `mqtt+ssl://` and their `nio` forms).
     pub fn tls_addr(&self, protocol: conf::WireProtocol) -> Option<std::net::SocketAddr> {
         let scheme =
             |c: &&BoundConnector| c.uri.scheme.uses_tls() && c.uri.scheme.protocol() == protocol;

@@ -31,6 +31,7 @@ mod data_dir;
 mod embedded;
 mod error;
 mod lease;
+mod mqtt;
 mod openwire;
 pub mod security;
 mod session;

@@ -1,8 +1,8 @@
 //! `[tls]`: the certificate, key and trust every TLS connector (`ssl://`, `nio+ssl://`,
-//! `stomp+ssl://`, `stomp+nio+ssl://`, `amqp+ssl://`) serves with, like ActiveMQ's broker-wide
-//! `<sslContext>`. Each connector may narrow the protocol versions and cipher suites, and ask
-//! for client certificates, with ActiveMQ's URI options (`needClientAuth=true`,
-//! `wantClientAuth=true`, `transport.enabledProtocols=TLSv1.3`,
+//! `stomp+ssl://`, `stomp+nio+ssl://`, `amqp+ssl://`, `mqtt+ssl://`, `mqtt+nio+ssl://`)
+//! serves with, like ActiveMQ's broker-wide `<sslContext>`. Each connector may narrow the
+//! protocol versions and cipher suites, and ask for client certificates, with ActiveMQ's URI
+//! options (`needClientAuth=true`, `wantClientAuth=true`, `transport.enabledProtocols=TLSv1.3`,
 //! `transport.enabledCipherSuites=...`).
 //!
 //! Files are PEM, as most operators' certificates already are (a Java key store converts with

@@ -56,6 +56,15 @@ pub enum Scheme {
     StompNioSsl,
     /// `amqp+ssl://`: AMQP 1.0 over TLS (what AMQP clients call `amqps://`).
     AmqpSsl,
+    /// `mqtt://`: MQTT 3.1, 3.1.1 and 5.0 over TCP.
+    Mqtt,
+    /// `mqtt+nio://`: accepted for ActiveMQ compatibility and identical to `mqtt://`.
+    MqttNio,
+    /// `mqtt+ssl://`: MQTT over TLS.
+    MqttSsl,
+    /// `mqtt+nio+ssl://`: accepted for ActiveMQ compatibility and identical to
+    /// `mqtt+ssl://`.
+    MqttNioSsl,
 }
 
 /// The protocol spoken on a connector, whatever its transport.
@@ -67,6 +76,8 @@ pub enum WireProtocol {
     OpenWire,
     /// AMQP 1.0.
     Amqp,
+    /// MQTT 3.1, 3.1.1 and 5.0.
+    Mqtt,
 }
 
 impl Scheme {
@@ -84,6 +95,10 @@ impl Scheme {
             Scheme::StompSsl => "stomp+ssl",
             Scheme::StompNioSsl => "stomp+nio+ssl",
             Scheme::AmqpSsl => "amqp+ssl",
+            Scheme::Mqtt => "mqtt",
+            Scheme::MqttNio => "mqtt+nio",
+            Scheme::MqttSsl => "mqtt+ssl",
+            Scheme::MqttNioSsl => "mqtt+nio+ssl",
         }
     }
 
@@ -98,6 +113,9 @@ impl Scheme {
             | Scheme::OpenWireSsl
             | Scheme::OpenWireNioSsl => WireProtocol::OpenWire,
             Scheme::Amqp | Scheme::AmqpNio | Scheme::AmqpSsl => WireProtocol::Amqp,
+            Scheme::Mqtt | Scheme::MqttNio | Scheme::MqttSsl | Scheme::MqttNioSsl => {
+                WireProtocol::Mqtt
+            }
         }
     }
 
@@ -110,11 +128,14 @@ impl Scheme {
                 | Scheme::StompSsl
                 | Scheme::StompNioSsl
                 | Scheme::AmqpSsl
+                | Scheme::MqttSsl
+                | Scheme::MqttNioSsl
         )
     }
 
     /// The protocol's registered port, what ActiveMQ's sample configuration uses: 61613 for
-    /// STOMP, 61616 for OpenWire, 5672 for AMQP; over TLS 61612, 61617 and 5671.
+    /// STOMP, 61616 for OpenWire, 5672 for AMQP, 1883 for MQTT; over TLS 61612, 61617, 5671
+    /// and 8883.
     pub fn default_port(self) -> u16 {
         match (self.protocol(), self.uses_tls()) {
             (WireProtocol::Stomp, false) => 61613,
@@ -123,6 +144,8 @@ impl Scheme {
             (WireProtocol::Stomp, true) => 61612,
             (WireProtocol::OpenWire, true) => 61617,
             (WireProtocol::Amqp, true) => 5671,
+            (WireProtocol::Mqtt, false) => 1883,
+            (WireProtocol::Mqtt, true) => 8883,
         }
     }
 }
@@ -167,7 +190,7 @@ pub enum UriError {
     MissingScheme,
     /// A scheme of a protocol ferromq will support but does not yet.
     #[error(
-        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://"
+        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://"
     )]
     SchemeNotImplemented {
         /// The scheme as written.
@@ -176,7 +199,7 @@ pub enum UriError {
         protocol: &'static str,
     },
     /// A scheme nobody knows.
-    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://")]
+    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://")]
     UnknownScheme {
         /// The scheme as written.
         scheme: String,
@@ -248,7 +271,7 @@ pub enum UriError {
         did_you_mean: Option<&'static str>,
     },
     /// A TLS option on a connector without TLS.
-    #[error("option {name} is for TLS connectors; `{scheme}://` is plaintext (use ssl://, stomp+ssl:// or amqp+ssl://)")]
+    #[error("option {name} is for TLS connectors; `{scheme}://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl:// or mqtt+ssl://)")]
     TlsOptionWithoutTls {
         /// The option's name.
         name: String,
@@ -281,7 +304,7 @@ fn suggestion(did_you_mean: &Option<&'static str>) -> String {
 
 /// Schemes ActiveMQ has and ferromq will have, with the protocol each stands for.
 const PLANNED_SCHEMES: &[(&str, &str)] =
-    &[("mqtt", "MQTT"), ("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")];
+    &[("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")];
 
 const MAXIMUM_CONNECTIONS: &str = "maximumConnections";
 const MAX_FRAME_SIZE: &str = "wireFormat.maxFrameSize";
@@ -342,6 +365,10 @@ fn parse_scheme(scheme: &str) -> Result<Scheme, UriError> {
         "stomp+ssl" => Ok(Scheme::StompSsl),
         "stomp+nio+ssl" => Ok(Scheme::StompNioSsl),
         "amqp+ssl" => Ok(Scheme::AmqpSsl),
+        "mqtt" => Ok(Scheme::Mqtt),
+        "mqtt+nio" => Ok(Scheme::MqttNio),
+        "mqtt+ssl" => Ok(Scheme::MqttSsl),
+        "mqtt+nio+ssl" => Ok(Scheme::MqttNioSsl),
         _ => match PLANNED_SCHEMES.iter().find(|(name, _)| *name == lower) {
             Some((_, protocol)) => Err(UriError::SchemeNotImplemented { scheme: lower, protocol }),
             None => Err(UriError::UnknownScheme { scheme: scheme.to_owned() }),

@@ -97,17 +97,39 @@ fn activemq_only_options_are_accepted_with_a_warning() {
 #[test]
 fn schemes_of_future_protocols_are_refused_as_not_implemented() {
     for (scheme, protocol) in
-        [("mqtt", "MQTT"), ("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")]
+        [("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")]
     {
         assert_eq!(
             refusal(&format!("{scheme}://0.0.0.0:1")),
-            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://")
+            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://")
         );
     }
-    let error = "mqtt://0.0.0.0:1883".parse::<ConnectorUri>().err();
+    let error = "ws://0.0.0.0:61614".parse::<ConnectorUri>().err();
     assert_eq!(
         error,
-        Some(UriError::SchemeNotImplemented { scheme: "mqtt".into(), protocol: "MQTT" })
+        Some(UriError::SchemeNotImplemented { scheme: "ws".into(), protocol: "WebSocket" })
+    );
+}
+
+#[test]
+fn mqtt_schemes_parse_with_their_protocol_and_default_ports() {
+    for (text, scheme, tls, default_port) in [
+        ("mqtt://0.0.0.0:1883", Scheme::Mqtt, false, 1883),
+        ("MQTT+NIO://127.0.0.1:0", Scheme::MqttNio, false, 1883),
+        ("mqtt+ssl://[::1]:8883", Scheme::MqttSsl, true, 8883),
+        ("mqtt+nio+ssl://h:8883?needClientAuth=true", Scheme::MqttNioSsl, true, 8883),
+    ] {
+        let uri: ConnectorUri = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(uri.scheme, scheme, "{text}");
+        assert_eq!(scheme.protocol(), WireProtocol::Mqtt, "{text}");
+        assert_eq!(scheme.uses_tls(), tls, "{text}");
+        assert_eq!(scheme.default_port(), default_port, "{text}");
+        let written = uri.to_string();
+        assert_eq!(written.parse::<ConnectorUri>().as_ref(), Ok(&uri), "{text}");
+    }
+    assert_eq!(
+        refusal("mqtt://h:1883?needClientAuth=true"),
+        "option needClientAuth is for TLS connectors; `mqtt://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl:// or mqtt+ssl://)"
     );
 }
 
@@ -153,7 +175,7 @@ fn tls_options_are_refused_on_plaintext_connectors_and_with_bad_values() {
     for (text, reason) in [
         (
             "tcp://h:1?needClientAuth=true",
-            "option needClientAuth is for TLS connectors; `tcp://` is plaintext (use ssl://, stomp+ssl:// or amqp+ssl://)",
+            "option needClientAuth is for TLS connectors; `tcp://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl:// or mqtt+ssl://)",
         ),
         (
             "ssl://h:1?wantClientAuth=yes",
@@ -177,7 +199,7 @@ fn unknown_schemes_and_malformed_uris_are_refused() {
     for (text, reason) in [
         (
             "gopher://h:1",
-            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://",
+            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://",
         ),
         ("127.0.0.1:61613", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
         ("://h:1", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),

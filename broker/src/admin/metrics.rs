@@ -26,6 +26,7 @@ pub(super) fn render(broker: &BrokerStats, destinations: &[DestinationStats]) ->
     let openwire = broker.connections.openwire;
     sample(&mut out, "ferromq_connections", &[("protocol", "openwire")], openwire);
     sample(&mut out, "ferromq_connections", &[("protocol", "amqp")], broker.connections.amqp);
+    sample(&mut out, "ferromq_connections", &[("protocol", "mqtt")], broker.connections.mqtt);
     let accepted = "ferromq_connections_accepted_total";
     family(&mut out, accepted, "counter", "Client connections accepted since start.");
     sample(&mut out, accepted, &[], broker.connections.accepted);

@@ -12,6 +12,7 @@ pub enum Protocol {
     Stomp,
     OpenWire,
     Amqp,
+    Mqtt,
 }
 
 /// Counters shared by every listener of a broker (and its in-process connections).
@@ -20,6 +21,7 @@ pub struct ConnectionCounts {
     stomp: AtomicU64,
     openwire: AtomicU64,
     amqp: AtomicU64,
+    mqtt: AtomicU64,
     accepted: AtomicU64,
 }
 
@@ -33,6 +35,9 @@ pub struct ConnectionStats {
     /// Open AMQP 1.0 connections. Absent from the stats of older brokers, hence the default.
     #[serde(default)]
     pub amqp: u64,
+    /// Open MQTT connections. Absent from the stats of older brokers, hence the default.
+    #[serde(default)]
+    pub mqtt: u64,
     /// Every connection accepted since the broker started.
     pub accepted: u64,
 }
@@ -40,7 +45,7 @@ pub struct ConnectionStats {
 impl ConnectionStats {
     /// Open connections of every protocol.
     pub fn open(&self) -> u64 {
-        self.stomp + self.openwire + self.amqp
+        self.stomp + self.openwire + self.amqp + self.mqtt
     }
 }
 
@@ -57,6 +62,7 @@ impl ConnectionCounts {
             stomp: self.stomp.load(Ordering::Relaxed),
             openwire: self.openwire.load(Ordering::Relaxed),
             amqp: self.amqp.load(Ordering::Relaxed),
+            mqtt: self.mqtt.load(Ordering::Relaxed),
             accepted: self.accepted.load(Ordering::Relaxed),
         }
     }
@@ -66,6 +72,7 @@ impl ConnectionCounts {
             Protocol::Stomp => &self.stomp,
             Protocol::OpenWire => &self.openwire,
             Protocol::Amqp => &self.amqp,
+            Protocol::Mqtt => &self.mqtt,
         }
     }
 }

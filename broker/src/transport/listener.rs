@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{ConnectionContext, Protocol};
 use crate::error::BrokerError;
-use crate::{amqp, openwire, stomp};
+use crate::{amqp, mqtt, openwire, stomp};
 
 /// A connector and the address it actually bound (the port is resolved when 0 was asked).
 #[derive(Debug, Clone)]
@@ -155,6 +155,10 @@ async fn serve<S>(
         WireProtocol::Amqp => {
             let _counted = connections.opened(Protocol::Amqp);
             amqp::serve(stream, context, peer.to_string()).await
+        }
+        WireProtocol::Mqtt => {
+            let _counted = connections.opened(Protocol::Mqtt);
+            mqtt::serve(stream, context, peer.to_string()).await
         }
     }
 }

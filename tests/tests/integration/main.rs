@@ -20,6 +20,7 @@ mod flow_control;
 mod gc;
 mod jms;
 mod model;
+mod mqtt;
 mod openwire;
 mod openwire_client;
 mod policies;

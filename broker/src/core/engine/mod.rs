@@ -317,6 +317,18 @@ impl Core {
         self.registry.lock().durable.get(key).map(|(queue, _)| queue.clone())
     }
 
+    /// The durable subscriptions of `client_id`, each with its topic: what a persistent MQTT
+    /// session resumes, or a clean one discards, when its client connects.
+    pub fn durable_subscriptions_of(&self, client_id: &str) -> Vec<(SubscriptionKey, Destination)> {
+        let registry = self.registry.lock();
+        registry
+            .durable
+            .iter()
+            .filter(|(key, _)| &*key.client_id == client_id)
+            .map(|(key, (queue, _))| (key.clone(), queue.key().destination.clone()))
+            .collect()
+    }
+
     /// Claims a JMS client id for `connection`; false if another connection holds it
     /// (ActiveMQ refuses a second connection with the same client id).
     pub fn claim_client_id(&self, client_id: &str, connection: ConnectionId) -> bool {

@@ -1,0 +1,531 @@
+//! The MQTT adapter (3.1, 3.1.1 and 5.0): turns MQTT packets into core commands and
+//! deliveries into PUBLISH packets. One [`Connection`] per socket owns all of the
+//! connection's state and runs in the transport's connection driver (`transport::driver`); a
+//! writer task (`transport::writer`) owns the socket's writing half. The codec is
+//! `protocol::mqtt`; the names and the message mapping are ActiveMQ's (`mapping.rs`).
+//!
+//! - `mod.rs`: the connection, CONNECT and CONNACK, keep alive, PINGREQ, DISCONNECT and the
+//!   closes of bad input;
+//! - `produce.rs`: PUBLISH from the client and its QoS 1 and 2 handshakes;
+//! - `consume.rs`: SUBSCRIBE, UNSUBSCRIBE, deliveries and their acknowledgements;
+//! - `mapping.rs`: topic names and messages.
+//!
+//! A will is published when the connection ends without a DISCONNECT (or with a 5.0
+//! DISCONNECT that asks for it): the client went silent, broke the protocol or dropped its
+//! socket; not when the broker shuts down.
+//!
+//! What this adapter does not do yet: retained messages (5.0 clients are told
+//! `Retain Available: 0`; a 3.x PUBLISH's retain flag is ignored, and so is a will's),
+//! session take-over (a client id held by a live connection is refused), session expiry (a
+//! persistent session's durable subscriptions stay until a clean session removes them), the
+//! will delay interval, topic aliases, shared subscriptions, subscription identifiers and
+//! enhanced authentication.
+
+mod consume;
+mod mapping;
+mod produce;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use protocol::mqtt::{
+    Codec, Connack, Connect, Disconnect, Limits, Packet, Properties, Property, ReasonCode, Version,
+    Will, WireError,
+};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+
+use crate::core::{ConsumerId, ConsumerNotice, Delivery, HeldSends};
+use crate::security::{AuthError, PendingLogin, Subject};
+use crate::session::Session;
+use crate::transport::driver::{self, Admitted, Parts, Protocol, Step};
+use crate::transport::writer::{self, Output};
+use crate::transport::ConnectionContext;
+
+/// A packet to write once the store has answered, and whether the connection closes after it.
+type Pending = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+struct Outcome {
+    packet: Option<Packet>,
+    close: bool,
+}
+
+impl Outcome {
+    fn packet(packet: Packet) -> Outcome {
+        Outcome { packet: Some(packet), close: false }
+    }
+}
+
+/// Why the connection closes: a 5.0 client first gets a DISCONNECT with this reason (a 3.x
+/// client cannot be told, and is just closed).
+#[derive(Debug)]
+struct Fatal {
+    reason: ReasonCode,
+    why: String,
+}
+
+impl Fatal {
+    fn new(reason: ReasonCode, why: impl Into<String>) -> Fatal {
+        Fatal { reason, why: why.into() }
+    }
+}
+
+impl From<WireError> for Fatal {
+    fn from(error: WireError) -> Fatal {
+        Fatal::new(error.disconnect_reason(), error.to_string())
+    }
+}
+
+/// Receive Maximum when a client names none (5.0's default, and what 3.x clients get):
+/// unacknowledged QoS 1 and 2 deliveries of one subscription are also bounded by its prefetch.
+const DEFAULT_RECEIVE_MAXIMUM: u16 = u16::MAX;
+
+/// Serves one MQTT connection until it closes.
+pub(crate) async fn serve<S>(stream: S, context: Arc<ConnectionContext>, peer: String)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (reader, write_half) = tokio::io::split(stream);
+    let (output, writer) = writer::spawn(write_half, context.core.clone());
+    let max_packet_size = u32::try_from(context.limits.max_frame_size).unwrap_or(u32::MAX);
+    let mut connection = Connection {
+        codec: Codec::new(Limits { max_packet_size }),
+        context: context.clone(),
+        session: Session::new(context.clone()),
+        peer: peer.clone(),
+        output,
+        version: None,
+        connected: false,
+        keep_alive: None,
+        persistent: false,
+        receive_maximum: DEFAULT_RECEIVE_MAXIMUM,
+        pending: FuturesOrdered::new(),
+        held: HeldSends::default(),
+        received_qos2: HashSet::new(),
+        subscriptions: HashMap::new(),
+        by_consumer: HashMap::new(),
+        in_flight: HashMap::new(),
+        next_packet_id: 0,
+        resumed: Vec::new(),
+        will: None,
+        problem_information: true,
+        authenticating: PendingLogin::default(),
+    };
+    driver::run(&mut connection, reader, &context, &peer).await;
+    connection.publish_will();
+    // The writer performs its auto-acks before the consumers are released.
+    writer::finish(&mut connection.output, writer, &connection.peer).await;
+    connection.release();
+}
+
+struct Connection {
+    context: Arc<ConnectionContext>,
+    codec: Codec,
+    /// Who the client is, its client id and consumers.
+    session: Session<()>,
+    peer: String,
+    output: Output,
+    /// The version the CONNECT named (the codec's could change with a second CONNECT).
+    version: Option<Version>,
+    connected: bool,
+    /// 1.5 times the client's keep alive; `None` for a keep alive of 0.
+    keep_alive: Option<Duration>,
+    /// The session outlives the connection (3.x: clean session 0; 5.0: a session expiry
+    /// interval): QoS 1 and 2 subscriptions are durable subscriptions of the client id.
+    persistent: bool,
+    /// The most unacknowledged QoS 1 and 2 deliveries the client takes at once.
+    receive_maximum: u16,
+    /// Answers waiting for the store (PUBACK, PUBREC), written in the order the PUBLISHes came.
+    pending: FuturesOrdered<Pending>,
+    /// PUBLISHes waiting for room (producer flow control), answered through `pending` once
+    /// they go ahead.
+    held: HeldSends<(), produce::HeldPublish>,
+    /// Packet ids of QoS 2 PUBLISHes taken and not yet released by a PUBREL: a resend of one
+    /// is not published again.
+    received_qos2: HashSet<u16>,
+    /// Subscriptions by their filter as the client wrote it.
+    subscriptions: HashMap<String, consume::Subscription>,
+    by_consumer: HashMap<ConsumerId, String>,
+    /// QoS 1 and 2 deliveries the client has not acknowledged, by packet id.
+    in_flight: HashMap<u16, consume::InFlight>,
+    /// The last packet id given to a delivery.
+    next_packet_id: u16,
+    /// The durable subscriptions a resumed session gets its consumers back for, between the
+    /// CONNECT and its CONNACK.
+    resumed: Vec<(store::SubscriptionKey, store::Destination)>,
+    /// The will of the CONNECT, until a DISCONNECT discards it (or a shutdown).
+    will: Option<Will>,
+    /// 5.0's Request Problem Information: false, and reason strings go only in CONNACK and
+    /// DISCONNECT (MQTT-3.1.2-29).
+    problem_information: bool,
+    /// The CONNECT whose login is being checked, and the check.
+    authenticating: PendingLogin<Connect>,
+}
+
+impl Protocol for Connection {
+    type Login = Connect;
+    type HeldKey = ();
+    type Held = produce::HeldPublish;
+    type Work = Outcome;
+
+    fn parts(
+        &mut self,
+    ) -> Parts<'_, Connect, (), produce::HeldPublish, impl Future<Output = Outcome> + Send> {
+        let pending = &mut self.pending;
+        let work = driver::next(pending);
+        Parts::of(&mut self.session, &self.output, &mut self.held, &mut self.authenticating, work)
+    }
+
+    fn reading_paused(&self) -> bool {
+        self.reading_paused()
+    }
+
+    fn on_input(&mut self, buffer: &mut BytesMut) -> Step {
+        let handled = self.handle_input(buffer);
+        self.step(handled)
+    }
+
+    fn on_login(
+        &mut self,
+        connect: Connect,
+        outcome: Result<Subject, AuthError>,
+        buffer: &mut BytesMut,
+    ) -> Step {
+        let handled = match outcome {
+            Ok(subject) => {
+                self.session.logged_in(subject);
+                match self.connect(connect) {
+                    Ok(true) => self.handle_input(buffer),
+                    Ok(false) => return Step::Finish,
+                    Err(fatal) => Err(fatal),
+                }
+            }
+            Err(error) => {
+                let version = connect.version;
+                let reason = match error {
+                    AuthError::Invalid { .. } => ReasonCode::BadUserNameOrPassword,
+                    AuthError::AnonymousRefused => ReasonCode::NotAuthorized,
+                    AuthError::TooManyFailures { .. } if version == Version::V5_0 => {
+                        ReasonCode::ConnectionRateExceeded
+                    }
+                    AuthError::TooManyFailures { .. } => ReasonCode::NotAuthorized,
+                };
+                tracing::info!(peer = %self.peer, %error, "MQTT login refused");
+                self.refuse_connect(version, reason, &error.to_string());
+                return Step::Finish;
+            }
+        };
+        self.step(handled)
+    }
+
+    fn on_delivery(&mut self, delivery: Delivery) {
+        self.deliver(delivery);
+    }
+
+    fn on_notice(&mut self, notice: ConsumerNotice) -> Step {
+        // MQTT cannot end one subscription from the server's side: the connection goes.
+        let ConsumerNotice::Abort { reason, .. } = notice;
+        tracing::info!(peer = %self.peer, %reason, "closing connection of an aborted slow consumer");
+        self.disconnect(ReasonCode::ImplementationSpecificError, &reason);
+        Step::Stop
+    }
+
+    fn on_admitted(&mut self, (held, room): Admitted<produce::HeldPublish>) {
+        self.admitted(held, room);
+    }
+
+    fn on_work(&mut self, outcome: Outcome) -> Step {
+        if let Some(packet) = outcome.packet {
+            self.write(&packet);
+        }
+        if outcome.close {
+            Step::Stop
+        } else {
+            Step::Continue
+        }
+    }
+
+    /// 1.5 times the keep alive once connected (MQTT-3.1.2-24), for ever with a keep alive
+    /// of 0; the connect timeout before CONNECT.
+    fn read_deadline(&self, now: Instant) -> Option<Instant> {
+        self.connected.then(|| driver::silence_deadline(now, self.keep_alive))
+    }
+
+    fn on_silence(&mut self) {
+        if self.connected {
+            tracing::info!(peer = %self.peer, "closing MQTT connection: nothing within 1.5 times the keep alive");
+            self.disconnect(
+                ReasonCode::KeepAliveTimeout,
+                "no packet within 1.5 times the keep alive",
+            );
+        } else {
+            tracing::info!(peer = %self.peer, "closing MQTT connection: no CONNECT within the connect timeout");
+        }
+    }
+
+    fn on_shutdown(&mut self) -> Step {
+        // The broker goes, not the client: no will.
+        self.will = None;
+        self.disconnect(ReasonCode::ServerShuttingDown, "the broker is shutting down");
+        Step::Finish
+    }
+
+    async fn on_finish(&mut self) {
+        // PUBLISHes still waiting for room were never accepted: they get no answer.
+        self.held = HeldSends::default();
+        while let Some(outcome) = self.pending.next().await {
+            if let Some(packet) = outcome.packet {
+                self.write(&packet);
+            }
+        }
+    }
+}
+
+impl Connection {
+    fn step(&mut self, handled: Result<bool, Fatal>) -> Step {
+        match handled {
+            Ok(true) => Step::Continue,
+            Ok(false) => Step::Finish,
+            Err(Fatal { reason, why }) => {
+                tracing::info!(peer = %self.peer, error = %why, "closing MQTT connection after a protocol error");
+                self.disconnect(reason, &why);
+                Step::Stop
+            }
+        }
+    }
+
+    /// True while the connection stops reading: its login is being checked, or it holds as
+    /// many PUBLISHes as it may and no subscription of it waits for an acknowledgement it
+    /// would have to read (then TCP paces the client).
+    fn reading_paused(&self) -> bool {
+        self.authenticating.is_pending() || self.held.is_full() && self.in_flight.is_empty()
+    }
+
+    /// Encodes and queues `packet`. A packet the client's Maximum Packet Size refuses is
+    /// dropped, as the 5.0 spec asks (3.1.2.11.4); false then.
+    fn write(&mut self, packet: &Packet) -> bool {
+        let mut bytes = BytesMut::new();
+        match self.codec.encode(packet, &mut bytes) {
+            Ok(()) => {
+                self.output.write(bytes.freeze());
+                true
+            }
+            Err(error) => {
+                tracing::info!(peer = %self.peer, %error, packet = %packet.packet_type(), "MQTT packet not sent");
+                false
+            }
+        }
+    }
+
+    /// Tells a 5.0 client why the connection closes; a 3.x client gets no packet.
+    fn disconnect(&mut self, reason: ReasonCode, why: &str) {
+        let Some(Version::V5_0) = self.version else { return };
+        if !self.connected {
+            return;
+        }
+        // A second CONNECT may have changed the codec's version: speak the first one's.
+        self.codec.set_version(Version::V5_0);
+        let properties = Properties::new().with(Property::ReasonString(why.to_owned()));
+        self.write(&Packet::Disconnect(Disconnect { reason, properties }));
+    }
+
+    /// Answers a CONNECT with the refusal `reason` (its 3.1.1 return code for a 3.x client).
+    fn refuse_connect(&mut self, version: Version, reason: ReasonCode, why: &str) {
+        self.codec.set_version(version);
+        let properties = match version {
+            Version::V5_0 => Properties::new().with(Property::ReasonString(why.to_owned())),
+            _ => Properties::new(),
+        };
+        let connack = Connack { session_present: false, reason, properties };
+        self.write(&Packet::Connack(connack));
+    }
+
+    /// Decodes and handles every complete packet in `buffer`. `Ok(false)` after DISCONNECT.
+    fn handle_input(&mut self, buffer: &mut BytesMut) -> Result<bool, Fatal> {
+        while !self.reading_paused() {
+            let decoded = match self.codec.decode(buffer) {
+                Ok(Some(packet)) => packet,
+                Ok(None) => break,
+                Err(error) => return Err(self.decode_error(error)),
+            };
+            if !self.handle_packet(decoded)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// What a decode error closes with: a CONNECT of a version we do not speak gets its
+    /// CONNACK refusal first.
+    fn decode_error(&mut self, error: WireError) -> Fatal {
+        if let Some((version, connack)) = error.connack_refusal().filter(|_| !self.connected) {
+            self.codec.set_version(version);
+            self.write(&Packet::Connack(connack));
+        }
+        Fatal::from(error)
+    }
+
+    fn handle_packet(&mut self, packet: Packet) -> Result<bool, Fatal> {
+        if !self.connected {
+            let Packet::Connect(connect) = packet else {
+                // The codec decodes nothing but a CONNECT before the version is known; a
+                // packet that reaches here came behind a CONNECT whose login is pending.
+                return Err(Fatal::new(
+                    ReasonCode::ProtocolError,
+                    "the first packet must be CONNECT",
+                ));
+            };
+            if self.version.is_some() {
+                return Err(Fatal::new(ReasonCode::ProtocolError, "CONNECT may be sent only once"));
+            }
+            return Ok(self.start_login(connect));
+        }
+        match packet {
+            Packet::Publish(publish) => self.publish(publish)?,
+            Packet::Puback(ack) => self.puback(ack.packet_id),
+            Packet::Pubrec(ack) => self.pubrec(ack.packet_id, ack.reason),
+            Packet::Pubrel(ack) => self.pubrel(ack.packet_id),
+            Packet::Pubcomp(ack) => self.pubcomp(ack.packet_id),
+            Packet::Subscribe(subscribe) => self.subscribe(subscribe)?,
+            Packet::Unsubscribe(unsubscribe) => self.unsubscribe(unsubscribe),
+            Packet::Pingreq => {
+                self.write(&Packet::Pingresp);
+            }
+            Packet::Disconnect(disconnect) => {
+                // A normal close discards the will, unless a 5.0 client asks for it.
+                if disconnect.reason != ReasonCode::DisconnectWithWillMessage {
+                    self.will = None;
+                }
+                tracing::debug!(peer = %self.peer, "MQTT client disconnected");
+                return Ok(false);
+            }
+            Packet::Connect(_) => {
+                return Err(Fatal::new(ReasonCode::ProtocolError, "CONNECT may be sent only once"))
+            }
+            Packet::Auth(_) => {
+                return Err(Fatal::new(
+                    ReasonCode::BadAuthenticationMethod,
+                    "enhanced authentication is not supported",
+                ))
+            }
+            other => {
+                return Err(Fatal::new(
+                    ReasonCode::ProtocolError,
+                    format!("{} packets are sent by servers, not clients", other.packet_type()),
+                ))
+            }
+        }
+        Ok(true)
+    }
+
+    /// Checks what can be refused before the login, then starts it. False if the CONNECT
+    /// was refused (the connection then closes).
+    fn start_login(&mut self, connect: Connect) -> bool {
+        let version = connect.version;
+        self.version = Some(version);
+        if connect.client_id.is_empty() && !connect.clean_start {
+            // MQTT-3.1.3-8: a client without an id must ask for a clean session.
+            self.refuse_connect(
+                version,
+                ReasonCode::ClientIdentifierNotValid,
+                "a client without a client id must set clean session",
+            );
+            return false;
+        }
+        if version == Version::V5_0 && connect.will.as_ref().is_some_and(|will| will.retain) {
+            // CONNACK says Retain Available: 0, so a retained will is refused.
+            self.refuse_connect(
+                version,
+                ReasonCode::RetainNotSupported,
+                "retained messages are not supported",
+            );
+            return false;
+        }
+        if connect.properties.authentication_method().is_some() {
+            self.refuse_connect(
+                version,
+                ReasonCode::BadAuthenticationMethod,
+                "enhanced authentication is not supported",
+            );
+            return false;
+        }
+        let password = connect.password.as_ref().map(|p| String::from_utf8_lossy(p).into_owned());
+        let login = self.context.security.authenticate(
+            &self.peer,
+            connect.username.as_deref(),
+            password.as_deref(),
+        );
+        self.authenticating.start(connect, login);
+        true
+    }
+
+    /// The login went through: claims the client id and answers with the CONNACK. `Ok(false)`
+    /// if the CONNECT is refused after all.
+    fn connect(&mut self, connect: Connect) -> Result<bool, Fatal> {
+        let version = connect.version;
+        let assigned = connect.client_id.is_empty().then(|| self.session.connection_name());
+        let client_id = assigned.clone().unwrap_or_else(|| connect.client_id.clone());
+        // ActiveMQ's session layer refuses a second live connection with one client id; MQTT
+        // wants the old connection taken over, which the session layer cannot do yet.
+        if let Err(refused) = self.session.claim_client_id(Some(&client_id)) {
+            tracing::info!(peer = %self.peer, %refused, "MQTT CONNECT refused");
+            self.refuse_connect(
+                version,
+                ReasonCode::ClientIdentifierNotValid,
+                &refused.to_string(),
+            );
+            return Ok(false);
+        }
+        self.persistent = match version {
+            Version::V5_0 => connect.properties.session_expiry_interval().unwrap_or(0) > 0,
+            _ => !connect.clean_start,
+        };
+        self.problem_information = connect.properties.request_problem_information() != Some(0);
+        if let Some(maximum) = connect.properties.receive_maximum() {
+            self.receive_maximum = maximum;
+        }
+        if let Some(maximum) = connect.properties.maximum_packet_size() {
+            self.codec.set_peer_max_packet_size(maximum);
+        }
+        self.keep_alive = (connect.keep_alive > 0)
+            .then(|| Duration::from_secs(u64::from(connect.keep_alive)).mul_f64(1.5));
+        let session_present = self.resume_session(connect.clean_start, &client_id);
+        let mut properties = Properties::new();
+        if version == Version::V5_0 {
+            if let Some(id) = assigned {
+                properties.push(Property::AssignedClientIdentifier(id));
+            }
+            properties.push(Property::RetainAvailable(0));
+            properties.push(Property::SharedSubscriptionAvailable(0));
+            properties.push(Property::SubscriptionIdentifierAvailable(0));
+            properties.push(Property::MaximumPacketSize(self.codec.limits().max_packet_size));
+        }
+        self.codec.set_version(version);
+        let connack = Connack { session_present, reason: ReasonCode::Success, properties };
+        self.write(&Packet::Connack(connack));
+        self.connected = true;
+        self.will = connect.will;
+        self.session.announce(None);
+        self.restore_subscriptions();
+        tracing::debug!(peer = %self.peer, %version, client_id, "MQTT connected");
+        Ok(true)
+    }
+
+    /// Releases the session (its client id and consumers: unacknowledged deliveries go back
+    /// to their queues).
+    fn release(&mut self) {
+        // Consumers first: once the client id is free, a client that reconnects with it
+        // finds its durable subscriptions free too (to resume them, or to remove them).
+        for (_, subscription) in self.subscriptions.drain() {
+            self.session.unsubscribe(subscription.consumer());
+        }
+        self.by_consumer.clear();
+        self.in_flight.clear();
+        self.session.release();
+    }
+}

@@ -1,0 +1,254 @@
+//! PUBLISH from the client: authorization, producer flow control, the store, and the answers
+//! of QoS 1 (PUBACK once the message is durable) and QoS 2 (PUBREC once durable; PUBREL,
+//! PUBCOMP).
+
+use std::sync::Arc;
+
+use protocol::mqtt::{
+    Disconnect, Packet, Properties, Property, PubAck, Publish, QoS, ReasonCode, Version,
+};
+use store::Message;
+
+use super::{mapping, Connection, Fatal, Outcome, Pending};
+use crate::core::{CoreError, SendAdmission};
+use crate::security::Action;
+
+/// A PUBLISH held by producer flow control until its topic has room: what to answer then.
+pub(super) struct HeldPublish {
+    qos: QoS,
+    packet_id: Option<u16>,
+}
+
+impl Connection {
+    pub(super) fn publish(&mut self, publish: Publish) -> Result<(), Fatal> {
+        let version = self.version.unwrap_or(Version::V3_1_1);
+        if publish.properties.topic_alias().is_some() {
+            // CONNACK announced no Topic Alias Maximum, which is 0 (MQTT-3.3.2-9).
+            return Err(Fatal::new(
+                ReasonCode::TopicAliasInvalid,
+                "topic aliases are not supported",
+            ));
+        }
+        if publish.retain && version == Version::V5_0 {
+            // CONNACK said Retain Available: 0, so this is refused with 0x9A; 3.x clients cannot be told, and
+            // their retained PUBLISHes are published as ordinary messages.
+            return Err(Fatal::new(
+                ReasonCode::RetainNotSupported,
+                "retained messages are not supported",
+            ));
+        }
+        let packet_id = publish.packet_id;
+        if publish.qos == QoS::ExactlyOnce {
+            let id = packet_id.unwrap_or_default();
+            if !self.received_qos2.insert(id) {
+                // A resend of a QoS 2 message not yet released: it is published once, and
+                // answered again (spec 4.3.3).
+                self.answer(Packet::Pubrec(PubAck::new(id)));
+                return Ok(());
+            }
+        }
+        let core = self.context.core.clone();
+        let message = mapping::message_from_publish(
+            &publish,
+            version,
+            core.next_message_id(),
+            self.session.next_message_id(),
+        );
+        if let Err(denied) = self.session.authorize(Action::Write, &message.destination) {
+            tracing::info!(peer = %self.peer, topic = %publish.topic, %denied, "MQTT publish refused");
+            if version != Version::V5_0 {
+                // 3.x has no way to refuse one message.
+                return Err(Fatal::new(ReasonCode::NotAuthorized, denied.to_string()));
+            }
+            let reason = ReasonCode::NotAuthorized;
+            let properties = self.reason_string(denied.to_string());
+            match (publish.qos, packet_id) {
+                (QoS::AtLeastOnce, Some(id)) => {
+                    self.answer(Packet::Puback(PubAck { packet_id: id, reason, properties }))
+                }
+                (QoS::ExactlyOnce, Some(id)) => {
+                    // A refused PUBREC ends the handshake: no PUBREL follows.
+                    self.received_qos2.remove(&id);
+                    self.answer(Packet::Pubrec(PubAck { packet_id: id, reason, properties }))
+                }
+                _ => return Err(Fatal::new(reason, denied.to_string())),
+            }
+            return Ok(());
+        }
+        let message = Arc::new(message);
+        let connection = self.session.connection();
+        let held = HeldPublish { qos: publish.qos, packet_id };
+        let message = match self.held.admit(&core, connection, (), held, message) {
+            SendAdmission::Now(_, message) => message,
+            SendAdmission::Held { forced } => {
+                if let Some(oldest) = forced {
+                    self.admitted(oldest, Ok(()));
+                }
+                return Ok(());
+            }
+            SendAdmission::Refused(held) => {
+                let why = crate::core::held_sends_refusal();
+                return self.refuse_for_room(held, &why);
+            }
+        };
+        let outcome = self.submit(message, publish.qos, packet_id);
+        if let Some(outcome) = outcome {
+            self.pending.push_back(outcome);
+        }
+        Ok(())
+    }
+
+    /// A held PUBLISH's wait ended: it is published now, or refused (no room, per the
+    /// settings).
+    pub(super) fn admitted(
+        &mut self,
+        (held, message): (HeldPublish, Arc<Message>),
+        room: Result<(), CoreError>,
+    ) {
+        match room {
+            Ok(()) => {
+                if let Some(outcome) = self.submit(message, held.qos, held.packet_id) {
+                    self.pending.push_back(outcome);
+                }
+            }
+            Err(error) => {
+                tracing::info!(peer = %self.peer, %error, "MQTT publish refused: no room");
+                if let Err(fatal) = self.refuse_for_room(held, &error.to_string()) {
+                    self.pending.push_back(Box::pin(async move {
+                        let packet = Packet::Disconnect(Disconnect {
+                            reason: fatal.reason,
+                            properties: Properties::new().with(Property::ReasonString(fatal.why)),
+                        });
+                        Outcome { packet: Some(packet), close: true }
+                    }));
+                }
+            }
+        }
+    }
+
+    /// A 5.0 PUBLISH refused for want of room gets Quota exceeded; a 3.x client, or a QoS 0
+    /// one, is disconnected.
+    fn refuse_for_room(&mut self, held: HeldPublish, why: &str) -> Result<(), Fatal> {
+        let reason = ReasonCode::QuotaExceeded;
+        if self.version != Some(Version::V5_0) {
+            return Err(Fatal::new(reason, why));
+        }
+        let properties = self.reason_string(why.to_owned());
+        match (held.qos, held.packet_id) {
+            (QoS::AtLeastOnce, Some(id)) => {
+                self.answer(Packet::Puback(PubAck { packet_id: id, reason, properties }));
+                Ok(())
+            }
+            (QoS::ExactlyOnce, Some(id)) => {
+                self.received_qos2.remove(&id);
+                self.answer(Packet::Pubrec(PubAck { packet_id: id, reason, properties }));
+                Ok(())
+            }
+            _ => Err(Fatal::new(reason, why)),
+        }
+    }
+
+    /// Hands `message` to the core; the answer to wait for: the PUBACK or PUBREC, once the
+    /// store has made the message durable. A store that fails closes the connection.
+    fn submit(
+        &mut self,
+        message: Arc<Message>,
+        qos: QoS,
+        packet_id: Option<u16>,
+    ) -> Option<Pending> {
+        let core = self.context.core.clone();
+        let connection = self.session.connection();
+        let completion = match core.send(message, connection, None) {
+            Ok(completion) => completion,
+            Err(error) => {
+                tracing::error!(peer = %self.peer, %error, "MQTT publish not accepted");
+                return Some(Box::pin(async move {
+                    Outcome { packet: store_failure(&error.to_string()), close: true }
+                }));
+            }
+        };
+        let answer = match (qos, packet_id) {
+            (QoS::AtLeastOnce, Some(id)) => Some(Packet::Puback(PubAck::new(id))),
+            (QoS::ExactlyOnce, Some(id)) => Some(Packet::Pubrec(PubAck::new(id))),
+            _ => None,
+        };
+        if answer.is_none() && completion.is_ready() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            match completion.await {
+                Ok(()) => Outcome { packet: answer, close: false },
+                Err(error) => {
+                    tracing::error!(%error, "store refused an MQTT message");
+                    Outcome { packet: store_failure(&error.to_string()), close: true }
+                }
+            }
+        }))
+    }
+
+    /// PUBREL: the QoS 2 message's id is free again; PUBCOMP goes behind what is pending.
+    pub(super) fn pubrel(&mut self, packet_id: u16) {
+        let known = self.received_qos2.remove(&packet_id);
+        let reason = match (known, self.version) {
+            (false, Some(Version::V5_0)) => ReasonCode::PacketIdentifierNotFound,
+            _ => ReasonCode::Success,
+        };
+        let pubcomp = PubAck { packet_id, reason, properties: Properties::new() };
+        self.answer(Packet::Pubcomp(pubcomp));
+    }
+
+    /// The Reason String property of a PUBACK or PUBREC, unless the client asked for none.
+    fn reason_string(&self, why: String) -> Properties {
+        match self.problem_information {
+            true => Properties::new().with(Property::ReasonString(why)),
+            false => Properties::new(),
+        }
+    }
+
+    /// Publishes the will of a connection that ended without a DISCONNECT, if the client may
+    /// write its topic. Nothing waits for it: the connection is gone.
+    pub(super) fn publish_will(&mut self) {
+        let Some(will) = self.will.take() else { return };
+        let Some(version) = self.version else { return };
+        let publish = Publish {
+            qos: will.qos,
+            packet_id: (will.qos != QoS::AtMostOnce).then_some(1),
+            properties: will.properties,
+            ..Publish::new(will.topic, will.payload)
+        };
+        let core = self.context.core.clone();
+        let message = mapping::message_from_publish(
+            &publish,
+            version,
+            core.next_message_id(),
+            self.session.next_message_id(),
+        );
+        if let Err(denied) = self.session.authorize(Action::Write, &message.destination) {
+            tracing::info!(peer = %self.peer, topic = %publish.topic, %denied, "MQTT will not published");
+            return;
+        }
+        tracing::debug!(peer = %self.peer, topic = %publish.topic, "publishing the MQTT will");
+        if let Err(error) = core.send(Arc::new(message), self.session.connection(), None) {
+            tracing::warn!(peer = %self.peer, %error, "MQTT will not published");
+        }
+    }
+
+    /// Writes `packet` in order behind the answers still waiting for the store.
+    pub(super) fn answer(&mut self, packet: Packet) {
+        if self.pending.is_empty() {
+            self.write(&packet);
+        } else {
+            self.pending.push_back(Box::pin(async move { Outcome::packet(packet) }));
+        }
+    }
+}
+
+/// What a 5.0 client is told when the store fails (3.x clients are closed without a word;
+/// the codec refuses a DISCONNECT with a reason in 3.x, and [`Connection::write`] drops it).
+fn store_failure(why: &str) -> Option<Packet> {
+    Some(Packet::Disconnect(Disconnect {
+        reason: ReasonCode::UnspecifiedError,
+        properties: Properties::new()
+            .with(Property::ReasonString(format!("message not stored: {why}"))),
+    }))
+}

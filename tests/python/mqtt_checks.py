@@ -1,0 +1,706 @@
+#!/usr/bin/env python3
+"""Checks a running ferromq broker through paho-mqtt, a real third-party MQTT client (MQTT
+3.1.1 and 5.0), raw sockets for what no client sends, and stomp.py for the STOMP side of the
+cross-protocol checks.
+
+    mqtt_checks.py --host 127.0.0.1 --port 1883 [--stomp-port 61613] [--user U --password P]
+                   --check NAME [--check NAME ...]
+
+Prints "ok NAME" for each check that passes; on the first failure prints "FAIL NAME: why" to
+stderr and exits with status 1 (status 2 for bad arguments or a missing client). The Rust
+tests in tests/tests/integration/mqtt.rs run one check each, against a broker configured for
+it.
+"""
+
+import argparse
+import os
+import queue
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+import uuid
+
+try:
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.properties import Properties
+    from paho.mqtt.packettypes import PacketTypes
+    import stomp
+except ImportError:  # pragma: no cover - reported to the caller
+    sys.stderr.write(
+        "paho-mqtt or stomp.py is not installed for %s: run scripts/test, which creates .venv\n"
+        % sys.executable
+    )
+    sys.exit(2)
+
+# How long to wait for anything expected.
+WAIT_SECONDS = 15.0
+# How long to watch for what must not arrive.
+QUIET_SECONDS = 0.7
+
+VERSIONS = {"3.1.1": mqtt.MQTTv311, "5.0": mqtt.MQTTv5}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(condition, message):
+    if not condition:
+        raise CheckFailed(message)
+
+
+def expect_equal(actual, expected, what):
+    if actual != expected:
+        raise CheckFailed("%s: expected %r, got %r" % (what, expected, actual))
+
+
+def unique(prefix):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:10])
+
+
+class Client:
+    """A paho client on its own network thread, its events in queues."""
+
+    def __init__(self, args, version, client_id=None, clean=True, user=None, password=None, properties=None):
+        self.version = version
+        self.connacks = queue.Queue()
+        self.messages = queue.Queue()
+        self.subacks = queue.Queue()
+        self.pubacks = queue.Queue()
+        self.disconnects = queue.Queue()
+        client_id = unique("paho") if client_id is None else client_id
+        if version == mqtt.MQTTv5:
+            self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version)
+        else:
+            self.client = mqtt.Client(
+                mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version, clean_session=clean
+            )
+        self.client.on_connect = lambda c, u, flags, rc, props: self.connacks.put((flags, rc, props))
+        self.client.on_message = lambda c, u, message: self.messages.put(message)
+        self.client.on_subscribe = lambda c, u, mid, rcs, props: self.subacks.put((mid, rcs))
+        self.client.on_publish = lambda c, u, mid, rc, props: self.pubacks.put((mid, rc))
+        self.client.on_disconnect = lambda c, u, flags, rc, props: self.disconnects.put(rc)
+        if user is not None:
+            self.client.username_pw_set(user, password)
+        if args.ca:
+            self.client.tls_set(ca_certs=args.ca)
+        kwargs = {"keepalive": 60}
+        if version == mqtt.MQTTv5:
+            kwargs["clean_start"] = clean
+            if properties is not None:
+                kwargs["properties"] = properties
+        self.client.connect(args.host, args.port, **kwargs)
+        self.client.loop_start()
+        self.connack = get(self.connacks, "CONNACK")
+
+    def expect_connected(self):
+        flags, rc, props = self.connack
+        expect(not rc.is_failure, "CONNACK refused the connection: %s" % rc)
+        return flags, props
+
+    def subscribe(self, topic, qos):
+        result, mid = self.client.subscribe(topic, qos)
+        expect_equal(result, mqtt.MQTT_ERR_SUCCESS, "subscribe result")
+        got_mid, codes = get(self.subacks, "SUBACK")
+        expect_equal(got_mid, mid, "SUBACK packet id")
+        return [code.value for code in codes]
+
+    def publish(self, topic, payload, qos, properties=None):
+        info = self.client.publish(topic, payload, qos, properties=properties)
+        # paho reports a QoS 0 message once written, QoS 1 at its PUBACK, QoS 2 at PUBCOMP.
+        got_mid, rc = get(self.pubacks, "PUBACK/PUBCOMP of message %d" % info.mid)
+        expect_equal(got_mid, info.mid, "acknowledged packet id")
+        return rc
+
+    def receive(self, what):
+        return get(self.messages, what)
+
+    def expect_quiet(self, what):
+        try:
+            message = self.messages.get(timeout=QUIET_SECONDS)
+        except queue.Empty:
+            return
+        raise CheckFailed("%s: got an unexpected message on %s: %r" % (what, message.topic, message.payload))
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def connect_when_free(args, version, client_id, clean):
+    """Connects as `client_id` once the broker has let the last connection with that id go:
+    a client that closes does not wait for the broker to notice, and a client id held by a
+    live connection is refused (0x02 / 0x85) rather than taken over."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        client = Client(args, version, client_id=client_id, clean=clean)
+        _, rc, _ = client.connack
+        if rc.value not in (0x02, 0x85) or time.monotonic() > deadline:
+            return client
+        client.client.loop_stop()
+
+
+def get(events, what, timeout=WAIT_SECONDS):
+    try:
+        return events.get(timeout=timeout)
+    except queue.Empty:
+        raise CheckFailed("no %s within %.0f s" % (what, timeout))
+
+
+# --- raw packets ---------------------------------------------------------------------------
+
+
+def remaining_length(length):
+    out = bytearray()
+    while True:
+        byte = length % 128
+        length //= 128
+        if length:
+            byte |= 0x80
+        out.append(byte)
+        if not length:
+            return bytes(out)
+
+
+def string(text):
+    data = text.encode() if isinstance(text, str) else text
+    return struct.pack("!H", len(data)) + data
+
+
+def packet(first_byte, body):
+    return bytes([first_byte]) + remaining_length(len(body)) + body
+
+
+def connect_packet(client_id, level=4, name="MQTT", keep_alive=60, clean=True, user=None, password=None, will=None):
+    flags = 0x02 if clean else 0
+    payload = string(client_id)
+    if will is not None:
+        topic, message, qos = will
+        flags |= 0x04 | (qos << 3)
+        if level == 5:
+            payload += b"\x00"  # no will properties
+        payload += string(topic) + string(message)
+    if user is not None:
+        flags |= 0x80
+        payload += string(user)
+    if password is not None:
+        flags |= 0x40
+        payload += string(password)
+    body = string(name) + bytes([level, flags]) + struct.pack("!H", keep_alive)
+    if level == 5:
+        body += b"\x00"  # no properties
+    return packet(0x10, body + payload)
+
+
+class Raw:
+    """A socket speaking raw MQTT bytes."""
+
+    def __init__(self, args):
+        self.socket = socket.create_connection((args.host, args.port), timeout=WAIT_SECONDS)
+        self.buffer = b""
+
+    def send(self, data):
+        self.socket.sendall(data)
+
+    def read_packet(self, timeout=WAIT_SECONDS):
+        """The next packet as (first byte, body); None once the broker closed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            parsed = self._parse()
+            if parsed is not None:
+                return parsed
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CheckFailed("no packet from the broker within %.0f s" % timeout)
+            self.socket.settimeout(left)
+            try:
+                data = self.socket.recv(65536)
+            except socket.timeout:
+                raise CheckFailed("no packet from the broker within %.0f s" % timeout)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                if self.buffer:
+                    raise CheckFailed("the broker closed in the middle of a packet: %r" % self.buffer)
+                return None
+            self.buffer += data
+
+    def _parse(self):
+        if len(self.buffer) < 2:
+            return None
+        length, shift, index = 0, 0, 1
+        while True:
+            if index >= len(self.buffer):
+                return None
+            byte = self.buffer[index]
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            index += 1
+            if not byte & 0x80:
+                break
+        if len(self.buffer) < index + length:
+            return None
+        first, body = self.buffer[0], self.buffer[index : index + length]
+        self.buffer = self.buffer[index + length :]
+        return first, body
+
+    def expect_closed(self, timeout=WAIT_SECONDS):
+        """Waits for the broker to close; the packets it sent before, in order."""
+        packets = []
+        while True:
+            parsed = self.read_packet(timeout)
+            if parsed is None:
+                return packets
+            packets.append(parsed)
+
+    def close(self):
+        self.socket.close()
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+def check_connect_versions(args):
+    """CONNACK accepts 3.1, 3.1.1 and 5.0; a 5.0 client without an id is given one; other
+    levels are refused with the version's code; an empty id without clean session is
+    refused."""
+    for version in (mqtt.MQTTv31, mqtt.MQTTv311, mqtt.MQTTv5):
+        client = Client(args, version)
+        client.expect_connected()
+        client.close()
+    client = Client(args, mqtt.MQTTv5, client_id="")
+    _, props = client.expect_connected()
+    assigned = getattr(props, "AssignedClientIdentifier", None)
+    expect(assigned, "a 5.0 client without an id got no Assigned Client Identifier")
+    client.close()
+    # MQTT 3.1 over the raw wire, then levels nobody speaks.
+    for level, name, expected in ((3, "MQIsdp", b"\x20\x02\x00\x00"), (2, "MQTT", b"\x20\x02\x00\x01"), (6, "MQTT", b"\x20\x03\x00\x84\x00")):
+        raw = Raw(args)
+        raw.send(connect_packet(unique("raw"), level=level, name=name))
+        first, body = raw.read_packet()
+        expect_equal(bytes([first]) + bytes([len(body)]) + body, expected, "CONNACK to level %d" % level)
+        if level != 3:
+            expect_equal(raw.expect_closed(), [], "packets after the refusal of level %d" % level)
+        raw.close()
+    # A client id a live connection holds is refused: it is not taken over (yet).
+    holder_id = unique("held")
+    holder = Client(args, mqtt.MQTTv311, client_id=holder_id)
+    holder.expect_connected()
+    for level, expected in ((4, b"\x00\x02"), (5, b"\x00\x85")):
+        raw = Raw(args)
+        raw.send(connect_packet(holder_id, level=level))
+        first, body = raw.read_packet()
+        expect_equal((first, body[:2]), (0x20, expected), "CONNACK to a client id in use (level %d)" % level)
+        raw.expect_closed()
+        raw.close()
+    holder.close()
+    for level, expected in ((4, b"\x00\x02"), (5, b"\x00\x85")):
+        raw = Raw(args)
+        raw.send(connect_packet("", level=level, clean=False))
+        first, body = raw.read_packet()
+        expect_equal(first, 0x20, "CONNACK type")
+        expect_equal(body[:2], expected, "CONNACK to an empty id without clean session (level %d)" % level)
+        raw.expect_closed()
+        raw.close()
+
+
+def check_bad_password(args):
+    """A wrong password is refused with 0x04 (3.1.1) or 0x86 (5.0), a good one accepted."""
+    raw = Raw(args)
+    raw.send(connect_packet(unique("raw"), user=args.user, password="wrong"))
+    first, body = raw.read_packet()
+    expect_equal((first, body), (0x20, b"\x00\x04"), "3.1.1 CONNACK to a wrong password")
+    raw.expect_closed()
+    client = Client(args, mqtt.MQTTv5, user=args.user, password="wrong")
+    _, rc, _ = client.connack
+    expect_equal(rc.value, 0x86, "5.0 CONNACK reason to a wrong password")
+    client.client.loop_stop()
+    for version in VERSIONS.values():
+        good = Client(args, version, user=args.user, password=args.password)
+        good.expect_connected()
+        good.close()
+
+
+def check_pubsub_qos(args):
+    """QoS 0, 1 and 2 through wildcard subscriptions, delivered at the lower of the
+    subscription's QoS and the message's, in both versions."""
+    for label, version in VERSIONS.items():
+        base = "ferromq/%s" % unique("qos")
+        subscriber = Client(args, version)
+        subscriber.expect_connected()
+        expect_equal(subscriber.subscribe(base + "/+/two", 2), [2], "granted QoS of +")
+        expect_equal(subscriber.subscribe(base + "/one/#", 1), [1], "granted QoS of #")
+        publisher = Client(args, version)
+        publisher.expect_connected()
+        for qos in (0, 1, 2):
+            publisher.publish("%s/a/two" % base, ("plus %d" % qos).encode(), qos)
+            message = subscriber.receive("the QoS %d message through +" % qos)
+            expect_equal((message.topic, message.payload, message.qos), ("%s/a/two" % base, ("plus %d" % qos).encode(), qos), "%s delivery through +" % label)
+        for qos in (0, 1, 2):
+            publisher.publish("%s/one/x/y" % base, bytes([0, 255, qos]), qos)
+            message = subscriber.receive("the QoS %d message through #" % qos)
+            expect_equal((message.topic, message.payload, message.qos), ("%s/one/x/y" % base, bytes([0, 255, qos]), min(qos, 1)), "%s delivery through #" % label)
+        # `$` topics are not matched by a leading wildcard.
+        everything = Client(args, version)
+        everything.expect_connected()
+        everything.subscribe("#", 0)
+        publisher.publish("$SYS/%s" % unique("x"), b"system", 1)
+        publisher.publish("%s/visible" % base, b"visible", 1)
+        while True:
+            # Advisories (ActiveMQ.Advisory.*) match # too, as in ActiveMQ.
+            message = everything.receive("the message to an ordinary topic")
+            expect(not message.topic.startswith("$"), "# matched %s" % message.topic)
+            if message.payload == b"visible":
+                break
+        subscriber.expect_quiet("after the deliveries")
+        for client in (subscriber, publisher, everything):
+            client.close()
+
+
+class StompListener(stomp.ConnectionListener):
+    def __init__(self):
+        self.messages = queue.Queue()
+        self.receipts = queue.Queue()
+
+    def on_message(self, frame):
+        self.messages.put(frame)
+
+    def on_receipt(self, frame):
+        self.receipts.put(frame.headers.get("receipt-id"))
+
+
+def stomp_connection(args):
+    connection = stomp.Connection12([(args.host, args.stomp_port)], heartbeats=(0, 0))
+    listener = StompListener()
+    connection.set_listener("", listener)
+    connection.connect(wait=True)
+    return connection, listener
+
+
+def check_stomp_interop(args):
+    """A QoS 1 PUBLISH reaches a STOMP subscriber of the dotted topic as a persistent message
+    with its payload; a STOMP SEND reaches an MQTT subscriber."""
+    name = unique("cross")
+    connection, listener = stomp_connection(args)
+    connection.subscribe("/topic/ferromq.%s.in" % name, id="1", ack="auto", headers={"receipt": "sub-1"})
+    expect_equal(get(listener.receipts, "the SUBSCRIBE's receipt"), "sub-1", "receipt")
+    for version in VERSIONS.values():
+        client = Client(args, version)
+        client.expect_connected()
+        client.publish("ferromq/%s/in" % name, b"from mqtt", 1)
+        frame = get(listener.messages, "the MQTT message on STOMP")
+        expect_equal(frame.headers.get("destination"), "/topic/ferromq.%s.in" % name, "STOMP destination")
+        expect_equal(frame.body, "from mqtt", "STOMP body")
+        expect_equal(frame.headers.get("persistent"), "true", "QoS 1 is persistent")
+        client.subscribe("ferromq/%s/out/#" % name, 2)
+        connection.send("/topic/ferromq.%s.out.x" % name, "from stomp", headers={"persistent": "true", "receipt": "r1"})
+        message = client.receive("the STOMP message on MQTT")
+        expect_equal((message.topic, message.payload, message.qos), ("ferromq/%s/out/x" % name, b"from stomp", 1), "MQTT delivery of a persistent STOMP message")
+        connection.send("/topic/ferromq.%s.out.y" % name, "quick", headers={"receipt": "r2"})
+        message = client.receive("the non-persistent STOMP message on MQTT")
+        expect_equal((message.topic, message.payload, message.qos), ("ferromq/%s/out/y" % name, b"quick", 0), "MQTT delivery of a non-persistent STOMP message")
+        client.close()
+    connection.disconnect()
+
+
+def check_keep_alive(args):
+    """A client that sends CONNECT with keep alive 1 and then nothing is closed after 1.5 s."""
+    for level in (4, 5):
+        raw = Raw(args)
+        raw.send(connect_packet(unique("silent"), level=level, keep_alive=1))
+        first, body = raw.read_packet()
+        expect_equal(first, 0x20, "CONNACK")
+        started = time.monotonic()
+        packets = raw.expect_closed(timeout=10)
+        elapsed = time.monotonic() - started
+        # Not before 1.5 times the keep alive (less a little for the clocks); the upper bound only
+        # catches a deadline that never fires, with room for a loaded CI machine.
+        expect(1.3 <= elapsed <= 8.0, "closed after %.2f s, expected about 1.5 s" % elapsed)
+        if level == 5:
+            expect_equal([(p[0], p[1][:1]) for p in packets], [(0xE0, b"\x8d")], "5.0 DISCONNECT before the close")
+        else:
+            expect_equal(packets, [], "3.1.1 packets before the close")
+        raw.close()
+    # One that pings stays.
+    raw = Raw(args)
+    raw.send(connect_packet(unique("pinging"), keep_alive=1))
+    raw.read_packet()
+    for _ in range(4):
+        time.sleep(0.5)
+        raw.send(b"\xc0\x00")
+        expect_equal(raw.read_packet(), (0xD0, b""), "PINGRESP")
+    raw.close()
+
+
+def check_malformed(args):
+    """A malformed packet closes its connection only (5.0: after a DISCONNECT 0x81); a
+    packet before CONNECT and a second CONNECT close too."""
+    topic = "ferromq/%s" % unique("bystander")
+    bystander = Client(args, mqtt.MQTTv311)
+    bystander.expect_connected()
+    bystander.subscribe(topic, 1)
+    # PUBLISH with QoS 3.
+    for level, expected in ((4, []), (5, [(0xE0, b"\x81")])):
+        raw = Raw(args)
+        raw.send(connect_packet(unique("bad"), level=level))
+        raw.read_packet()
+        raw.send(b"\x36\x05\x00\x01a\x00\x01")
+        packets = raw.expect_closed()
+        expect_equal([(p[0], p[1][:1]) for p in packets], expected, "level %d packets before the close" % level)
+        raw.close()
+    # A second CONNECT.
+    raw = Raw(args)
+    raw.send(connect_packet(unique("twice"), level=5))
+    raw.read_packet()
+    raw.send(connect_packet(unique("twice"), level=5))
+    packets = raw.expect_closed()
+    expect_equal([(p[0], p[1][:1]) for p in packets], [(0xE0, b"\x82")], "DISCONNECT after a second CONNECT")
+    # A PINGREQ before CONNECT.
+    raw = Raw(args)
+    raw.send(b"\xc0\x00")
+    expect_equal(raw.expect_closed(), [], "packets after a PINGREQ before CONNECT")
+    publisher = Client(args, mqtt.MQTTv311)
+    publisher.expect_connected()
+    publisher.publish(topic, b"still here", 1)
+    message = bystander.receive("the bystander's message")
+    expect_equal(message.payload, b"still here", "the bystander's message")
+    publisher.close()
+    bystander.close()
+
+
+def check_authorization(args):
+    """A subscription the user may not read gets 0x80 (3.1.1) or 0x87 (5.0) and the
+    connection goes on; a 5.0 QoS 1 PUBLISH it may not write gets PUBACK 0x87."""
+    for label, version in VERSIONS.items():
+        client = Client(args, version, user=args.user, password=args.password)
+        client.expect_connected()
+        refused = 0x80 if version == mqtt.MQTTv311 else 0x87
+        open_topic = "mqtt/open/%s" % unique("t")
+        expect_equal(client.subscribe("mqtt/secret/#", 1), [refused], "%s SUBACK of a refused filter" % label)
+        expect_equal(client.subscribe(open_topic, 1), [1], "%s SUBACK after the refusal" % label)
+        client.publish(open_topic, b"allowed", 1)
+        message = client.receive("the message on the allowed topic")
+        expect_equal(message.payload, b"allowed", "the allowed message")
+        if version == mqtt.MQTTv5:
+            rc = client.publish("mqtt/secret/x", b"refused", 1)
+            expect_equal(rc.value, 0x87, "PUBACK reason of a refused PUBLISH")
+            client.publish(open_topic, b"after", 1)
+            expect_equal(client.receive("the message after the refused PUBLISH").payload, b"after", "message after the refusal")
+        client.close()
+
+
+def check_qos2_exactly_once(args):
+    """A QoS 2 PUBLISH resent with DUP before its PUBREL is published once; PUBREC is
+    answered each time, PUBREL with PUBCOMP."""
+    topic = "ferromq/%s" % unique("exactly")
+    subscriber = Client(args, mqtt.MQTTv311)
+    subscriber.expect_connected()
+    subscriber.subscribe(topic, 2)
+    raw = Raw(args)
+    raw.send(connect_packet(unique("raw")))
+    raw.read_packet()
+    body = string(topic) + struct.pack("!H", 7) + b"once"
+    raw.send(packet(0x34, body))
+    expect_equal(raw.read_packet(), (0x50, b"\x00\x07"), "PUBREC")
+    raw.send(packet(0x3C, body))  # DUP
+    expect_equal(raw.read_packet(), (0x50, b"\x00\x07"), "PUBREC of the resend")
+    raw.send(b"\x62\x02\x00\x07")
+    expect_equal(raw.read_packet(), (0x70, b"\x00\x07"), "PUBCOMP")
+    message = subscriber.receive("the QoS 2 message")
+    expect_equal((message.payload, message.qos), (b"once", 2), "the QoS 2 message")
+    subscriber.expect_quiet("after the QoS 2 message")
+    raw.close()
+    subscriber.close()
+
+
+def check_persistent_session(args):
+    """A 3.1.1 client with clean session 0 finds its QoS 1 subscription and the messages
+    published while it was away when it comes back (session present); a clean session
+    discards them."""
+    client_id = unique("persistent")
+    topic = "ferromq/%s" % client_id
+    first = Client(args, mqtt.MQTTv311, client_id=client_id, clean=False)
+    flags, _ = first.expect_connected()
+    expect(not flags.session_present, "a new session was present")
+    first.subscribe(topic + "/#", 1)
+    first.close()
+    publisher = Client(args, mqtt.MQTTv311)
+    publisher.expect_connected()
+    for index in range(3):
+        publisher.publish("%s/%d" % (topic, index), b"kept %d" % index, 1)
+    again = connect_when_free(args, mqtt.MQTTv311, client_id, False)
+    flags, _ = again.expect_connected()
+    expect(flags.session_present, "the persistent session was not present")
+    payloads = [again.receive("kept message %d" % index).payload for index in range(3)]
+    expect_equal(payloads, [b"kept 0", b"kept 1", b"kept 2"], "messages kept while away")
+    again.close()
+    clean = connect_when_free(args, mqtt.MQTTv311, client_id, True)
+    flags, _ = clean.expect_connected()
+    expect(not flags.session_present, "a clean session was present")
+    clean.close()
+    publisher.publish("%s/late" % topic, b"late", 1)
+    last = connect_when_free(args, mqtt.MQTTv311, client_id, False)
+    flags, _ = last.expect_connected()
+    expect(not flags.session_present, "the session survived a clean session")
+    last.expect_quiet("after the clean session")
+    last.close()
+    publisher.close()
+
+
+def check_will(args):
+    """A will is published when the connection drops, breaks the protocol or goes silent,
+    and when a 5.0 DISCONNECT asks for it; a plain DISCONNECT discards it."""
+    topic = "ferromq/%s" % unique("will")
+    subscriber = Client(args, mqtt.MQTTv311)
+    subscriber.expect_connected()
+    subscriber.subscribe(topic + "/#", 2)
+
+    def connected(level, what, keep_alive=60):
+        raw = Raw(args)
+        raw.send(connect_packet(unique("willing"), level=level, keep_alive=keep_alive, will=("%s/%s" % (topic, what), what, 1)))
+        first, body = raw.read_packet()
+        expect_equal((first, body[:2]), (0x20, b"\x00\x00"), "CONNACK of a CONNECT with a will")
+        return raw
+
+    raw = connected(4, "dropped")
+    raw.socket.shutdown(socket.SHUT_RDWR)
+    raw.close()
+    message = subscriber.receive("the will of a dropped connection")
+    expect_equal((message.topic, message.payload, message.qos), ("%s/dropped" % topic, b"dropped", 1), "will of a dropped connection")
+    raw = connected(4, "malformed")
+    raw.send(b"\x36\x05\x00\x01a\x00\x01")
+    raw.expect_closed()
+    expect_equal(subscriber.receive("the will after a malformed packet").payload, b"malformed", "will after a malformed packet")
+    raw = connected(5, "silent", keep_alive=1)
+    raw.expect_closed()
+    expect_equal(subscriber.receive("the will of a silent client").payload, b"silent", "will of a silent client")
+    raw = connected(5, "asked")
+    raw.send(b"\xe0\x01\x04")
+    raw.expect_closed()
+    expect_equal(subscriber.receive("the will a 5.0 DISCONNECT asked for").payload, b"asked", "will asked for")
+    # A retained will cannot be kept: 5.0 refuses it as CONNACK's Retain Available 0 says.
+    raw = Raw(args)
+    will = connect_packet(unique("retained"), level=5, will=("%s/retained" % topic, "r", 1))
+    will = will[:9] + bytes([will[9] | 0x20]) + will[10:]  # the will retain flag
+    raw.send(will)
+    first, body = raw.read_packet()
+    expect_equal((first, body[:2]), (0x20, b"\x00\x9a"), "CONNACK to a retained will")
+    raw.expect_closed()
+    for level in (4, 5):
+        raw = connected(level, "discarded")
+        raw.send(b"\xe0\x00")
+        raw.expect_closed()
+        raw.close()
+    subscriber.expect_quiet("after DISCONNECTs")
+    subscriber.close()
+
+
+def check_properties_and_retain(args):
+    """5.0 user properties, response topic and correlation data reach a 5.0 subscriber and
+    a STOMP one (as headers); a retained PUBLISH is delivered as an ordinary message over
+    3.1.1 and refused with DISCONNECT 0x9A over 5.0 (CONNACK said Retain Available 0)."""
+    topic = "ferromq/%s" % unique("props")
+    subscriber = Client(args, mqtt.MQTTv5)
+    flags, props = subscriber.expect_connected()
+    expect_equal(getattr(props, "RetainAvailable", None), 0, "CONNACK Retain Available")
+    subscriber.subscribe(topic + "/#", 1)
+    connection, listener = stomp_connection(args)
+    connection.subscribe("/topic/%s.>" % topic.replace("/", "."), id="1", ack="auto", headers={"receipt": "sub"})
+    expect_equal(get(listener.receipts, "the SUBSCRIBE's receipt"), "sub", "receipt")
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    properties = Properties(PacketTypes.PUBLISH)
+    properties.UserProperty = [("colour", "blue"), ("size", "7")]
+    properties.ResponseTopic = topic + "/replies"
+    properties.CorrelationData = b"request-1"
+    publisher.publish(topic + "/a", b"with properties", 1, properties=properties)
+    message = subscriber.receive("the message with properties")
+    got = message.properties
+    expect_equal(sorted(getattr(got, "UserProperty", [])), [("colour", "blue"), ("size", "7")], "user properties")
+    expect_equal(getattr(got, "ResponseTopic", None), topic + "/replies", "response topic")
+    expect_equal(getattr(got, "CorrelationData", None), b"request-1", "correlation data")
+    frame = get(listener.messages, "the message with properties on STOMP")
+    expect_equal((frame.headers.get("colour"), frame.headers.get("size")), ("blue", "7"), "STOMP headers of user properties")
+    expect_equal(frame.headers.get("reply-to"), "/topic/%s.replies" % topic.replace("/", "."), "STOMP reply-to")
+    expect_equal(frame.headers.get("correlation-id"), "request-1", "STOMP correlation-id")
+    old = Client(args, mqtt.MQTTv311)
+    old.expect_connected()
+    old.publish(topic + "/retained", b"not kept", 1)
+    info = old.client.publish(topic + "/retained", b"retain flag", 1, retain=True)
+    get(old.pubacks, "PUBACK of the retained message")
+    message = subscriber.receive("the 3.1.1 retained message")
+    message = subscriber.receive("the 3.1.1 retained message") if message.payload == b"not kept" else message
+    expect_equal((message.payload, message.retain), (b"retain flag", False), "a 3.1.1 retained PUBLISH")
+    old.close()
+    publisher.client.publish(topic + "/retained", b"refused", 1, retain=True)
+    expect_equal(get(publisher.disconnects, "the DISCONNECT of a retained 5.0 PUBLISH").value, 0x9A, "DISCONNECT reason")
+    publisher.client.loop_stop()
+    subscriber.close()
+    connection.disconnect()
+
+
+def check_tls(args):
+    """Over mqtt+ssl://, trusting the test CA, both versions connect and exchange a QoS 1
+    message."""
+    expect(args.ca, "the tls check needs --ca")
+    for label, version in VERSIONS.items():
+        topic = "ferromq/%s" % unique("tls")
+        client = Client(args, version)
+        client.expect_connected()
+        client.subscribe(topic, 1)
+        client.publish(topic, b"over tls", 1)
+        message = client.receive("the message over TLS")
+        expect_equal((message.payload, message.qos), (b"over tls", 1), "%s message over TLS" % label)
+        client.close()
+
+
+CHECKS = {
+    "tls": check_tls,
+    "properties_and_retain": check_properties_and_retain,
+    "will": check_will,
+    "connect_versions": check_connect_versions,
+    "bad_password": check_bad_password,
+    "pubsub_qos": check_pubsub_qos,
+    "stomp_interop": check_stomp_interop,
+    "keep_alive": check_keep_alive,
+    "malformed": check_malformed,
+    "authorization": check_authorization,
+    "qos2_exactly_once": check_qos2_exactly_once,
+    "persistent_session": check_persistent_session,
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--stomp-port", type=int)
+    parser.add_argument("--user")
+    parser.add_argument("--password")
+    parser.add_argument("--ca", help="connect over TLS, trusting this CA certificate")
+    parser.add_argument("--check", action="append", required=True, choices=sorted(CHECKS))
+    args = parser.parse_args()
+    print("paho-mqtt %s against %s:%d" % (mqtt.__version__ if hasattr(mqtt, "__version__") else "?", args.host, args.port), flush=True)
+    for name in args.check:
+        started = time.monotonic()
+        try:
+            CHECKS[name](args)
+        except CheckFailed as failure:
+            sys.stderr.write("FAIL %s: %s\n" % (name, failure))
+            return 1
+        except Exception:
+            sys.stderr.write("FAIL %s: unexpected exception\n%s" % (name, traceback.format_exc()))
+            return 1
+        print("ok %s (%.2f s)" % (name, time.monotonic() - started), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # paho's and stomp.py's network threads are daemons; leave without waiting for them.
+    os._exit(code)
