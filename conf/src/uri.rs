@@ -65,6 +65,11 @@ pub enum Scheme {
     /// `mqtt+nio+ssl://`: accepted for ActiveMQ compatibility and identical to
     /// `mqtt+ssl://`.
     MqttNioSsl,
+    /// `ws://`: WebSocket (RFC 6455); each connection speaks STOMP, MQTT or AMQP by the
+    /// subprotocol its handshake negotiates.
+    Ws,
+    /// `wss://`: WebSocket over TLS.
+    Wss,
 }
 
 /// The protocol spoken on a connector, whatever its transport.
@@ -78,6 +83,8 @@ pub enum WireProtocol {
     Amqp,
     /// MQTT 3.1, 3.1.1 and 5.0.
     Mqtt,
+    /// WebSocket: STOMP, MQTT or AMQP, chosen per connection by the negotiated subprotocol.
+    WebSocket,
 }
 
 impl Scheme {
@@ -99,6 +106,8 @@ impl Scheme {
             Scheme::MqttNio => "mqtt+nio",
             Scheme::MqttSsl => "mqtt+ssl",
             Scheme::MqttNioSsl => "mqtt+nio+ssl",
+            Scheme::Ws => "ws",
+            Scheme::Wss => "wss",
         }
     }
 
@@ -116,6 +125,7 @@ impl Scheme {
             Scheme::Mqtt | Scheme::MqttNio | Scheme::MqttSsl | Scheme::MqttNioSsl => {
                 WireProtocol::Mqtt
             }
+            Scheme::Ws | Scheme::Wss => WireProtocol::WebSocket,
         }
     }
 
@@ -130,12 +140,14 @@ impl Scheme {
                 | Scheme::AmqpSsl
                 | Scheme::MqttSsl
                 | Scheme::MqttNioSsl
+                | Scheme::Wss
         )
     }
 
     /// The protocol's registered port, what ActiveMQ's sample configuration uses: 61613 for
-    /// STOMP, 61616 for OpenWire, 5672 for AMQP, 1883 for MQTT; over TLS 61612, 61617, 5671
-    /// and 8883.
+    /// STOMP, 61616 for OpenWire, 5672 for AMQP, 1883 for MQTT, 61614 for WebSocket; over TLS
+    /// 61612, 61617, 5671, 8883, and 61614 again for WebSocket (ActiveMQ's `wss://` examples
+    /// keep the port of `ws://`).
     pub fn default_port(self) -> u16 {
         match (self.protocol(), self.uses_tls()) {
             (WireProtocol::Stomp, false) => 61613,
@@ -146,6 +158,7 @@ impl Scheme {
             (WireProtocol::Amqp, true) => 5671,
             (WireProtocol::Mqtt, false) => 1883,
             (WireProtocol::Mqtt, true) => 8883,
+            (WireProtocol::WebSocket, _) => 61614,
         }
     }
 }
@@ -176,6 +189,12 @@ pub struct ConnectorOptions {
     /// `transport.enabledCipherSuites`: TLS connectors only; the suites offered, instead of
     /// `[tls] cipher_suites` (checked when the broker starts).
     pub enabled_cipher_suites: Option<Vec<String>>,
+    /// `allowedOrigins`: WebSocket connectors only; the `Origin` header values a handshake may
+    /// carry (compared without regard to ASCII case), or `*` for any; a handshake from
+    /// another origin is refused with 403. Not given: every origin, and handshakes without
+    /// an `Origin` (non-browser clients), are let in. Given: a handshake without `Origin` is
+    /// let in too, since only browsers send one and only browsers need the check.
+    pub allowed_origins: Option<Vec<String>>,
     /// Options accepted for ActiveMQ compatibility that change nothing, as `(name, value)` in
     /// the order given; kept so that [`Display`](fmt::Display) writes the URI back whole.
     pub ignored: Vec<(String, String)>,
@@ -190,7 +209,7 @@ pub enum UriError {
     MissingScheme,
     /// A scheme of a protocol ferromq will support but does not yet.
     #[error(
-        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://"
+        "`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://, ws://, wss://"
     )]
     SchemeNotImplemented {
         /// The scheme as written.
@@ -199,7 +218,7 @@ pub enum UriError {
         protocol: &'static str,
     },
     /// A scheme nobody knows.
-    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://")]
+    #[error("unknown scheme `{scheme}://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://, ws://, wss://")]
     UnknownScheme {
         /// The scheme as written.
         scheme: String,
@@ -263,7 +282,7 @@ pub enum UriError {
         name: String,
     },
     /// An option ferromq does not know or does not implement.
-    #[error("unknown option {name}{}; available: maximumConnections, wireFormat.maxFrameSize, and on TLS connectors needClientAuth, wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites", suggestion(.did_you_mean))]
+    #[error("unknown option {name}{}; available: maximumConnections, wireFormat.maxFrameSize, on WebSocket connectors allowedOrigins, and on TLS connectors needClientAuth, wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites", suggestion(.did_you_mean))]
     UnknownOption {
         /// The option's name.
         name: String,
@@ -271,8 +290,18 @@ pub enum UriError {
         did_you_mean: Option<&'static str>,
     },
     /// A TLS option on a connector without TLS.
-    #[error("option {name} is for TLS connectors; `{scheme}://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl:// or mqtt+ssl://)")]
+    #[error("option {name} is for TLS connectors; `{scheme}://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl://, mqtt+ssl:// or wss://)")]
     TlsOptionWithoutTls {
+        /// The option's name.
+        name: String,
+        /// The connector's scheme.
+        scheme: Scheme,
+    },
+    /// A WebSocket option on a connector of another transport.
+    #[error(
+        "option {name} is for WebSocket connectors; `{scheme}://` is not one (use ws:// or wss://)"
+    )]
+    WebSocketOptionWithoutWebSocket {
         /// The option's name.
         name: String,
         /// The connector's scheme.
@@ -303,8 +332,7 @@ fn suggestion(did_you_mean: &Option<&'static str>) -> String {
 }
 
 /// Schemes ActiveMQ has and ferromq will have, with the protocol each stands for.
-const PLANNED_SCHEMES: &[(&str, &str)] =
-    &[("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")];
+const PLANNED_SCHEMES: &[(&str, &str)] = &[("vm", "in-process")];
 
 const MAXIMUM_CONNECTIONS: &str = "maximumConnections";
 const MAX_FRAME_SIZE: &str = "wireFormat.maxFrameSize";
@@ -312,6 +340,7 @@ const NEED_CLIENT_AUTH: &str = "needClientAuth";
 const WANT_CLIENT_AUTH: &str = "wantClientAuth";
 const ENABLED_PROTOCOLS: &str = "transport.enabledProtocols";
 const ENABLED_CIPHER_SUITES: &str = "transport.enabledCipherSuites";
+const ALLOWED_ORIGINS: &str = "allowedOrigins";
 /// The options only a TLS connector takes.
 const TLS_OPTIONS: [&str; 4] =
     [NEED_CLIENT_AUTH, WANT_CLIENT_AUTH, ENABLED_PROTOCOLS, ENABLED_CIPHER_SUITES];
@@ -369,6 +398,8 @@ fn parse_scheme(scheme: &str) -> Result<Scheme, UriError> {
         "mqtt+nio" => Ok(Scheme::MqttNio),
         "mqtt+ssl" => Ok(Scheme::MqttSsl),
         "mqtt+nio+ssl" => Ok(Scheme::MqttNioSsl),
+        "ws" => Ok(Scheme::Ws),
+        "wss" => Ok(Scheme::Wss),
         _ => match PLANNED_SCHEMES.iter().find(|(name, _)| *name == lower) {
             Some((_, protocol)) => Err(UriError::SchemeNotImplemented { scheme: lower, protocol }),
             None => Err(UriError::UnknownScheme { scheme: scheme.to_owned() }),
@@ -474,6 +505,12 @@ fn parse_options(query: &str, scheme: Scheme) -> Result<(ConnectorOptions, Vec<S
         if TLS_OPTIONS.contains(&name) && !scheme.uses_tls() {
             return Err(UriError::TlsOptionWithoutTls { name: name.to_owned(), scheme });
         }
+        if name == ALLOWED_ORIGINS && scheme.protocol() != WireProtocol::WebSocket {
+            return Err(UriError::WebSocketOptionWithoutWebSocket {
+                name: name.to_owned(),
+                scheme,
+            });
+        }
         match name {
             MAXIMUM_CONNECTIONS => {
                 options.maximum_connections = Some(positive(MAXIMUM_CONNECTIONS, value)?)
@@ -496,6 +533,10 @@ fn parse_options(query: &str, scheme: Scheme) -> Result<(ConnectorOptions, Vec<S
                 let suites = list(ENABLED_CIPHER_SUITES, value)?;
                 options.enabled_cipher_suites =
                     Some(suites.into_iter().map(str::to_owned).collect());
+            }
+            ALLOWED_ORIGINS => {
+                let origins = list(ALLOWED_ORIGINS, value)?;
+                options.allowed_origins = Some(origins.into_iter().map(str::to_owned).collect());
             }
             _ => {
                 let Some((_, why)) = IGNORED_OPTIONS.iter().find(|(ignored, _)| *ignored == name)
@@ -556,7 +597,7 @@ fn positive(name: &'static str, value: &str) -> Result<usize, UriError> {
 /// The known option `name` differs from only by case: ActiveMQ option names are
 /// case-sensitive, and so are ours.
 fn similar_option(name: &str) -> Option<&'static str> {
-    [MAXIMUM_CONNECTIONS, MAX_FRAME_SIZE]
+    [MAXIMUM_CONNECTIONS, MAX_FRAME_SIZE, ALLOWED_ORIGINS]
         .into_iter()
         .chain(TLS_OPTIONS)
         .chain(IGNORED_OPTIONS.iter().map(|(known, _)| *known))
@@ -602,6 +643,9 @@ impl fmt::Display for ConnectorUri {
         }
         if let Some(suites) = &self.options.enabled_cipher_suites {
             option(f, ENABLED_CIPHER_SUITES, &suites.join(","))?;
+        }
+        if let Some(origins) = &self.options.allowed_origins {
+            option(f, ALLOWED_ORIGINS, &origins.join(","))?;
         }
         for (name, value) in &self.options.ignored {
             option(f, name, value)?;

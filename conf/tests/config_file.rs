@@ -490,17 +490,18 @@ fn a_bad_connector_is_refused_on_its_own_line() {
         "ferromq.toml:4: `transport.connectors[1]`: port 99999 is out of range (0-65535)"
     );
     assert_eq!(
-        error_of("[transport]\nconnectors = [\"ws://0.0.0.0:61614\"]\n"),
-        "ferromq.toml:2: `transport.connectors[0]`: `ws://` (WebSocket) connectors are not \
+        error_of("[transport]\nconnectors = [\"vm://0.0.0.0:61614\"]\n"),
+        "ferromq.toml:2: `transport.connectors[0]`: `vm://` (in-process) connectors are not \
          implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, \
          ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, \
-         mqtt+ssl://, mqtt+nio+ssl://"
+         mqtt+ssl://, mqtt+nio+ssl://, ws://, wss://"
     );
     assert_eq!(
         error_of("[transport]\nconnectors = [\"stomp://h:1?soTimeout=5\"]\n"),
         "ferromq.toml:2: `transport.connectors[0]`: unknown option soTimeout; available: \
-         maximumConnections, wireFormat.maxFrameSize, and on TLS connectors needClientAuth, \
-         wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites"
+         maximumConnections, wireFormat.maxFrameSize, on WebSocket connectors allowedOrigins, and on \
+         TLS connectors needClientAuth, wantClientAuth, transport.enabledProtocols, \
+         transport.enabledCipherSuites"
     );
     assert_eq!(
         error_of("[transport]\nconnectors = [61613]\n"),

@@ -96,18 +96,61 @@ fn activemq_only_options_are_accepted_with_a_warning() {
 
 #[test]
 fn schemes_of_future_protocols_are_refused_as_not_implemented() {
-    for (scheme, protocol) in
-        [("ws", "WebSocket"), ("wss", "WebSocket over TLS"), ("vm", "in-process")]
-    {
-        assert_eq!(
-            refusal(&format!("{scheme}://0.0.0.0:1")),
-            format!("`{scheme}://` ({protocol}) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://")
-        );
-    }
-    let error = "ws://0.0.0.0:61614".parse::<ConnectorUri>().err();
+    assert_eq!(
+        refusal("vm://0.0.0.0:1"),
+        "`vm://` (in-process) connectors are not implemented yet; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://, ws://, wss://"
+    );
+    let error = "vm://0.0.0.0:61614".parse::<ConnectorUri>().err();
     assert_eq!(
         error,
-        Some(UriError::SchemeNotImplemented { scheme: "ws".into(), protocol: "WebSocket" })
+        Some(UriError::SchemeNotImplemented { scheme: "vm".into(), protocol: "in-process" })
+    );
+}
+
+#[test]
+fn websocket_schemes_parse_with_their_protocol_and_default_port() {
+    for (text, scheme, tls) in [
+        ("ws://0.0.0.0:61614", Scheme::Ws, false),
+        ("WS://127.0.0.1:0?maximumConnections=10", Scheme::Ws, false),
+        ("wss://[::1]:61614?needClientAuth=true", Scheme::Wss, true),
+        ("wss://h:61614?transport.enabledProtocols=TLSv1.3", Scheme::Wss, true),
+    ] {
+        let uri: ConnectorUri = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(uri.scheme, scheme, "{text}");
+        assert_eq!(scheme.protocol(), WireProtocol::WebSocket, "{text}");
+        assert_eq!(scheme.uses_tls(), tls, "{text}");
+        assert_eq!(scheme.default_port(), 61614, "{text}");
+        let written = uri.to_string();
+        assert_eq!(written.parse::<ConnectorUri>().as_ref(), Ok(&uri), "{text}");
+    }
+    assert_eq!(
+        refusal("ws://h:61614?wantClientAuth=true"),
+        "option wantClientAuth is for TLS connectors; `ws://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl://, mqtt+ssl:// or wss://)"
+    );
+}
+
+#[test]
+fn allowed_origins_is_a_list_for_websocket_connectors_only() {
+    let text = "ws://0.0.0.0:61614?allowedOrigins=https://a.example,https://b.example:8443";
+    let uri: ConnectorUri = text.parse().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        uri.options.allowed_origins,
+        Some(vec!["https://a.example".to_owned(), "https://b.example:8443".to_owned()])
+    );
+    assert_eq!(uri.to_string(), text);
+    let any: ConnectorUri = "wss://h:1?allowedOrigins=*".parse().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(any.options.allowed_origins, Some(vec!["*".to_owned()]));
+    assert_eq!(
+        refusal("stomp://h:1?allowedOrigins=https://a.example"),
+        "option allowedOrigins is for WebSocket connectors; `stomp://` is not one (use ws:// or wss://)"
+    );
+    assert_eq!(
+        refusal("ws://h:1?allowedOrigins=https://a.example,"),
+        "invalid value `https://a.example,` for option allowedOrigins: expected a comma-separated list without empty items"
+    );
+    assert_eq!(
+        refusal("ws://h:1?allowedorigins=*"),
+        "unknown option allowedorigins (did you mean allowedOrigins?); available: maximumConnections, wireFormat.maxFrameSize, on WebSocket connectors allowedOrigins, and on TLS connectors needClientAuth, wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites"
     );
 }
 
@@ -129,7 +172,7 @@ fn mqtt_schemes_parse_with_their_protocol_and_default_ports() {
     }
     assert_eq!(
         refusal("mqtt://h:1883?needClientAuth=true"),
-        "option needClientAuth is for TLS connectors; `mqtt://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl:// or mqtt+ssl://)"
+        "option needClientAuth is for TLS connectors; `mqtt://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl://, mqtt+ssl:// or wss://)"
     );
 }
 
@@ -175,7 +218,7 @@ fn tls_options_are_refused_on_plaintext_connectors_and_with_bad_values() {
     for (text, reason) in [
         (
             "tcp://h:1?needClientAuth=true",
-            "option needClientAuth is for TLS connectors; `tcp://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl:// or mqtt+ssl://)",
+            "option needClientAuth is for TLS connectors; `tcp://` is plaintext (use ssl://, stomp+ssl://, amqp+ssl://, mqtt+ssl:// or wss://)",
         ),
         (
             "ssl://h:1?wantClientAuth=yes",
@@ -199,7 +242,7 @@ fn unknown_schemes_and_malformed_uris_are_refused() {
     for (text, reason) in [
         (
             "gopher://h:1",
-            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://",
+            "unknown scheme `gopher://`; available: stomp://, stomp+nio://, tcp://, nio://, amqp://, amqp+nio://, ssl://, nio+ssl://, stomp+ssl://, stomp+nio+ssl://, amqp+ssl://, mqtt://, mqtt+nio://, mqtt+ssl://, mqtt+nio+ssl://, ws://, wss://",
         ),
         ("127.0.0.1:61613", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
         ("://h:1", "expected scheme://host:port, e.g. stomp://127.0.0.1:61613"),
@@ -255,14 +298,16 @@ fn options_must_be_known_single_and_valid() {
         (
             "stomp://h:1?maximumconnections=5",
             "unknown option maximumconnections (did you mean maximumConnections?); available: \
-             maximumConnections, wireFormat.maxFrameSize, and on TLS connectors needClientAuth, \
-             wantClientAuth, transport.enabledProtocols, transport.enabledCipherSuites",
+             maximumConnections, wireFormat.maxFrameSize, on WebSocket connectors allowedOrigins, \
+             and on TLS connectors needClientAuth, wantClientAuth, transport.enabledProtocols, \
+             transport.enabledCipherSuites",
         ),
         (
             "stomp://h:1?wireFormat.maxInactivityDuration=0",
             "unknown option wireFormat.maxInactivityDuration; available: maximumConnections, \
-             wireFormat.maxFrameSize, and on TLS connectors needClientAuth, wantClientAuth, \
-             transport.enabledProtocols, transport.enabledCipherSuites",
+             wireFormat.maxFrameSize, on WebSocket connectors allowedOrigins, and on TLS connectors \
+             needClientAuth, wantClientAuth, transport.enabledProtocols, \
+             transport.enabledCipherSuites",
         ),
         ("stomp://h:1?maximumConnections=1&maximumConnections=2", "option maximumConnections is given more than once"),
         ("stomp://h:1?useQueueForAccept=a&useQueueForAccept=b", "option useQueueForAccept is given more than once"),

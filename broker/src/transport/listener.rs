@@ -8,9 +8,11 @@ use conf::{ConnectorUri, TlsConfig, WireProtocol};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
+use super::websocket;
 use super::{ConnectionContext, Protocol};
 use crate::error::BrokerError;
 use crate::{amqp, mqtt, openwire, stomp};
@@ -61,7 +63,13 @@ pub async fn bind(
 
 impl Listener {
     /// Accepts connections until shutdown, one handler task per connection on `tracker`.
+    /// `context` carries this connector's limits (its `wireFormat.maxFrameSize`, which also
+    /// bounds a WebSocket connector's messages).
     pub async fn run(self, context: Arc<ConnectionContext>, tracker: TaskTracker) {
+        // What a WebSocket connector's handshake checks (after TLS for `wss://`).
+        let websocket = (self.bound.uri.scheme.protocol() == WireProtocol::WebSocket).then(|| {
+            Arc::new(websocket::Settings::new(&self.bound.uri, context.limits.max_frame_size))
+        });
         let limit = Arc::new(Semaphore::new(self.max_connections));
         let uri = self.bound.uri.to_string();
         tracing::info!(connector = %uri, address = %self.bound.local_addr, "listening");
@@ -93,37 +101,30 @@ impl Listener {
             let protocol = self.bound.uri.scheme.protocol();
             match limit.clone().try_acquire_owned() {
                 Ok(permit) => {
-                    let tls = self.tls.clone();
-                    let connector = uri.clone();
+                    let transport = Transport {
+                        tls: self.tls.clone(),
+                        websocket: websocket.clone(),
+                        connector: uri.clone(),
+                    };
                     tracker.spawn(async move {
-                        match tls {
-                            None => serve(protocol, socket, context, peer, url).await,
-                            Some(acceptor) => {
-                                let handshake = acceptor.accept(socket);
-                                // A client that never finishes the handshake holds a permit:
-                                // it gets as long as any client gets to log in.
-                                match tokio::time::timeout(context.connect_timeout, handshake).await
-                                {
-                                    Ok(Ok(stream)) => {
-                                        serve(protocol, stream, context, peer, url).await
-                                    }
-                                    Ok(Err(error)) => tracing::info!(connector = %connector, %peer, %error, "TLS handshake failed"),
-                                    Err(_) => tracing::info!(connector = %connector, %peer, timeout = ?context.connect_timeout, "TLS handshake timed out"),
-                                }
-                            }
-                        }
+                        transport.handle(socket, protocol, context, peer, url).await;
                         drop(permit);
                     });
                 }
                 Err(_) => {
                     tracing::warn!(connector = %uri, %peer, limit = self.max_connections, "connection refused: limit reached");
-                    // Only a plaintext STOMP client can read why; a TLS one expects a handshake.
-                    if protocol == WireProtocol::Stomp && self.tls.is_none() {
-                        tracker.spawn(refuse(socket, self.max_connections));
-                    } else {
-                        // OpenWire has no way to say why before the handshake: just close. (AMQP
-                        // could, after a whole header exchange; a plain close is as clear.)
-                        drop(socket);
+                    // Only plaintext clients can read why; a TLS one expects a handshake.
+                    match (protocol, self.tls.is_none()) {
+                        (WireProtocol::Stomp, true) => {
+                            tracker.spawn(refuse(socket, self.max_connections));
+                        }
+                        (WireProtocol::WebSocket, true) => {
+                            tracker.spawn(refuse_http(socket, self.max_connections));
+                        }
+                        // OpenWire has no way to say why before the handshake: just close.
+                        // (AMQP could, after a whole header exchange; a plain close is as
+                        // clear.)
+                        _ => drop(socket),
                     }
                 }
             }
@@ -132,9 +133,88 @@ impl Listener {
     }
 }
 
-/// Serves one connection, plaintext or TLS, counted for as long as it lasts.
+/// What a connector does with a connection before its protocol sees it.
+struct Transport {
+    tls: Option<TlsAcceptor>,
+    websocket: Option<Arc<websocket::Settings>>,
+    /// The connector's URI, for the log.
+    connector: String,
+}
+
+impl Transport {
+    /// The TLS handshake, then the WebSocket one, as the connector has them, both within the
+    /// connect timeout from accept (a client that never finishes one holds a permit: it gets
+    /// as long as any client gets to log in); then the protocol.
+    async fn handle(
+        self,
+        socket: TcpStream,
+        protocol: WireProtocol,
+        context: Arc<ConnectionContext>,
+        peer: SocketAddr,
+        url: String,
+    ) {
+        let deadline = Instant::now() + context.connect_timeout;
+        let connector = &self.connector;
+        match &self.tls {
+            None => self.after_tls(socket, protocol, context, peer, url, deadline).await,
+            Some(acceptor) => {
+                match tokio::time::timeout_at(deadline, acceptor.accept(socket)).await {
+                    Ok(Ok(stream)) => {
+                        self.after_tls(stream, protocol, context, peer, url, deadline).await
+                    }
+                    Ok(Err(error)) => {
+                        tracing::info!(connector = %connector, %peer, %error, "TLS handshake failed")
+                    }
+                    Err(_) => {
+                        tracing::info!(connector = %connector, %peer, timeout = ?context.connect_timeout, "TLS handshake timed out")
+                    }
+                }
+            }
+        }
+    }
+
+    async fn after_tls<S>(
+        &self,
+        stream: S,
+        protocol: WireProtocol,
+        context: Arc<ConnectionContext>,
+        peer: SocketAddr,
+        url: String,
+        deadline: Instant,
+    ) where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let connector = &self.connector;
+        let Some(settings) = &self.websocket else {
+            let protocol = match protocol {
+                WireProtocol::Stomp => Protocol::Stomp,
+                WireProtocol::OpenWire => Protocol::OpenWire,
+                WireProtocol::Amqp => Protocol::Amqp,
+                WireProtocol::Mqtt => Protocol::Mqtt,
+                WireProtocol::WebSocket => {
+                    // `bind` gives every WebSocket connector its settings.
+                    tracing::error!(connector = %connector, "WebSocket connector without settings");
+                    return;
+                }
+            };
+            return serve(protocol, stream, context, peer, url).await;
+        };
+        match tokio::time::timeout_at(deadline, websocket::accept(stream, settings)).await {
+            Ok(Ok((protocol, bytes))) => serve(protocol, bytes, context, peer, url).await,
+            Ok(Err(error)) => {
+                tracing::info!(connector = %connector, %peer, %error, "WebSocket handshake failed")
+            }
+            Err(_) => {
+                tracing::info!(connector = %connector, %peer, timeout = ?context.connect_timeout, "WebSocket handshake timed out")
+            }
+        }
+    }
+}
+
+/// Serves one connection (plaintext, TLS or WebSocket) in `protocol`, counted for as long as
+/// it lasts.
 async fn serve<S>(
-    protocol: WireProtocol,
+    protocol: Protocol,
     stream: S,
     context: Arc<ConnectionContext>,
     peer: SocketAddr,
@@ -143,24 +223,26 @@ async fn serve<S>(
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let connections = context.connections.clone();
+    let _counted = connections.opened(protocol);
     match protocol {
-        WireProtocol::Stomp => {
-            let _counted = connections.opened(Protocol::Stomp);
-            stomp::serve(stream, context, peer.to_string()).await
-        }
-        WireProtocol::OpenWire => {
-            let _counted = connections.opened(Protocol::OpenWire);
-            openwire::serve(stream, context, peer.to_string(), url).await
-        }
-        WireProtocol::Amqp => {
-            let _counted = connections.opened(Protocol::Amqp);
-            amqp::serve(stream, context, peer.to_string()).await
-        }
-        WireProtocol::Mqtt => {
-            let _counted = connections.opened(Protocol::Mqtt);
-            mqtt::serve(stream, context, peer.to_string()).await
-        }
+        Protocol::Stomp => stomp::serve(stream, context, peer.to_string()).await,
+        Protocol::OpenWire => openwire::serve(stream, context, peer.to_string(), url).await,
+        Protocol::Amqp => amqp::serve(stream, context, peer.to_string()).await,
+        Protocol::Mqtt => mqtt::serve(stream, context, peer.to_string()).await,
     }
+}
+
+/// Tells a WebSocket client over the connection limit why it is refused (`503`, which a
+/// browser reports as a failed handshake), then closes.
+async fn refuse_http(mut socket: TcpStream, limit: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = format!("this connector accepts at most {limit} connections; try again later\n");
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(answer.as_bytes())).await;
+    websocket::close_gently(&mut socket).await;
 }
 
 /// Tells a client over the connection limit why it is refused, then closes.

@@ -4,6 +4,8 @@
 //! and writes through one writer task (`writer.rs`), whatever its protocol.
 //! TLS connectors (`tls.rs`) run the handshake in the connection's task, within the connect
 //! timeout, before the protocol handler sees the stream.
+//! WebSocket connectors (`websocket.rs`) run the WebSocket handshake next, within the same
+//! timeout, and serve the protocol its subprotocol names over the messages as a byte stream.
 
 mod connections;
 pub(crate) mod driver;
@@ -11,6 +13,7 @@ mod listener;
 mod outbound;
 mod read_buffer;
 mod tls;
+mod websocket;
 pub(crate) mod writer;
 
 use std::sync::Arc;

@@ -38,4 +38,5 @@ mod tls;
 mod topics;
 mod transactions;
 mod virtual_topics;
+mod websocket;
 mod wildcards;
