@@ -229,6 +229,24 @@ impl<T: Eq + Hash> Session<T> {
         Ok(())
     }
 
+    /// Claims `client_id` as [`claim_client_id`](Self::claim_client_id) does, for a connection
+    /// that gives it up to a newcomer (MQTT's session take-over): `close` is cancelled when
+    /// another connection [takes it over](crate::core::Core::take_over_client_id). The
+    /// connection then closes and releases the session, which frees the id.
+    pub fn claim_client_id_yielding(
+        &mut self,
+        client_id: &str,
+        close: tokio_util::sync::CancellationToken,
+    ) -> Result<(), SessionError> {
+        if !client_id.is_empty() {
+            if !self.context.core.claim_client_id_yielding(client_id, self.connection, close) {
+                return Err(SessionError::ClientIdInUse(client_id.into()));
+            }
+            self.client_id = Some(client_id.into());
+        }
+        Ok(())
+    }
+
     /// Announces the connection on `ActiveMQ.Advisory.Connection` (`announced_as`: the
     /// protocol's own id for it, if any), once it is established.
     pub fn announce(&self, announced_as: Option<&str>) {

@@ -64,7 +64,8 @@ def unique(prefix):
 class Client:
     """A paho client on its own network thread, its events in queues."""
 
-    def __init__(self, args, version, client_id=None, clean=True, user=None, password=None, properties=None):
+    def __init__(self, args, version, client_id=None, clean=True, user=None, password=None, properties=None,
+                 reconnect=True, will=None):
         self.version = version
         self.connacks = queue.Queue()
         self.messages = queue.Queue()
@@ -72,12 +73,21 @@ class Client:
         self.pubacks = queue.Queue()
         self.disconnects = queue.Queue()
         client_id = unique("paho") if client_id is None else client_id
+        # reconnect=False: a client whose session is taken over must not take it back.
         if version == mqtt.MQTTv5:
-            self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version)
+            self.client = mqtt.Client(
+                mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version, reconnect_on_failure=reconnect
+            )
         else:
             self.client = mqtt.Client(
-                mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version, clean_session=clean
+                mqtt.CallbackAPIVersion.VERSION2,
+                client_id=client_id,
+                protocol=version,
+                clean_session=clean,
+                reconnect_on_failure=reconnect,
             )
+        if will is not None:
+            self.client.will_set(will[0], will[1], qos=1)
         self.client.on_connect = lambda c, u, flags, rc, props: self.connacks.put((flags, rc, props))
         self.client.on_message = lambda c, u, message: self.messages.put(message)
         self.client.on_subscribe = lambda c, u, mid, rcs, props: self.subacks.put((mid, rcs))
@@ -101,8 +111,8 @@ class Client:
         expect(not rc.is_failure, "CONNACK refused the connection: %s" % rc)
         return flags, props
 
-    def subscribe(self, topic, qos):
-        result, mid = self.client.subscribe(topic, qos)
+    def subscribe(self, topic, qos, properties=None):
+        result, mid = self.client.subscribe(topic, qos, properties=properties)
         expect_equal(result, mqtt.MQTT_ERR_SUCCESS, "subscribe result")
         got_mid, codes = get(self.subacks, "SUBACK")
         expect_equal(got_mid, mid, "SUBACK packet id")
@@ -132,8 +142,9 @@ class Client:
 
 def connect_when_free(args, version, client_id, clean):
     """Connects as `client_id` once the broker has let the last connection with that id go:
-    a client that closes does not wait for the broker to notice, and a client id held by a
-    live connection is refused (0x02 / 0x85) rather than taken over."""
+    a client that closes does not wait for the broker to notice (a CONNECT with the id of a
+    live MQTT connection takes its session over, but this one is to find the session the
+    last connection left)."""
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         client = Client(args, version, client_id=client_id, clean=clean)
@@ -285,18 +296,6 @@ def check_connect_versions(args):
         if level != 3:
             expect_equal(raw.expect_closed(), [], "packets after the refusal of level %d" % level)
         raw.close()
-    # A client id a live connection holds is refused: it is not taken over (yet).
-    holder_id = unique("held")
-    holder = Client(args, mqtt.MQTTv311, client_id=holder_id)
-    holder.expect_connected()
-    for level, expected in ((4, b"\x00\x02"), (5, b"\x00\x85")):
-        raw = Raw(args)
-        raw.send(connect_packet(holder_id, level=level))
-        first, body = raw.read_packet()
-        expect_equal((first, body[:2]), (0x20, expected), "CONNACK to a client id in use (level %d)" % level)
-        raw.expect_closed()
-        raw.close()
-    holder.close()
     for level, expected in ((4, b"\x00\x02"), (5, b"\x00\x85")):
         raw = Raw(args)
         raw.send(connect_packet("", level=level, clean=False))
@@ -372,11 +371,11 @@ class StompListener(stomp.ConnectionListener):
         self.receipts.put(frame.headers.get("receipt-id"))
 
 
-def stomp_connection(args):
+def stomp_connection(args, headers=None):
     connection = stomp.Connection12([(args.host, args.stomp_port)], heartbeats=(0, 0))
     listener = StompListener()
     connection.set_listener("", listener)
-    connection.connect(wait=True)
+    connection.connect(wait=True, headers=headers)
     return connection, listener
 
 
@@ -657,7 +656,216 @@ def check_tls(args):
         client.close()
 
 
+def variable_int(value):
+    return remaining_length(value)
+
+
+def raw_v5_connected(args):
+    """A raw socket past a 5.0 CONNECT and its CONNACK."""
+    raw = Raw(args)
+    raw.send(connect_packet(unique("raw5"), level=5))
+    first, body = raw.read_packet()
+    expect_equal((first, body[1]), (0x20, 0x00), "CONNACK to a raw 5.0 CONNECT")
+    return raw
+
+
+def expect_disconnect(raw, reason, what):
+    """The broker sends DISCONNECT with `reason`, then closes."""
+    packets = raw.expect_closed()
+    expect(packets, "%s: the broker closed without a DISCONNECT" % what)
+    first, body = packets[-1]
+    expect_equal((first, body[:1]), (0xE0, bytes([reason])), "%s: DISCONNECT and its reason" % what)
+    raw.close()
+
+
+def check_topic_aliases(args):
+    """CONNACK announces Topic Alias Maximum 64; a PUBLISH with an alias and a topic sets the
+    alias, one with the alias and the empty topic goes to its topic; an alias of 0, above 64,
+    or unknown with the empty topic gets DISCONNECT 0x94."""
+    topic = "ferromq/%s" % unique("alias")
+    subscriber = Client(args, mqtt.MQTTv5)
+    subscriber.expect_connected()
+    subscriber.subscribe(topic + "/#", 1)
+    publisher = Client(args, mqtt.MQTTv5)
+    _, props = publisher.expect_connected()
+    expect_equal(getattr(props, "TopicAliasMaximum", None), 64, "CONNACK Topic Alias Maximum")
+
+    def aliased(alias):
+        properties = Properties(PacketTypes.PUBLISH)
+        properties.TopicAlias = alias
+        return properties
+
+    publisher.publish(topic + "/one", b"sets alias 1", 1, properties=aliased(1))
+    publisher.publish(topic + "/two", b"sets alias 64", 1, properties=aliased(64))
+    publisher.publish("", b"through alias 1", 1, properties=aliased(1))
+    publisher.publish("", b"through alias 64", 1, properties=aliased(64))
+    # An alias set again names its new topic from then on.
+    publisher.publish(topic + "/three", b"moves alias 1", 1, properties=aliased(1))
+    publisher.publish("", b"through moved alias 1", 1, properties=aliased(1))
+    got = [subscriber.receive("aliased message %d" % index) for index in range(6)]
+    expect_equal(
+        [(message.topic, message.payload) for message in got],
+        [
+            (topic + "/one", b"sets alias 1"),
+            (topic + "/two", b"sets alias 64"),
+            (topic + "/one", b"through alias 1"),
+            (topic + "/two", b"through alias 64"),
+            (topic + "/three", b"moves alias 1"),
+            (topic + "/three", b"through moved alias 1"),
+        ],
+        "topics and payloads of aliased PUBLISHes",
+    )
+    expect(
+        all(getattr(message.properties, "TopicAlias", None) is None for message in got),
+        "a delivery carried the publisher's topic alias",
+    )
+    publisher.close()
+    # What no client sends: QoS 0 PUBLISHes with a bad alias.
+    for name, topic_name, alias in (("above the maximum", topic + "/x", 65), ("unknown", "", 5), ("zero", topic + "/x", 0)):
+        raw = raw_v5_connected(args)
+        properties = b"\x23" + struct.pack("!H", alias)
+        raw.send(packet(0x30, string(topic_name) + variable_int(len(properties)) + properties + b"bad"))
+        expect_disconnect(raw, 0x94, "a topic alias %s" % name)
+    subscriber.expect_quiet("after the PUBLISHes with bad aliases")
+    subscriber.close()
+
+
+def check_subscription_identifiers(args):
+    """CONNACK announces Subscription Identifier Available 1; each delivery carries the
+    identifier of the subscription it matched, none for a subscription without one; a
+    SUBSCRIBE with identifier 0 gets DISCONNECT 0x82."""
+    topic = "ferromq/%s" % unique("subid")
+    subscriber = Client(args, mqtt.MQTTv5)
+    _, props = subscriber.expect_connected()
+    expect_equal(getattr(props, "SubscriptionIdentifierAvailable", None), 1, "CONNACK Subscription Identifier Available")
+
+    def identified(identifier):
+        properties = Properties(PacketTypes.SUBSCRIBE)
+        properties.SubscriptionIdentifier = identifier
+        return properties
+
+    expect_equal(subscriber.subscribe(topic + "/a/#", 1, properties=identified(7)), [1], "SUBACK with identifier 7")
+    expect_equal(subscriber.subscribe(topic + "/+/x", 0, properties=identified(268435455)), [0], "SUBACK with the largest identifier")
+    expect_equal(subscriber.subscribe(topic + "/a/x", 1), [1], "SUBACK without identifier")
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    publisher.publish(topic + "/a/x", b"matches three", 1)
+    got = [subscriber.receive("delivery %d of the message" % index) for index in range(3)]
+    identifiers = sorted(tuple(getattr(message.properties, "SubscriptionIdentifier", [])) for message in got)
+    expect_equal(identifiers, [(), (7,), (268435455,)], "subscription identifiers of the three deliveries")
+    publisher.publish(topic + "/b/x", b"matches one", 1)
+    message = subscriber.receive("the message for the wildcard subscription")
+    expect_equal(
+        (message.payload, getattr(message.properties, "SubscriptionIdentifier", None)),
+        (b"matches one", [268435455]),
+        "delivery to the identified wildcard subscription",
+    )
+    subscriber.expect_quiet("after the identified deliveries")
+    publisher.close()
+    subscriber.close()
+    # An identifier of 0 is a Protocol Error (3.8.2.1.2).
+    raw = raw_v5_connected(args)
+    properties = b"\x0b\x00"
+    raw.send(packet(0x82, struct.pack("!H", 1) + variable_int(len(properties)) + properties + string(topic + "/#") + b"\x01"))
+    expect_disconnect(raw, 0x82, "a subscription identifier of 0")
+
+
+def subscribe_packet(packet_id, topic_filter, qos):
+    """A 3.1.1 SUBSCRIBE."""
+    return packet(0x82, struct.pack("!H", packet_id) + string(topic_filter) + bytes([qos]))
+
+
+def check_take_over(args):
+    """A CONNECT with the client id of a live MQTT connection takes its session over: the old
+    connection is closed (5.0: DISCONNECT 0x8E), its will published, its unacknowledged
+    delivery redelivered to the new one, which finds the persistent session present and gets
+    what is published afterwards. A client id a STOMP connection holds is still refused, and
+    STOMP still refuses one an MQTT connection holds."""
+    # 5.0, persistent session, a will.
+    client_id = unique("taken")
+    topic = "ferromq/%s" % client_id
+    watcher = Client(args, mqtt.MQTTv311)
+    watcher.expect_connected()
+    watcher.subscribe(topic + "/will", 1)
+    expiry = Properties(PacketTypes.CONNECT)
+    expiry.SessionExpiryInterval = 3600
+    old = Client(args, mqtt.MQTTv5, client_id=client_id, clean=False, properties=expiry, reconnect=False,
+                 will=(topic + "/will", b"old one gone"))
+    flags, _ = old.expect_connected()
+    expect(not flags.session_present, "a new session was present")
+    expect_equal(old.subscribe(topic + "/data", 1), [1], "the old connection's SUBACK")
+    new = Client(args, mqtt.MQTTv5, client_id=client_id, clean=False, properties=expiry, reconnect=False)
+    flags, _ = new.expect_connected()
+    expect(flags.session_present, "the taken-over session was not present")
+    expect_equal(get(old.disconnects, "the old connection's DISCONNECT").value, 0x8E, "DISCONNECT reason to the old connection")
+    expect_equal(watcher.receive("the old connection's will").payload, b"old one gone", "the will")
+    publisher = Client(args, mqtt.MQTTv311)
+    publisher.expect_connected()
+    publisher.publish(topic + "/data", b"after the take-over", 1)
+    message = new.receive("the message after the take-over")
+    expect_equal((message.topic, message.payload, message.qos), (topic + "/data", b"after the take-over", 1), "delivery to the new connection")
+    old.expect_quiet("on the old connection")
+    new.close()
+    old.client.loop_stop()
+
+    # 3.1.1: an unacknowledged QoS 1 delivery of the old connection goes to the new one.
+    client_id = unique("taken311")
+    topic = "ferromq/%s" % client_id
+    raw = Raw(args)
+    raw.send(connect_packet(client_id, level=4, clean=False))
+    expect_equal(raw.read_packet(), (0x20, b"\x00\x00"), "CONNACK to the raw 3.1.1 connection")
+    raw.send(subscribe_packet(1, topic, 1))
+    expect_equal(raw.read_packet(), (0x90, b"\x00\x01\x01"), "SUBACK to the raw connection")
+    publisher.publish(topic, b"never acknowledged", 1)
+    first, body = raw.read_packet()
+    expect_equal(first & 0xF6, 0x32, "a QoS 1 PUBLISH to the raw connection")
+    expect(b"never acknowledged" in body, "the raw connection's PUBLISH carries the message: %r" % body)
+    new = Client(args, mqtt.MQTTv311, client_id=client_id, clean=False, reconnect=False)
+    flags, _ = new.expect_connected()
+    expect(flags.session_present, "the taken-over 3.1.1 session was not present")
+    expect_equal(raw.expect_closed(), [], "packets to the taken-over 3.1.1 connection")
+    raw.close()
+    message = new.receive("the unacknowledged message, redelivered")
+    expect_equal((message.payload, message.dup), (b"never acknowledged", True), "the redelivered message and its DUP")
+    publisher.publish(topic, b"afterwards", 1)
+    expect_equal(new.receive("the message after the 3.1.1 take-over").payload, b"afterwards", "delivery to the new 3.1.1 connection")
+    new.close()
+    publisher.close()
+
+    # Other protocols keep ActiveMQ's rule: one connection per client id, no take-over.
+    client_id = unique("stomp-held")
+    connection, listener = stomp_connection(args, headers={"client-id": client_id})
+    for level, expected in ((4, b"\x00\x02"), (5, b"\x00\x85")):
+        raw = Raw(args)
+        raw.send(connect_packet(client_id, level=level))
+        first, body = raw.read_packet()
+        expect_equal((first, body[:2]), (0x20, expected), "CONNACK to a client id STOMP holds (level %d)" % level)
+        raw.expect_closed()
+        raw.close()
+    name = "/topic/%s" % unique("still")
+    connection.subscribe(name, id="1", ack="auto", headers={"receipt": "still"})
+    expect_equal(get(listener.receipts, "the STOMP holder's receipt"), "still", "the STOMP holder still serves")
+    connection.disconnect()
+    client_id = unique("mqtt-held")
+    holder = Client(args, mqtt.MQTTv311, client_id=client_id, reconnect=False)
+    holder.expect_connected()
+    refused = False
+    second = stomp.Connection12([(args.host, args.stomp_port)], heartbeats=(0, 0), reconnect_attempts_max=1, timeout=WAIT_SECONDS)
+    try:
+        second.connect(wait=True, headers={"client-id": client_id})
+        second.disconnect()
+    except stomp.exception.ConnectFailedException:
+        refused = True
+    expect(refused, "a STOMP CONNECT with the client id of an MQTT connection succeeded")
+    holder.expect_quiet("the MQTT holder after the STOMP refusal")
+    expect(holder.disconnects.empty(), "the MQTT holder was disconnected by a STOMP CONNECT")
+    holder.close()
+
+
 CHECKS = {
+    "take_over": check_take_over,
+    "topic_aliases": check_topic_aliases,
+    "subscription_identifiers": check_subscription_identifiers,
     "tls": check_tls,
     "properties_and_retain": check_properties_and_retain,
     "will": check_will,

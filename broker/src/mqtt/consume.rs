@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use protocol::mqtt::{
-    Packet, Properties, PubAck, QoS, ReasonCode, Suback, Subscribe, Unsuback, Unsubscribe, Version,
+    Packet, Properties, Property, PubAck, QoS, ReasonCode, Suback, Subscribe, Unsuback,
+    Unsubscribe, Version,
 };
 use store::{Destination, Message, SubscriptionKey};
 
@@ -23,6 +24,9 @@ pub(super) struct Subscription {
     leading_wildcard: bool,
     /// The durable subscription of a persistent session's QoS 1 or 2 subscription.
     durable: Option<SubscriptionKey>,
+    /// The 5.0 Subscription Identifier the SUBSCRIBE gave it: sent on the PUBLISH packets of
+    /// its deliveries (spec 3.3.4).
+    identifier: Option<u32>,
 }
 
 impl Subscription {
@@ -53,19 +57,16 @@ pub(super) struct InFlight {
 impl Connection {
     pub(super) fn subscribe(&mut self, subscribe: Subscribe) -> Result<(), Fatal> {
         let version = self.version.unwrap_or(Version::V3_1_1);
-        if subscribe.properties.subscription_identifiers().next().is_some() {
-            // CONNACK said Subscription Identifier Available: 0: using one is a protocol error.
-            return Err(Fatal::new(
-                ReasonCode::SubscriptionIdentifiersNotSupported,
-                "subscription identifiers are not supported",
-            ));
-        }
+        // One at most (the codec refuses a second, and an identifier of 0): it names every
+        // subscription of the packet (spec 3.8.2.1.2).
+        let identifier = subscribe.properties.subscription_identifiers().next();
         let mut reasons = Vec::with_capacity(subscribe.filters.len());
         for subscription in subscribe.filters {
             let reason = self.subscribe_filter(
                 &subscription.filter,
                 subscription.options.qos,
                 subscription.options.no_local,
+                identifier,
                 None,
             );
             // 3.x knows one failure code.
@@ -89,6 +90,7 @@ impl Connection {
         filter: &str,
         qos: QoS,
         no_local: bool,
+        identifier: Option<u32>,
         durable: Option<SubscriptionKey>,
     ) -> ReasonCode {
         if protocol::mqtt::topic::parse_shared_subscription(filter).ok().flatten().is_some() {
@@ -154,8 +156,10 @@ impl Connection {
         }
         let leading_wildcard = filter.starts_with('+') || filter.starts_with('#');
         self.by_consumer.insert(consumer, filter.to_owned());
-        self.subscriptions
-            .insert(filter.to_owned(), Subscription { consumer, qos, leading_wildcard, durable });
+        self.subscriptions.insert(
+            filter.to_owned(),
+            Subscription { consumer, qos, leading_wildcard, durable, identifier },
+        );
         match qos {
             QoS::AtMostOnce => ReasonCode::Success,
             QoS::AtLeastOnce => ReasonCode::GrantedQos1,
@@ -238,7 +242,9 @@ impl Connection {
         for (key, _) in std::mem::take(&mut self.resumed) {
             let Some((qos, filter)) = mapping::parse_durable_name(&key.name) else { continue };
             let filter = filter.to_owned();
-            let reason = self.subscribe_filter(&filter, qos, false, Some(key));
+            // The identifier is not part of the durable subscription's name: a resumed
+            // subscription has none.
+            let reason = self.subscribe_filter(&filter, qos, false, None, Some(key));
             if reason.is_error() {
                 tracing::info!(peer = %self.peer, filter, %reason, "durable subscription not resumed");
             }
@@ -262,6 +268,9 @@ impl Connection {
         }
         let qos = mapping::delivery_qos(&message, subscription.qos);
         let mut publish = mapping::publish_for(&message, qos, version, delivery.redelivered);
+        if let Some(identifier) = subscription.identifier.filter(|_| version == Version::V5_0) {
+            publish.properties.push(Property::SubscriptionIdentifier(identifier));
+        }
         // A composite's topic shows the part the subscription matched (as over STOMP).
         if let Some(shown) = self.context.core.shown_destination(delivery.queue.key(), &message) {
             publish.topic = mapping::to_mqtt(&shown.name);

@@ -14,12 +14,25 @@
 //! DISCONNECT that asks for it): the client went silent, broke the protocol or dropped its
 //! socket; not when the broker shuts down.
 //!
+//! A CONNECT with the client id of a live MQTT connection takes the session over
+//! (MQTT-3.1.4-3): once its login passes, the old connection is asked to close (through the
+//! core's client id table, `Core::take_over_client_id`), writes its pending answers and (5.0)
+//! DISCONNECT 0x8E, publishes its will and releases its session, its unacknowledged
+//! deliveries going back to their queues; the new connection then claims the id and resumes
+//! the durable subscriptions. A client id a connection of another protocol holds is still
+//! refused, as ActiveMQ refuses it, and so is one whose holder does not close within
+//! [`TAKE_OVER_WAIT`].
+//!
+//! 5.0 topic aliases from the client are resolved per connection (Topic Alias Maximum 64);
+//! the broker sends none. A subscription's 5.0 Subscription Identifier goes on the PUBLISH
+//! packets of its deliveries (one delivery per matching subscription, so one identifier).
+//!
 //! What this adapter does not do yet: retained messages (5.0 clients are told
 //! `Retain Available: 0`; a 3.x PUBLISH's retain flag is ignored, and so is a will's),
-//! session take-over (a client id held by a live connection is refused), session expiry (a
-//! persistent session's durable subscriptions stay until a clean session removes them), the
-//! will delay interval, topic aliases, shared subscriptions, subscription identifiers and
-//! enhanced authentication.
+//! session expiry (a persistent session's durable subscriptions stay until a clean session
+//! removes them), the will delay interval, shared subscriptions, enhanced authentication,
+//! and the subscription identifiers of a resumed session (the durable subscription's name
+//! does not hold them: a subscription resumed at CONNECT has none).
 
 mod consume;
 mod mapping;
@@ -34,14 +47,15 @@ use std::time::Duration;
 use bytes::BytesMut;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use protocol::mqtt::{
-    Codec, Connack, Connect, Disconnect, Limits, Packet, Properties, Property, ReasonCode, Version,
-    Will, WireError,
+    Codec, Connack, Connect, Disconnect, Limits, Packet, Properties, Property, PropertyId,
+    ReasonCode, Version, Will, WireError,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-use crate::core::{ConsumerId, ConsumerNotice, Delivery, HeldSends};
-use crate::security::{AuthError, PendingLogin, Subject};
+use crate::core::{ClientIdHeld, ConsumerId, ConsumerNotice, Delivery, HeldSends};
+use crate::security::{AuthError, Authentication, PendingLogin, Subject};
 use crate::session::Session;
 use crate::transport::driver::{self, Admitted, Parts, Protocol, Step};
 use crate::transport::writer::{self, Output};
@@ -60,6 +74,10 @@ impl Outcome {
         Outcome { packet: Some(packet), close: false }
     }
 }
+
+/// The connection's own work, done: an answer the store let go, or `None` when another
+/// connection with the client id takes the session over (MQTT-3.1.4-3).
+type Work = Option<Outcome>;
 
 /// Why the connection closes: a 5.0 client first gets a DISCONNECT with this reason (a 3.x
 /// client cannot be told, and is just closed).
@@ -84,6 +102,15 @@ impl From<WireError> for Fatal {
 /// Receive Maximum when a client names none (5.0's default, and what 3.x clients get):
 /// unacknowledged QoS 1 and 2 deliveries of one subscription are also bounded by its prefetch.
 const DEFAULT_RECEIVE_MAXIMUM: u16 = u16::MAX;
+
+/// The Topic Alias Maximum a 5.0 client is told: the aliases it may set, 1 to this, each
+/// holding one topic name for the rest of the connection.
+const TOPIC_ALIAS_MAXIMUM: u16 = 64;
+
+/// How long a CONNECT whose client id another connection holds waits for that connection to
+/// close and release it: the old connection writes its pending answers and its last packets
+/// (the writer's own drain limit is 5 s) first. Past it, the CONNECT is refused.
+const TAKE_OVER_WAIT: Duration = Duration::from_secs(10);
 
 /// Serves one MQTT connection until it closes.
 pub(crate) async fn serve<S>(stream: S, context: Arc<ConnectionContext>, peer: String)
@@ -111,10 +138,12 @@ where
         by_consumer: HashMap::new(),
         in_flight: HashMap::new(),
         next_packet_id: 0,
+        topic_aliases: HashMap::new(),
         resumed: Vec::new(),
         will: None,
         problem_information: true,
         authenticating: PendingLogin::default(),
+        taken_over: CancellationToken::new(),
     };
     driver::run(&mut connection, reader, &context, &peer).await;
     connection.publish_will();
@@ -155,6 +184,8 @@ struct Connection {
     in_flight: HashMap<u16, consume::InFlight>,
     /// The last packet id given to a delivery.
     next_packet_id: u16,
+    /// The client's topic aliases (5.0), by alias.
+    topic_aliases: HashMap<u16, String>,
     /// The durable subscriptions a resumed session gets its consumers back for, between the
     /// CONNECT and its CONNACK.
     resumed: Vec<(store::SubscriptionKey, store::Destination)>,
@@ -165,19 +196,29 @@ struct Connection {
     problem_information: bool,
     /// The CONNECT whose login is being checked, and the check.
     authenticating: PendingLogin<Connect>,
+    /// Cancelled when a new connection with the client id takes the session over: the
+    /// connection then closes (5.0: DISCONNECT 0x8E) and releases the id.
+    taken_over: CancellationToken,
 }
 
 impl Protocol for Connection {
     type Login = Connect;
     type HeldKey = ();
     type Held = produce::HeldPublish;
-    type Work = Outcome;
+    type Work = Work;
 
     fn parts(
         &mut self,
-    ) -> Parts<'_, Connect, (), produce::HeldPublish, impl Future<Output = Outcome> + Send> {
+    ) -> Parts<'_, Connect, (), produce::HeldPublish, impl Future<Output = Work> + Send> {
         let pending = &mut self.pending;
-        let work = driver::next(pending);
+        let taken_over = &self.taken_over;
+        let work = async move {
+            tokio::select! {
+                biased;
+                () = taken_over.cancelled() => None,
+                outcome = driver::next(pending) => Some(outcome),
+            }
+        };
         Parts::of(&mut self.session, &self.output, &mut self.held, &mut self.authenticating, work)
     }
 
@@ -239,7 +280,16 @@ impl Protocol for Connection {
         self.admitted(held, room);
     }
 
-    fn on_work(&mut self, outcome: Outcome) -> Step {
+    fn on_work(&mut self, work: Work) -> Step {
+        let outcome = match work {
+            Some(outcome) => outcome,
+            None => {
+                // The answers still waiting for the store go out first, then the DISCONNECT
+                // (`on_finish`); the will is published, the session released (`serve`).
+                tracing::info!(peer = %self.peer, "MQTT session taken over by a new connection");
+                return Step::Finish;
+            }
+        };
         if let Some(packet) = outcome.packet {
             self.write(&packet);
         }
@@ -282,6 +332,12 @@ impl Protocol for Connection {
             if let Some(packet) = outcome.packet {
                 self.write(&packet);
             }
+        }
+        if self.taken_over.is_cancelled() {
+            self.disconnect(
+                ReasonCode::SessionTakenOver,
+                "another connection with the client id took the session over",
+            );
         }
     }
 }
@@ -366,6 +422,11 @@ impl Connection {
         if let Some((version, connack)) = error.connack_refusal().filter(|_| !self.connected) {
             self.codec.set_version(version);
             self.write(&Packet::Connack(connack));
+        }
+        if let WireError::InvalidPropertyValue { property: PropertyId::TopicAlias, .. } = error {
+            // The codec calls a topic alias of 0 a Protocol Error; the spec's reason for it is
+            // Topic Alias invalid (3.3.2.3.4).
+            return Fatal::new(ReasonCode::TopicAliasInvalid, error.to_string());
         }
         Fatal::from(error)
     }
@@ -460,8 +521,40 @@ impl Connection {
             connect.username.as_deref(),
             password.as_deref(),
         );
+        let login = match connect.client_id.is_empty() {
+            true => login,
+            false => self.taking_over(login, connect.client_id.clone()),
+        };
         self.authenticating.start(connect, login);
         true
+    }
+
+    /// The login, then (if it passed) the take-over of `client_id` from the live connection
+    /// that holds it, if any (MQTT-3.1.4-3): that connection is asked to close, and the login
+    /// completes once it has released the id, or after [`TAKE_OVER_WAIT`] (then the claim in
+    /// [`connect`](Self::connect) refuses the CONNECT). Nothing reads meanwhile, as during any
+    /// login. A connection of another protocol that holds the id keeps it.
+    fn taking_over(&self, login: Authentication, client_id: String) -> Authentication {
+        let core = self.context.core.clone();
+        let connection = self.session.connection();
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            let subject = login.await?;
+            // The table's lock is let go before the wait (the no-deadlock rule).
+            let held = core.take_over_client_id(&client_id, connection);
+            if let Some(ClientIdHeld::Yielding(released)) = held {
+                tracing::debug!(peer, client_id, "taking the MQTT session over");
+                let wait = tokio::time::timeout(TAKE_OVER_WAIT, released.cancelled()).await;
+                if wait.is_err() {
+                    tracing::info!(
+                        peer,
+                        client_id,
+                        "the connection holding the client id did not close in time"
+                    );
+                }
+            }
+            Ok(subject)
+        })
     }
 
     /// The login went through: claims the client id and answers with the CONNACK. `Ok(false)`
@@ -470,9 +563,11 @@ impl Connection {
         let version = connect.version;
         let assigned = connect.client_id.is_empty().then(|| self.session.connection_name());
         let client_id = assigned.clone().unwrap_or_else(|| connect.client_id.clone());
-        // ActiveMQ's session layer refuses a second live connection with one client id; MQTT
-        // wants the old connection taken over, which the session layer cannot do yet.
-        if let Err(refused) = self.session.claim_client_id(Some(&client_id)) {
+        // The login took the id over from an MQTT connection that held it; a connection of
+        // another protocol that holds it, one that did not close in time, or a third that
+        // claimed it first, gets the CONNECT refused.
+        let claimed = self.session.claim_client_id_yielding(&client_id, self.taken_over.clone());
+        if let Err(refused) = claimed {
             tracing::info!(peer = %self.peer, %refused, "MQTT CONNECT refused");
             self.refuse_connect(
                 version,
@@ -500,9 +595,10 @@ impl Connection {
             if let Some(id) = assigned {
                 properties.push(Property::AssignedClientIdentifier(id));
             }
+            properties.push(Property::TopicAliasMaximum(TOPIC_ALIAS_MAXIMUM));
             properties.push(Property::RetainAvailable(0));
             properties.push(Property::SharedSubscriptionAvailable(0));
-            properties.push(Property::SubscriptionIdentifierAvailable(0));
+            properties.push(Property::SubscriptionIdentifierAvailable(1));
             properties.push(Property::MaximumPacketSize(self.codec.limits().max_packet_size));
         }
         self.codec.set_version(version);

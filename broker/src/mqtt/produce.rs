@@ -9,7 +9,7 @@ use protocol::mqtt::{
 };
 use store::Message;
 
-use super::{mapping, Connection, Fatal, Outcome, Pending};
+use super::{mapping, Connection, Fatal, Outcome, Pending, TOPIC_ALIAS_MAXIMUM};
 use crate::core::{CoreError, SendAdmission};
 use crate::security::Action;
 
@@ -22,13 +22,8 @@ pub(super) struct HeldPublish {
 impl Connection {
     pub(super) fn publish(&mut self, publish: Publish) -> Result<(), Fatal> {
         let version = self.version.unwrap_or(Version::V3_1_1);
-        if publish.properties.topic_alias().is_some() {
-            // CONNACK announced no Topic Alias Maximum, which is 0 (MQTT-3.3.2-9).
-            return Err(Fatal::new(
-                ReasonCode::TopicAliasInvalid,
-                "topic aliases are not supported",
-            ));
-        }
+        let mut publish = publish;
+        self.resolve_topic_alias(&mut publish)?;
         if publish.retain && version == Version::V5_0 {
             // CONNACK said Retain Available: 0, so this is refused with 0x9A; 3.x clients cannot be told, and
             // their retained PUBLISHes are published as ordinary messages.
@@ -95,6 +90,39 @@ impl Connection {
         if let Some(outcome) = outcome {
             self.pending.push_back(outcome);
         }
+        Ok(())
+    }
+
+    /// Resolves a 5.0 PUBLISH's Topic Alias (spec 3.3.2.3.4): with a topic, the alias is set
+    /// to it; with the empty topic, the topic is the alias's. An alias of 0 (refused by the
+    /// codec already), above the Topic Alias Maximum of the CONNACK, or unknown with the empty
+    /// topic is Topic Alias invalid. The alias property goes, so that the message does not
+    /// carry it on.
+    fn resolve_topic_alias(&mut self, publish: &mut Publish) -> Result<(), Fatal> {
+        let Some(alias) = publish.properties.topic_alias() else { return Ok(()) };
+        if alias == 0 || alias > TOPIC_ALIAS_MAXIMUM {
+            return Err(Fatal::new(
+                ReasonCode::TopicAliasInvalid,
+                format!("topic alias {alias} is not between 1 and {TOPIC_ALIAS_MAXIMUM}"),
+            ));
+        }
+        if publish.topic.is_empty() {
+            let Some(topic) = self.topic_aliases.get(&alias) else {
+                return Err(Fatal::new(
+                    ReasonCode::TopicAliasInvalid,
+                    format!("topic alias {alias} names no topic yet"),
+                ));
+            };
+            publish.topic = topic.clone();
+        } else {
+            self.topic_aliases.insert(alias, publish.topic.clone());
+        }
+        publish.properties = publish
+            .properties
+            .iter()
+            .filter(|property| !matches!(property, Property::TopicAlias(_)))
+            .cloned()
+            .fold(Properties::new(), Properties::with);
         Ok(())
     }
 

@@ -180,6 +180,22 @@ async fn mqtt_5_properties_cross_and_retain_is_refused_as_announced() -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_topic_aliases_resolve_and_bad_ones_disconnect_with_0x94() -> anyhow::Result<()> {
+    check("topic_aliases").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_deliveries_carry_the_identifier_of_the_subscription_they_matched(
+) -> anyhow::Result<()> {
+    check("subscription_identifiers").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_connect_with_a_live_client_id_takes_the_session_over() -> anyhow::Result<()> {
+    check("take_over").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mqtt_will_is_published_when_the_connection_ends_without_disconnect() -> anyhow::Result<()>
 {
     check("will").await

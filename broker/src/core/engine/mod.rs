@@ -8,6 +8,7 @@
 //! aborts and removals. Nothing below the engine uses it.
 
 mod advise;
+mod client_ids;
 mod composite;
 mod flow;
 mod gc;
@@ -27,6 +28,7 @@ use store::{
     Destination, DestinationKind, MessageId, MessageStore, StoreError, SubscriptionKey, TxnId,
 };
 
+pub use client_ids::ClientIdHeld;
 pub use composite::{CompositeRule, CompositeTarget, Composites};
 pub use flow::{held_sends_refusal, HeldSends, RoomFuture, SendAdmission};
 pub use statistics::ProducerRegistration;
@@ -115,8 +117,8 @@ pub struct Core {
     factory: QueueFactory,
     /// The routing table: the one lock, held for lookups and channel pushes only.
     registry: Arc<Mutex<Registry>>,
-    /// JMS client ids of connected clients that claimed one, with their connection.
-    client_ids: Mutex<std::collections::HashMap<Arc<str>, ConnectionId>>,
+    /// Client ids of connected clients that claimed one, with their connection.
+    client_ids: client_ids::ClientIds,
     /// Shared with the dead-letter task, which gives each dead-letter copy a new id.
     next_message_id: Arc<AtomicU64>,
     next_consumer_id: AtomicU64,
@@ -169,7 +171,7 @@ impl Core {
                     virtual_consumers,
                     ..Registry::default()
                 })),
-                client_ids: Mutex::new(std::collections::HashMap::new()),
+                client_ids: client_ids::ClientIds::default(),
                 next_message_id: Arc::new(AtomicU64::new(recovered.next_message_id.0.max(1))),
                 next_consumer_id: AtomicU64::new(1),
                 next_connection_id: AtomicU64::new(1),
@@ -332,19 +334,35 @@ impl Core {
     /// Claims a JMS client id for `connection`; false if another connection holds it
     /// (ActiveMQ refuses a second connection with the same client id).
     pub fn claim_client_id(&self, client_id: &str, connection: ConnectionId) -> bool {
-        let mut ids = self.client_ids.lock();
-        match ids.get(client_id) {
-            Some(owner) => *owner == connection,
-            None => {
-                ids.insert(client_id.into(), connection);
-                true
-            }
-        }
+        self.client_ids.claim(client_id, connection, None)
+    }
+
+    /// Claims a client id for `connection` as [`claim_client_id`](Self::claim_client_id)
+    /// does, as a connection that gives it up to a newcomer: `close` is cancelled when one
+    /// [takes it over](Self::take_over_client_id) (MQTT-3.1.4-3).
+    pub fn claim_client_id_yielding(
+        &self,
+        client_id: &str,
+        connection: ConnectionId,
+        close: tokio_util::sync::CancellationToken,
+    ) -> bool {
+        self.client_ids.claim(client_id, connection, Some(close))
+    }
+
+    /// Asks the connection other than `connection` that holds `client_id` to close, if it
+    /// claimed the id as one that yields; `None` if nobody else holds it. The caller waits for
+    /// the release (never while holding a lock), then claims the id.
+    pub fn take_over_client_id(
+        &self,
+        client_id: &str,
+        connection: ConnectionId,
+    ) -> Option<ClientIdHeld> {
+        self.client_ids.take_over(client_id, connection)
     }
 
     /// Releases the client id `connection` claimed, if any.
     pub fn release_client_id(&self, connection: ConnectionId) {
-        self.client_ids.lock().retain(|_, owner| *owner != connection);
+        self.client_ids.release(connection);
     }
 
     /// Starts a local transaction.
