@@ -113,7 +113,9 @@ impl Codec {
         let mut body = src.split_to(size).freeze();
         body.advance(1 + length_len);
         let packet = decode_body(packet_type, first & 0x0f, body, self.version)?;
-        if let Packet::Connect(connect) = &packet {
+        // The first CONNECT sets the version for the rest of the connection; a second one
+        // (a protocol error the adapter answers) must not change how what follows is read.
+        if let (Packet::Connect(connect), None) = (&packet, self.version) {
             self.version = Some(connect.version);
         }
         Ok(Some(packet))
@@ -146,10 +148,25 @@ impl Codec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mqtt::Connect;
 
     #[test]
     fn default_limit_is_activemqs_256_mib() {
         assert_eq!(Limits::default().max_packet_size, 268_435_456);
+    }
+
+    #[test]
+    fn a_second_connect_does_not_change_the_version() {
+        let mut client = Codec::new(Limits::default());
+        let mut wire = BytesMut::new();
+        for version in [Version::V3_1_1, Version::V5_0] {
+            client.encode(&Connect::new(version, "twice").into(), &mut wire).expect("encodes");
+        }
+        let mut server = Codec::new(Limits::default());
+        for _ in 0..2 {
+            assert!(matches!(server.decode(&mut wire), Ok(Some(Packet::Connect(_)))));
+            assert_eq!(server.version(), Some(Version::V3_1_1));
+        }
     }
 
     #[test]

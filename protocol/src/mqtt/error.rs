@@ -254,6 +254,10 @@ impl WireError {
             WireError::UnsupportedProtocol { .. } => ReasonCode::UnsupportedProtocolVersion,
             WireError::InvalidTopicName { .. } => ReasonCode::TopicNameInvalid,
             WireError::InvalidTopicFilter { .. } => ReasonCode::TopicFilterInvalid,
+            // A Topic Alias of 0 (spec 3.3.2.3.4).
+            WireError::InvalidPropertyValue { property: PropertyId::TopicAlias, .. } => {
+                ReasonCode::TopicAliasInvalid
+            }
             WireError::VariableIntTooLong
             | WireError::ReservedPacketType(_)
             | WireError::InvalidFlags { .. }
@@ -340,6 +344,12 @@ mod tests {
             WireError::PacketTooLarge { size: 10, max: 5 }.disconnect_reason(),
             ReasonCode::PacketTooLarge
         );
+        let alias_zero =
+            WireError::InvalidPropertyValue { property: PropertyId::TopicAlias, value: 0 };
+        assert_eq!(alias_zero.disconnect_reason(), ReasonCode::TopicAliasInvalid);
+        let receive_zero =
+            WireError::InvalidPropertyValue { property: PropertyId::ReceiveMaximum, value: 0 };
+        assert_eq!(receive_zero.disconnect_reason(), ReasonCode::ProtocolError);
     }
 
     #[test]
