@@ -9,6 +9,7 @@ mod amqp_client;
 mod authentication;
 mod authorization;
 mod bad_input;
+mod browser;
 mod composites;
 mod connectors;
 mod dead_letter;
