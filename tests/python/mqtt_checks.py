@@ -580,14 +580,23 @@ def check_will(args):
     raw.send(b"\xe0\x01\x04")
     raw.expect_closed()
     expect_equal(subscriber.receive("the will a 5.0 DISCONNECT asked for").payload, b"asked", "will asked for")
-    # A retained will cannot be kept: 5.0 refuses it as CONNACK's Retain Available 0 says.
+    # A retained will is accepted, published, and retained when published.
     raw = Raw(args)
     will = connect_packet(unique("retained"), level=5, will=("%s/retained" % topic, "r", 1))
     will = will[:9] + bytes([will[9] | 0x20]) + will[10:]  # the will retain flag
     raw.send(will)
     first, body = raw.read_packet()
-    expect_equal((first, body[:2]), (0x20, b"\x00\x9a"), "CONNACK to a retained will")
-    raw.expect_closed()
+    expect_equal((first, body[:2]), (0x20, b"\x00\x00"), "CONNACK to a retained will")
+    raw.socket.shutdown(socket.SHUT_RDWR)
+    raw.close()
+    message = subscriber.receive("the retained will")
+    expect_equal((message.payload, message.retain), (b"r", False), "a retained will to an existing subscription")
+    late = Client(args, mqtt.MQTTv311)
+    late.expect_connected()
+    late.subscribe(topic + "/retained", 1)
+    message = late.receive("the retained will at a new subscription")
+    expect_equal((message.payload, message.retain), (b"r", True), "the retained will at a new subscription")
+    late.close()
     for level in (4, 5):
         raw = connected(level, "discarded")
         raw.send(b"\xe0\x00")
@@ -599,12 +608,12 @@ def check_will(args):
 
 def check_properties_and_retain(args):
     """5.0 user properties, response topic and correlation data reach a 5.0 subscriber and
-    a STOMP one (as headers); a retained PUBLISH is delivered as an ordinary message over
-    3.1.1 and refused with DISCONNECT 0x9A over 5.0 (CONNACK said Retain Available 0)."""
+    a STOMP one (as headers); CONNACK says Retain Available 1; a retained PUBLISH reaches
+    established subscriptions with the retain flag 0, and STOMP with ActiveMQ.Retain true."""
     topic = "ferromq/%s" % unique("props")
     subscriber = Client(args, mqtt.MQTTv5)
     flags, props = subscriber.expect_connected()
-    expect_equal(getattr(props, "RetainAvailable", None), 0, "CONNACK Retain Available")
+    expect_equal(getattr(props, "RetainAvailable", None), 1, "CONNACK Retain Available")
     subscriber.subscribe(topic + "/#", 1)
     connection, listener = stomp_connection(args)
     connection.subscribe("/topic/%s.>" % topic.replace("/", "."), id="1", ack="auto", headers={"receipt": "sub"})
@@ -634,11 +643,168 @@ def check_properties_and_retain(args):
     message = subscriber.receive("the 3.1.1 retained message") if message.payload == b"not kept" else message
     expect_equal((message.payload, message.retain), (b"retain flag", False), "a 3.1.1 retained PUBLISH")
     old.close()
-    publisher.client.publish(topic + "/retained", b"refused", 1, retain=True)
-    expect_equal(get(publisher.disconnects, "the DISCONNECT of a retained 5.0 PUBLISH").value, 0x9A, "DISCONNECT reason")
-    publisher.client.loop_stop()
+    publisher.publish(topic + "/retained", b"5.0 retained", 1)
+    message = subscriber.receive("the 5.0 message after the retained one")
+    expect_equal((message.payload, message.retain), (b"5.0 retained", False), "the next message")
+    publisher.client.publish(topic + "/retained", b"5.0 kept", 1, retain=True)
+    message = subscriber.receive("the 5.0 retained message")
+    expect_equal((message.payload, message.retain), (b"5.0 kept", False), "a 5.0 retained PUBLISH")
+    expect(publisher.disconnects.empty(), "a retained 5.0 PUBLISH disconnected its client")
+    frames = [get(listener.messages, "message %d on STOMP" % n) for n in range(4)]
+    retained = [frame for frame in frames if frame.body in ("retain flag", b"retain flag")]
+    expect_equal(len(retained), 1, "the retained message on STOMP")
+    expect_equal(retained[0].headers.get("ActiveMQ.Retain"), "true", "STOMP header ActiveMQ.Retain")
+    publisher.close()
     subscriber.close()
     connection.disconnect()
+
+
+def collect(client, what):
+    """Every message that arrives until none has come for QUIET_SECONDS: {topic: message}."""
+    found = {}
+    first = client.receive(what)
+    found[first.topic] = first
+    while True:
+        try:
+            message = client.messages.get(timeout=QUIET_SECONDS)
+        except queue.Empty:
+            return found
+        expect(message.topic not in found, "%s: %s delivered twice" % (what, message.topic))
+        found[message.topic] = message
+
+
+def subscribe_with(client, topic, qos, retain_handling=0, retain_as_published=False):
+    """A 5.0 SUBSCRIBE with retain options; the SUBACK's codes."""
+    from paho.mqtt.subscribeoptions import SubscribeOptions
+
+    options = SubscribeOptions(qos=qos, retainAsPublished=retain_as_published, retainHandling=retain_handling)
+    result, mid = client.client.subscribe(topic, options=options)
+    expect_equal(result, mqtt.MQTT_ERR_SUCCESS, "subscribe result")
+    got_mid, codes = get(client.subacks, "SUBACK")
+    expect_equal(got_mid, mid, "SUBACK packet id")
+    return [code.value for code in codes]
+
+
+def check_retained(args):
+    """Over 3.1.1 and 5.0: a retained message is delivered to each new matching subscription
+    with the retain flag (at the lower QoS), only the newest of a topic, none once an empty
+    payload cleared it; `+` and `#` get every matching retained topic but `#` not `$SYS/...`;
+    an established subscription gets a retained PUBLISH with the flag 0."""
+    system = "$SYS/ferromq/%s" % unique("sys")
+    for name, version in VERSIONS.items():
+        prefix = "ferromq/%s" % unique("retained")
+        live = Client(args, version)
+        live.expect_connected()
+        live.subscribe(prefix + "/#", 2)
+        publisher = Client(args, version)
+        publisher.expect_connected()
+        for topic, payload, qos in (("a", b"first", 1), ("a", b"second", 1), ("b", b"bee", 2), ("gone", b"soon", 1), ("gone", b"", 1)):
+            info = publisher.client.publish("%s/%s" % (prefix, topic), payload, qos, retain=True)
+            got_mid, _ = get(publisher.pubacks, "the acknowledgement of retained %s" % topic)
+            expect_equal(got_mid, info.mid, "acknowledged packet id")
+        info = publisher.client.publish(system, b"system", 1, retain=True)
+        get(publisher.pubacks, "the acknowledgement of the retained $SYS message")
+        for n in range(5):
+            message = live.receive("retained PUBLISH %d on the established subscription" % n)
+            expect(not message.retain, "%s: an established subscription got the retain flag on %s" % (name, message.topic))
+        subscriber = Client(args, version)
+        subscriber.expect_connected()
+        subscriber.subscribe(prefix + "/a", 2)
+        message = subscriber.receive("%s: the retained message at subscribe" % name)
+        expect_equal((message.topic, message.payload, message.retain, message.qos), (prefix + "/a", b"second", True, 1), "%s: retained message" % name)
+        subscriber.expect_quiet("%s: only the newest retained message" % name)
+        subscriber.subscribe(prefix + "/gone", 1)
+        subscriber.expect_quiet("%s: a cleared topic" % name)
+        subscriber.subscribe(prefix + "/+", 1)
+        found = collect(subscriber, "%s: retained messages of prefix/+" % name)
+        got = sorted((t, m.payload, m.retain, m.qos) for t, m in found.items())
+        expect_equal(got, [(prefix + "/a", b"second", True, 1), (prefix + "/b", b"bee", True, 1)], "%s: retained messages of +" % name)
+        everything = Client(args, version)
+        everything.expect_connected()
+        everything.subscribe("#", 0)
+        found = collect(everything, "%s: retained messages of #" % name)
+        expect(prefix + "/a" in found and prefix + "/b" in found, "%s: # missed retained topics: %s" % (name, sorted(found)))
+        expect(not any(t.startswith("$") for t in found), "%s: # got $ topics: %s" % (name, sorted(found)))
+        expect(all(m.retain and m.qos == 0 for m in found.values()), "%s: # deliveries not retained at QoS 0" % name)
+        everything.subscribe("$SYS/ferromq/#", 0)
+        message = everything.receive("%s: the retained $SYS message for its own filter" % name)
+        expect_equal((message.topic, message.payload, message.retain), (system, b"system", True), "%s: $SYS retained" % name)
+        for client in (everything, subscriber, publisher, live):
+            client.close()
+
+
+def check_retain_options(args):
+    """5.0 Retain Handling 0 sends the retained messages at every SUBSCRIBE, 1 only when
+    the subscription is new, 2 never; Retain As Published keeps the retain flag on ordinary
+    deliveries, which are otherwise sent with 0."""
+    prefix = "ferromq/%s" % unique("options")
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    info = publisher.client.publish(prefix + "/x", b"kept", 1, retain=True)
+    get(publisher.pubacks, "the PUBACK of the retained message")
+    new_only = Client(args, mqtt.MQTTv5)
+    new_only.expect_connected()
+    subscribe_with(new_only, prefix + "/x", 1, retain_handling=1)
+    message = new_only.receive("the retained message for a new subscription (handling 1)")
+    expect_equal((message.payload, message.retain), (b"kept", True), "handling 1, new")
+    subscribe_with(new_only, prefix + "/x", 1, retain_handling=1)
+    new_only.expect_quiet("handling 1 on an existing subscription")
+    subscribe_with(new_only, prefix + "/x", 1, retain_handling=0)
+    message = new_only.receive("the retained message again (handling 0)")
+    expect_equal((message.payload, message.retain), (b"kept", True), "handling 0, existing")
+    never = Client(args, mqtt.MQTTv5)
+    never.expect_connected()
+    subscribe_with(never, prefix + "/#", 1, retain_handling=2)
+    never.expect_quiet("handling 2")
+    keeps = Client(args, mqtt.MQTTv5)
+    keeps.expect_connected()
+    subscribe_with(keeps, prefix + "/y", 1, retain_as_published=True)
+    plain = Client(args, mqtt.MQTTv5)
+    plain.expect_connected()
+    subscribe_with(plain, prefix + "/y", 1)
+    publisher.client.publish(prefix + "/y", b"live", 1, retain=True)
+    get(publisher.pubacks, "the PUBACK of the live retained message")
+    publisher.publish(prefix + "/y", b"not retained", 1)
+    message = keeps.receive("the retained message, retain as published")
+    expect_equal((message.payload, message.retain), (b"live", True), "retain as published")
+    message = keeps.receive("the plain message, retain as published")
+    expect_equal((message.payload, message.retain), (b"not retained", False), "retain as published, plain message")
+    message = plain.receive("the retained message without retain as published")
+    expect_equal((message.payload, message.retain), (b"live", False), "without retain as published")
+    message = never.receive("the live message for handling 2")
+    expect_equal((message.topic, message.retain), (prefix + "/y", False), "handling 2 live delivery")
+    for client in (publisher, new_only, never, keeps, plain):
+        client.close()
+
+
+RESTART_PREFIX = "ferromq/restart"
+
+
+def check_retained_publish(args):
+    """Before a restart: retained messages of QoS 0, 1 and 2, one replaced and one cleared."""
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    for topic, payload, qos in (("a", b"old", 1), ("a", b"survives", 2), ("c", b"cleared", 1), ("c", b"", 1)):
+        publisher.client.publish("%s/%s" % (RESTART_PREFIX, topic), payload, qos, retain=True)
+        get(publisher.pubacks, "the acknowledgement of retained %s" % topic)
+    publisher.client.publish(RESTART_PREFIX + "/b", b"at most once", 0, retain=True)
+    get(publisher.pubacks, "the write of the QoS 0 retained message")
+    # Behind the QoS 0 one on the same connection: once acknowledged, the broker took both.
+    publisher.publish("ferromq/elsewhere", b"x", 1)
+    publisher.close()
+
+
+def check_retained_after_restart(args):
+    """After a restart on the same store: the retained messages are delivered on subscribe."""
+    for version in VERSIONS.values():
+        subscriber = Client(args, version)
+        subscriber.expect_connected()
+        subscriber.subscribe(RESTART_PREFIX + "/#", 2)
+        found = collect(subscriber, "the retained messages after the restart")
+        got = sorted((t, m.payload, m.retain, m.qos) for t, m in found.items())
+        expected = [(RESTART_PREFIX + "/a", b"survives", True, 2), (RESTART_PREFIX + "/b", b"at most once", True, 0)]
+        expect_equal(got, expected, "retained messages after the restart")
+        subscriber.close()
 
 
 def check_tls(args):
@@ -863,6 +1029,10 @@ def check_take_over(args):
 
 
 CHECKS = {
+    "retained": check_retained,
+    "retain_options": check_retain_options,
+    "retained_publish": check_retained_publish,
+    "retained_after_restart": check_retained_after_restart,
     "take_over": check_take_over,
     "topic_aliases": check_topic_aliases,
     "subscription_identifiers": check_subscription_identifiers,

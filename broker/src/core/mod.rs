@@ -17,7 +17,8 @@
 //! - leaves that any of them use: `types` (ids, errors, composite names), `advisory` (how
 //!   advisories are named and built), `dead_letter` (its settings and verdicts), `flow` (the
 //!   gates), `policy`, `slow`, `statistics` (the counters' types), `recovery` (each topic's
-//!   recent messages for retroactive subscribers), `audit`, `temp_store`, `selector`,
+//!   recent messages for retroactive subscribers), `retained` (each topic's retained message,
+//!   stored in a reserved store queue), `audit`, `temp_store`, `selector`,
 //!   `wildcard` and `trie` (an index of wildcard patterns, also for `policy`).
 
 mod advisory;
@@ -30,6 +31,7 @@ pub mod policy;
 pub mod queue;
 mod recovery;
 mod registry;
+pub mod retained;
 pub mod selector;
 pub mod slow;
 pub mod statistics;

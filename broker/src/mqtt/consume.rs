@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use protocol::mqtt::{
-    Packet, Properties, Property, PubAck, QoS, ReasonCode, Suback, Subscribe, Unsuback,
-    Unsubscribe, Version,
+    Packet, Properties, Property, PubAck, QoS, ReasonCode, RetainHandling, Suback, Subscribe,
+    Unsuback, Unsubscribe, Version,
 };
 use store::{Destination, Message, SubscriptionKey};
 
@@ -27,6 +27,9 @@ pub(super) struct Subscription {
     /// The 5.0 Subscription Identifier the SUBSCRIBE gave it: sent on the PUBLISH packets of
     /// its deliveries (spec 3.3.4).
     identifier: Option<u32>,
+    /// 5.0's Retain As Published: ordinary deliveries keep the retain flag they were
+    /// published with (else it is 0, MQTT-3.3.1-12).
+    retain_as_published: bool,
 }
 
 impl Subscription {
@@ -49,7 +52,9 @@ pub(super) enum Stage {
 /// A QoS 1 or 2 delivery the client has not acknowledged yet.
 pub(super) struct InFlight {
     consumer: ConsumerId,
-    queue: QueueHandle,
+    /// The queue to acknowledge it to; `None` for a retained message handed out at a
+    /// subscribe, a copy whose acknowledgement goes nowhere (the retained message stays).
+    queue: Option<QueueHandle>,
     message: Arc<Message>,
     stage: Stage,
 }
@@ -61,14 +66,28 @@ impl Connection {
         // subscription of the packet (spec 3.8.2.1.2).
         let identifier = subscribe.properties.subscription_identifiers().next();
         let mut reasons = Vec::with_capacity(subscribe.filters.len());
+        let mut retained = Vec::new();
         for subscription in subscribe.filters {
+            let options = subscription.options;
+            let new = !self.subscriptions.contains_key(&subscription.filter);
             let reason = self.subscribe_filter(
                 &subscription.filter,
-                subscription.options.qos,
-                subscription.options.no_local,
+                options.qos,
+                options.no_local,
                 identifier,
                 None,
             );
+            let wanted = match options.retain_handling {
+                RetainHandling::SendAtSubscribe => true,
+                RetainHandling::SendAtNewSubscribe => new,
+                RetainHandling::DoNotSend => false,
+            };
+            if let Some(made) = self.subscriptions.get_mut(&subscription.filter) {
+                made.retain_as_published = version == Version::V5_0 && options.retain_as_published;
+                if wanted && !reason.is_error() {
+                    retained.push(subscription.filter.clone());
+                }
+            }
             // 3.x knows one failure code.
             let reason = match (reason, version) {
                 (reason, Version::V5_0) => reason,
@@ -80,7 +99,50 @@ impl Connection {
         let suback =
             Suback { packet_id: subscribe.packet_id, reasons, properties: Properties::new() };
         self.write(&Packet::Suback(suback));
+        for filter in retained {
+            self.send_retained(&filter);
+        }
         Ok(())
+    }
+
+    /// Hands the new subscription to `filter` the retained messages it matches (after its
+    /// SUBACK), each with the retain flag set, at the lower of its QoS and the subscription's.
+    /// They are copies: a QoS 1 or 2 one goes through the usual packet ids and handshake, but
+    /// its acknowledgement leaves the retained message where it is. A message published to
+    /// the topic meanwhile may reach the subscription both ways, which MQTT allows.
+    fn send_retained(&mut self, filter: &str) {
+        let Some(subscription) = self.subscriptions.get(filter) else { return };
+        let Some(version) = self.version else { return };
+        let (consumer, granted, identifier) =
+            (subscription.consumer, subscription.qos, subscription.identifier);
+        let leading_wildcard = subscription.leading_wildcard;
+        let destination = Destination::topic(mapping::to_activemq(filter));
+        for message in self.context.core.retained_messages(&destination) {
+            if leading_wildcard && message.destination.name.starts_with('$') {
+                // MQTT-4.7.2-1: `#` and `+/...` do not match `$SYS/...`.
+                continue;
+            }
+            let qos = mapping::delivery_qos(&message, granted);
+            let mut publish = mapping::publish_for(&message, qos, version, false);
+            publish.retain = true;
+            if let Some(identifier) = identifier.filter(|_| version == Version::V5_0) {
+                publish.properties.push(Property::SubscriptionIdentifier(identifier));
+            }
+            if qos == QoS::AtMostOnce {
+                self.write(&Packet::Publish(publish));
+                continue;
+            }
+            let Some(packet_id) = self.free_packet_id() else {
+                tracing::info!(peer = %self.peer, filter, "retained message not sent: every packet id is in flight");
+                continue;
+            };
+            publish.packet_id = Some(packet_id);
+            if self.write(&Packet::Publish(publish)) {
+                let stage = if qos == QoS::ExactlyOnce { Stage::Pubrec } else { Stage::Puback };
+                self.in_flight
+                    .insert(packet_id, InFlight { consumer, queue: None, message, stage });
+            }
+        }
     }
 
     /// Subscribes to one filter (replacing a subscription to the same filter); the SUBACK's
@@ -144,8 +206,9 @@ impl Connection {
                 counts_redeliveries: true,
             },
             durable: durable.clone(),
-            // ActiveMQ makes MQTT subscriptions retroactive to replay retained messages; with
-            // no retained messages here that would replay recent ones, which MQTT does not.
+            // ActiveMQ makes MQTT subscriptions retroactive to replay retained messages; here
+            // the adapter hands them out itself (`send_retained`), and a retroactive
+            // subscription would replay recent messages too, which MQTT does not.
             retroactive: false,
             no_local,
             connection: self.session.connection(),
@@ -158,7 +221,14 @@ impl Connection {
         self.by_consumer.insert(consumer, filter.to_owned());
         self.subscriptions.insert(
             filter.to_owned(),
-            Subscription { consumer, qos, leading_wildcard, durable, identifier },
+            Subscription {
+                consumer,
+                qos,
+                leading_wildcard,
+                durable,
+                identifier,
+                retain_as_published: false,
+            },
         );
         match qos {
             QoS::AtMostOnce => ReasonCode::Success,
@@ -268,6 +338,7 @@ impl Connection {
         }
         let qos = mapping::delivery_qos(&message, subscription.qos);
         let mut publish = mapping::publish_for(&message, qos, version, delivery.redelivered);
+        publish.retain = subscription.retain_as_published && mapping::published_retained(&message);
         if let Some(identifier) = subscription.identifier.filter(|_| version == Version::V5_0) {
             publish.properties.push(Property::SubscriptionIdentifier(identifier));
         }
@@ -307,8 +378,8 @@ impl Connection {
             return;
         }
         let stage = if qos == QoS::ExactlyOnce { Stage::Pubrec } else { Stage::Puback };
-        self.in_flight
-            .insert(packet_id, InFlight { consumer, queue: delivery.queue, message, stage });
+        let queue = Some(delivery.queue);
+        self.in_flight.insert(packet_id, InFlight { consumer, queue, message, stage });
     }
 
     /// The next packet id no delivery holds.
@@ -325,7 +396,9 @@ impl Connection {
     /// Acknowledges an in-flight delivery to its queue.
     fn settle_in_flight(&mut self, packet_id: u16) {
         let Some(flight) = self.in_flight.remove(&packet_id) else { return };
-        let settled = Settled::of([(flight.queue, flight.message)]);
+        // A retained message's copy has nothing to acknowledge.
+        let Some(queue) = flight.queue else { return };
+        let settled = Settled::of([(queue, flight.message)]);
         self.session.settle(flight.consumer, settled, Settle::Ack);
     }
 

@@ -20,6 +20,7 @@ use store::{
 };
 
 use crate::core::queue::now_millis;
+use crate::core::retained;
 
 /// The int property that carries the QoS a message was published with (ActiveMQ's name).
 pub const QOS_PROPERTY: &str = "ActiveMQ.MQTT.QoS";
@@ -87,6 +88,10 @@ pub fn message_from_publish(
     message
         .properties
         .insert(Arc::from(QOS_PROPERTY), PropertyValue::Int(i32::from(publish.qos.as_u8())));
+    if publish.retain {
+        // What ActiveMQ's MQTT adapter sets: the core retains it (see `core::retained`).
+        message.properties.insert(Arc::from(retained::RETAIN_PROPERTY), PropertyValue::Bool(true));
+    }
     if version == Version::V5_0 {
         let properties = &publish.properties;
         for (name, value) in properties.user_properties() {
@@ -114,13 +119,15 @@ pub fn message_from_publish(
     message
 }
 
-/// The PUBLISH that delivers `message` to a client of `version` at `qos` (its packet id is
-/// the caller's).
+/// The PUBLISH that delivers `message` to a client of `version` at `qos` (its packet id and
+/// retain flag are the caller's).
 pub fn publish_for(message: &Message, qos: QoS, version: Version, dup: bool) -> Publish {
     let mut properties = Properties::new();
     if version == Version::V5_0 {
         for (name, value) in &message.properties {
-            if &**name == QOS_PROPERTY {
+            if [QOS_PROPERTY, retained::RETAIN_PROPERTY, retained::RETAINED_PROPERTY]
+                .contains(&&**name)
+            {
                 continue;
             }
             properties.push(Property::UserProperty(name.to_string(), value.to_header_text()));
@@ -152,6 +159,12 @@ pub fn publish_for(message: &Message, qos: QoS, version: Version, dup: bool) -> 
         // Text bodies are UTF-8 already; bytes go as they are.
         payload: message.body.clone(),
     }
+}
+
+/// True if `message` was published with the retain flag (or `ActiveMQ.Retain` from another
+/// protocol): a 5.0 subscription with Retain As Published forwards it with the flag set.
+pub fn published_retained(message: &Message) -> bool {
+    retained::asks_to_retain(message)
 }
 
 /// The name ActiveMQ gives the durable subscription of a persistent session's subscription to
@@ -237,6 +250,27 @@ mod tests {
         assert_eq!(out.properties.response_topic(), Some("replies/1"));
         let old = publish_for(&message, QoS::AtMostOnce, Version::V3_1_1, false);
         assert!(old.properties.is_empty());
+    }
+
+    #[test]
+    fn a_retained_publish_carries_activemq_retain_which_goes_out_as_no_user_property() {
+        let publish = Publish { retain: true, ..Publish::new("a/b", "kept") };
+        let message = message_from_publish(&publish, Version::V5_0, MessageId(1), "ID:r".into());
+        assert_eq!(
+            message.properties.get(retained::RETAIN_PROPERTY),
+            Some(&PropertyValue::Bool(true))
+        );
+        assert!(published_retained(&message));
+        let out = publish_for(&message, QoS::AtMostOnce, Version::V5_0, false);
+        assert_eq!(out.properties.user_properties().count(), 0);
+        assert!(!out.retain, "the caller decides the retain flag");
+        let plain = message_from_publish(
+            &Publish::new("a/b", "x"),
+            Version::V5_0,
+            MessageId(2),
+            "ID:s".into(),
+        );
+        assert!(!published_retained(&plain));
     }
 
     #[test]

@@ -27,9 +27,18 @@
 //! the broker sends none. A subscription's 5.0 Subscription Identifier goes on the PUBLISH
 //! packets of its deliveries (one delivery per matching subscription, so one identifier).
 //!
-//! What this adapter does not do yet: retained messages (5.0 clients are told
-//! `Retain Available: 0`; a 3.x PUBLISH's retain flag is ignored, and so is a will's),
-//! session expiry (a persistent session's durable subscriptions stay until a clean session
+//! Retained messages: a PUBLISH (or a will) with the retain flag is routed as usual and
+//! carries `ActiveMQ.Retain`, which the core retains (`core::retained`: one per topic, an empty
+//! payload clears it, stored in a reserved store queue so that it survives a restart). A
+//! SUBSCRIBE gets the retained messages its filter matches (not `$` topics for a filter
+//! starting with a wildcard) with the retain flag, at the lower of their QoS and the
+//! subscription's, after the SUBACK, unless 5.0's Retain Handling says otherwise (1: only for
+//! a new subscription, 2: never). Those deliveries are copies sent by the adapter itself (QoS
+//! 1 and 2 through the same packet ids and handshakes), whose acknowledgements go nowhere: the
+//! retained message stays. Ordinary deliveries have the retain flag cleared, unless the 5.0
+//! subscription asked for Retain As Published.
+//!
+//! What this adapter does not do yet: session expiry (a persistent session's durable subscriptions stay until a clean session
 //! removes them), the will delay interval, shared subscriptions, enhanced authentication,
 //! and the subscription identifiers of a resumed session (the durable subscription's name
 //! does not hold them: a subscription resumed at CONNECT has none).
@@ -498,15 +507,6 @@ impl Connection {
             );
             return false;
         }
-        if version == Version::V5_0 && connect.will.as_ref().is_some_and(|will| will.retain) {
-            // CONNACK says Retain Available: 0, so a retained will is refused.
-            self.refuse_connect(
-                version,
-                ReasonCode::RetainNotSupported,
-                "retained messages are not supported",
-            );
-            return false;
-        }
         if connect.properties.authentication_method().is_some() {
             self.refuse_connect(
                 version,
@@ -596,7 +596,7 @@ impl Connection {
                 properties.push(Property::AssignedClientIdentifier(id));
             }
             properties.push(Property::TopicAliasMaximum(TOPIC_ALIAS_MAXIMUM));
-            properties.push(Property::RetainAvailable(0));
+            properties.push(Property::RetainAvailable(1));
             properties.push(Property::SharedSubscriptionAvailable(0));
             properties.push(Property::SubscriptionIdentifierAvailable(1));
             properties.push(Property::MaximumPacketSize(self.codec.limits().max_packet_size));

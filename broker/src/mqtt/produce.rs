@@ -24,14 +24,6 @@ impl Connection {
         let version = self.version.unwrap_or(Version::V3_1_1);
         let mut publish = publish;
         self.resolve_topic_alias(&mut publish)?;
-        if publish.retain && version == Version::V5_0 {
-            // CONNACK said Retain Available: 0, so this is refused with 0x9A; 3.x clients cannot be told, and
-            // their retained PUBLISHes are published as ordinary messages.
-            return Err(Fatal::new(
-                ReasonCode::RetainNotSupported,
-                "retained messages are not supported",
-            ));
-        }
         let packet_id = publish.packet_id;
         if publish.qos == QoS::ExactlyOnce {
             let id = packet_id.unwrap_or_default();
@@ -238,8 +230,10 @@ impl Connection {
     pub(super) fn publish_will(&mut self) {
         let Some(will) = self.will.take() else { return };
         let Some(version) = self.version else { return };
+        // A retained will is retained when published, as any retained PUBLISH.
         let publish = Publish {
             qos: will.qos,
+            retain: will.retain,
             packet_id: (will.qos != QoS::AtMostOnce).then_some(1),
             properties: will.properties,
             ..Publish::new(will.topic, will.payload)

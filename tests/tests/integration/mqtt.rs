@@ -175,8 +175,72 @@ async fn mqtt_persistent_session_keeps_subscriptions_and_messages() -> anyhow::R
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mqtt_5_properties_cross_and_retain_is_refused_as_announced() -> anyhow::Result<()> {
+async fn mqtt_5_properties_cross_and_retained_publishes_reach_established_subscribers(
+) -> anyhow::Result<()> {
     check("properties_and_retain").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_retained_messages_are_delivered_on_subscribe_replaced_and_cleared(
+) -> anyhow::Result<()> {
+    check("retained").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_retain_handling_and_retain_as_published() -> anyhow::Result<()> {
+    check("retain_options").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_retained_messages_survive_a_restart_on_the_journal() -> anyhow::Result<()> {
+    let data = tempfile::tempdir()?;
+    let journal = |config: &mut conf::Config| {
+        config.transport.connectors = vec!["mqtt://127.0.0.1:0".parse().expect("a valid URI")];
+        config.store.kind = conf::StoreKind::Journal;
+        config.broker.data_dir = data.path().to_path_buf();
+    };
+    let broker = tests::start_broker(journal).await?;
+    let published = run_check(&broker, "retained_publish", false).await;
+    broker.shutdown().await;
+    published?;
+    let broker = tests::start_broker(journal).await?;
+    let result = run_check(&broker, "retained_after_restart", false).await;
+    broker.shutdown().await;
+    result
+}
+
+/// The bodies of the retained messages the store holds, in store order.
+fn stored_retained(store: &dyn store::MessageStore) -> anyhow::Result<Vec<String>> {
+    let page = store.read_page(&broker::core::retained::store_queue(), None, 100)?;
+    Ok(page
+        .iter()
+        .map(|stored| String::from_utf8_lossy(&stored.message.body).into_owned())
+        .collect())
+}
+
+/// A replacement is one unit of work, `AddMessage(new)` + `Ack(old)`: a store that refuses
+/// the unit (here: every unit holding an ack fails, applying nothing) leaves the old message
+/// alone, never both. Two units would have left the new message added and the old one not
+/// removed: a crash between them, two retained messages. Also: a STOMP SEND with
+/// `ActiveMQ.Retain: true` retains as an MQTT PUBLISH does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_retained_replacement_is_one_unit_of_work() -> anyhow::Result<()> {
+    let store = Arc::new(tests::ControlledStore::new());
+    let broker = tests::start_broker_with_store(store.clone(), |_| {}).await?;
+    let retain = [("ActiveMQ.Retain", "true")];
+    let stomp = tests::connect(&broker).await?;
+    stomp.send_with_receipt("/topic/retained.unit", "first", &retain).await?;
+    anyhow::ensure!(stored_retained(&*store)? == ["first"], "{:?}", stored_retained(&*store)?);
+    store.set_acks(tests::Policy::Fail);
+    let refused = stomp.send_with_receipt("/topic/retained.unit", "second", &retain).await;
+    anyhow::ensure!(refused.is_err(), "a retain the store refused was confirmed");
+    anyhow::ensure!(stored_retained(&*store)? == ["first"], "{:?}", stored_retained(&*store)?);
+    store.set_acks(tests::Policy::Pass);
+    let stomp = tests::connect(&broker).await?;
+    stomp.send_with_receipt("/topic/retained.unit", "third", &retain).await?;
+    anyhow::ensure!(stored_retained(&*store)? == ["third"], "{:?}", stored_retained(&*store)?);
+    broker.shutdown().await;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

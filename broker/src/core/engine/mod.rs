@@ -43,6 +43,7 @@ use crate::core::queue::{
 };
 use crate::core::recovery::RecentMessages;
 use crate::core::registry::{Registry, TopicSubscription};
+use crate::core::retained::{self, RetainedMessages};
 use crate::core::selector::Selector;
 use crate::core::temp_store::TempStore;
 use crate::core::types::{ConnectionId, ConsumerId, VirtualTopicRule};
@@ -132,6 +133,8 @@ pub struct Core {
     temp_space: gates::FlowGate,
     /// Producers per destination, for the statistics.
     producers: Arc<statistics::ProducerCounts>,
+    /// The retained message of each topic (see [`retained`]).
+    retained: RetainedMessages,
 }
 
 impl Core {
@@ -153,6 +156,7 @@ impl Core {
             events,
             temp_store: settings.temp_store.clone(),
         };
+        let retained = RetainedMessages::recover(&*store)?;
         let collects_garbage = gc::sweep_period(&settings.policies).is_some();
         let recent = RecentMessages::new(settings.policies.clone(), settings.memory.clone());
         let virtual_consumers =
@@ -180,17 +184,20 @@ impl Core {
                 store_space: gates::FlowGate::default(),
                 temp_space: gates::FlowGate::default(),
                 producers: Arc::default(),
+                retained,
             }
         });
         {
-            let scheduler_queue = scheduler::store_queue();
+            let reserved =
+                [scheduler::store_queue().destination, retained::store_queue().destination];
             let mut registry = core.registry.lock();
             // One line for the whole store (a line per queue buried the log of a broker with
             // many queues): what was recovered, with the messages waiting.
             let mut messages = 0u64;
             for destination in &recovered.destinations {
-                // The scheduler's store queue holds jobs, not a destination's messages.
-                if destination.kind.is_queue() && *destination != scheduler_queue.destination {
+                // The scheduler's store queue holds jobs and the retained messages' queue
+                // retained copies, not a destination's messages.
+                if destination.kind.is_queue() && !reserved.contains(destination) {
                     let (handle, _) = registry.queue(&destination.name, &core.factory)?;
                     messages += core.store.count(&handle.key)?;
                 }

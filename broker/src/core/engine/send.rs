@@ -8,10 +8,28 @@ use store::{Completion, Destination, DestinationKind, Message, Operation, QueueK
 
 use crate::core::queue::QueueHandle;
 use crate::core::registry::{Registry, SelectorVerdicts, Temporary};
+use crate::core::retained;
 use crate::core::types::{composite_parts, ConnectionId, CoreError};
 use crate::core::wildcard::DestinationFilter;
 
 use super::{Core, Transaction};
+
+/// A completion that resolves once `first` and `second` have, with the first failure.
+fn both(first: Completion, second: Completion) -> Completion {
+    if first.is_ready() {
+        return second;
+    }
+    if second.is_ready() {
+        return first;
+    }
+    let (completer, completion) = Completion::pending();
+    tokio::spawn(async move {
+        let first = first.await;
+        let second = second.await;
+        completer.complete(first.and(second));
+    });
+    completion
+}
 
 impl Core {
     /// Accepts a message from `connection`: routes it, stores it where it is stored (once,
@@ -49,6 +67,8 @@ impl Core {
         // A transacted topic message is published (and becomes recent for retroactive
         // subscribers) at the commit: an aborted one must never be replayed.
         let publish = transaction.is_none();
+        // Retained (`ActiveMQ.Retain`) once routed; a transacted send is not retained.
+        let retain = publish && retained::asks_to_retain(&message);
         let route = self.route(&mut registry, &message, connection, publish, verdicts.as_ref())?;
         let stored: Vec<QueueKey> = if message.is_persistent() {
             route.iter().filter(|q| q.stored).map(|q| (*q.key).clone()).collect()
@@ -73,8 +93,29 @@ impl Core {
         if let Some(transaction) = transaction {
             transaction.has_store_records |= stores_something;
             transaction.sends.push((route, message, connection));
+            return Ok(staged.enqueue());
         }
-        Ok(staged.enqueue())
+        let routed = staged.enqueue();
+        if !retain {
+            return Ok(routed);
+        }
+        // After routing, as its own unit (the retained copy has its own broker id): the
+        // subscribers have it even if the store refuses to retain it. Still under the routing
+        // lock (the table's own lock is taken inside it, never the other way round), so that
+        // the last message routed to a topic is the one it retains. The send completes once
+        // both are durable.
+        let kept = self.retained.retain(&*self.store, &message, self.next_message_id())?;
+        drop(registry);
+        Ok(both(routed, kept))
+    }
+
+    /// The retained messages whose topic `filter` (a topic, its name may hold wildcards)
+    /// matches, oldest first: what a new subscription to it is handed (see [`retained`]).
+    pub fn retained_messages(&self, filter: &Destination) -> Vec<Arc<Message>> {
+        if filter.kind != DestinationKind::Topic {
+            return Vec::new();
+        }
+        self.retained.matching(&DestinationFilter::new(&filter.name))
     }
 
     /// The selectors of the subscriptions `message` may reach through its topics, evaluated
