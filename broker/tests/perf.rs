@@ -367,3 +367,56 @@ fn wrong_credentials_are_a_clear_error_against_apache_activemq() {
     let produced = producer.succeed(RUN_TIMEOUT);
     assert_eq!(total(&produced), 20, "{produced}\n{}", activemq.log());
 }
+
+/// `ferromq perf producer` over MQTT: seed 000's file with an `mqtt://` URL (the scheme is
+/// the only change, the `--protocol mqtt` override gives the same), a topic, counted sends:
+/// the summary counts every message (persistent sends at QoS 1, windowed).
+#[test]
+fn counted_mqtt_producer_runs_count_what_was_sent() {
+    let dir = temp_dir();
+    let port = free_port();
+    let url = format!("mqtt://127.0.0.1:{port}");
+    let data = dir.path().join("data");
+    let args = [
+        "start",
+        "--connector",
+        &url,
+        "--data-dir",
+        path_str(&data),
+        "--admin-bind",
+        "127.0.0.1:0",
+    ];
+    let mut broker = Process::start(dir.path(), "broker", &args);
+    broker.wait_accepting(loopback(port));
+    // The seed file names OpenWire on MQTT's port: --protocol mqtt picks the scheme.
+    let (producer_file, _) = seed_files(dir.path(), &format!("tcp://127.0.0.1:{port}"));
+    let produced = Process::start(
+        dir.path(),
+        "producer",
+        &[
+            "perf",
+            "producer",
+            "--props",
+            &producer_file,
+            "--protocol",
+            "mqtt",
+            "sysTest.numClients=2",
+            "producer.destName=topic://perf.mqtt",
+            "producer.sendType=count",
+            "producer.sendCount=300",
+        ],
+    )
+    .succeed(RUN_TIMEOUT);
+    assert!(produced.contains(&format!("against {url}")), "{produced}");
+    assert_eq!(total(&produced), 600, "{produced}");
+
+    // A queue, or a transaction, is refused with the reason.
+    let (producer_file, _) = seed_files(dir.path(), &url);
+    let stderr = refused_start(
+        dir.path(),
+        "transacted",
+        &["perf", "producer", "--props", &producer_file, "producer.sessTransacted=true"],
+        Duration::from_secs(20),
+    );
+    assert!(stderr.contains("over MQTT"), "{stderr}");
+}

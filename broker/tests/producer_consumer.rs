@@ -499,3 +499,62 @@ fn producer_and_consumer_work_against_apache_activemq() {
         start_consumer(dir.path(), &url, 1, &[&durable[..], &["--messageCount", "50"]].concat());
     assert_eq!(summary_count(&consumer.succeed(RUN_TIMEOUT), "Consumed"), 50);
 }
+
+/// `ferromq producer` and `ferromq consumer` over `mqtt://`: a topic (`topic://load.mqtt`,
+/// the MQTT topic `load/mqtt`) between two MQTT tools, then from the MQTT producer to a
+/// STOMP consumer; queues and transactions are refused with the reason.
+#[test]
+fn producer_and_consumer_exchange_messages_over_mqtt_and_with_stomp() {
+    let dir = temp_dir();
+    let (mqtt, stomp) = (free_port(), free_port());
+    let mqtt_url = format!("mqtt://127.0.0.1:{mqtt}");
+    let stomp_url = format!("stomp://127.0.0.1:{stomp}");
+    let data = dir.path().join("data");
+    let args = [
+        "start",
+        "--connector",
+        &mqtt_url,
+        "--connector",
+        &stomp_url,
+        "--data-dir",
+        common::path_str(&data),
+        "--admin-bind",
+        "127.0.0.1:0",
+    ];
+    let mut broker = Process::start(dir.path(), "broker", &args);
+    broker.wait_accepting(loopback(mqtt));
+    broker.wait_accepting(loopback(stomp));
+
+    let common = ["--messageCount", "2000", "--destination", "topic://load.mqtt"];
+    for consumer_url in [&mqtt_url, &stomp_url] {
+        let mut consumer = start_consumer(dir.path(), consumer_url, 1, &common);
+        let produced = run_producer_process(dir.path(), &mqtt_url, &common);
+        assert_eq!(summary_count(&produced, "Produced"), 2000, "{produced}");
+        assert!(produced.contains("producer-1: produced 2000 messages"), "{produced}");
+        let consumed = consumer.succeed(RUN_TIMEOUT);
+        assert_eq!(summary_count(&consumed, "Consumed"), 2000, "{consumed}");
+    }
+
+    for command in ["producer", "consumer"] {
+        let stderr = refused(
+            dir.path(),
+            "queue",
+            &[command, "--brokerUrl", &mqtt_url, "--destination", "queue://q"],
+        );
+        assert!(stderr.contains("MQTT") && stderr.contains("topics only"), "{stderr}");
+        let stderr = refused(
+            dir.path(),
+            "transacted",
+            &[
+                command,
+                "--brokerUrl",
+                &mqtt_url,
+                "--destination",
+                "topic://t",
+                "--transactionBatchSize",
+                "10",
+            ],
+        );
+        assert!(stderr.contains("not supported over MQTT"), "{stderr}");
+    }
+}

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use protocol::amqp::WireError as AmqpWireError;
+use protocol::mqtt::{ReasonCode as MqttReasonCode, WireError as MqttWireError};
 use protocol::openwire::WireError as OpenWireError;
 use protocol::stomp::WireError;
 
@@ -33,6 +34,18 @@ pub enum ClientError {
     /// The server sent bytes that are not valid AMQP 1.0, or a message cannot be encoded.
     #[error("AMQP error: {0}")]
     Amqp(#[from] AmqpWireError),
+    /// The server sent bytes that are not valid MQTT, or a packet cannot be encoded.
+    #[error("MQTT error: {0}")]
+    Mqtt(#[from] MqttWireError),
+    /// The MQTT broker refused a request: a CONNACK, PUBACK, PUBREC, SUBACK or UNSUBACK
+    /// with a failure reason code, or a DISCONNECT from the broker (5.0).
+    #[error("the MQTT broker refused the {request}: {reason}")]
+    MqttRefused {
+        /// What was refused, e.g. `CONNECT`, `PUBLISH to a/b`, `SUBSCRIBE to a/#`.
+        request: String,
+        /// The reason code (a 3.1.1 return code comes as the reason code of its meaning).
+        reason: MqttReasonCode,
+    },
     /// The AMQP peer refused: a `rejected` outcome, or a close, end or detach with an error
     /// condition (`amqp:not-found`, ...).
     #[error("the AMQP peer refused: {condition}: {description}")]

@@ -1,8 +1,9 @@
-//! # client: async STOMP, OpenWire and AMQP 1.0 clients on tokio
+//! # client: async STOMP, OpenWire, AMQP 1.0 and MQTT clients on tokio
 //!
 //! This crate owns a small STOMP 1.0–1.2 client, an OpenWire client ([`openwire`], the
 //! protocol of ActiveMQ's JMS client, against ferromq or Apache ActiveMQ) and a minimal
-//! AMQP 1.0 client ([`amqp`]: send with an accepted outcome, receive with credit) for ferromq's
+//! AMQP 1.0 client ([`amqp`]: send with an accepted outcome, receive with credit), an MQTT
+//! 3.1.1/5.0 client ([`mqtt`]: QoS 0, 1 and 2 both ways, windowed publishes) for ferromq's
 //! integration tests and CLI tools. Both speak over any byte stream: TCP
 //! ([`StompClient::connect`], [`openwire::OpenWireClient::connect`]) or an in-process pipe
 //! ([`StompClient::connect_stream`], e.g. the broker's `vm://` connections). Framing is
@@ -16,11 +17,12 @@
 //! - `subscription.rs`: [`Subscription`], one SUBSCRIBE's stream of messages;
 //! - `message.rs`: [`ReceivedMessage`];
 //! - `options.rs`: [`ConnectOptions`] and [`AckMode`];
-//! - `error.rs`: [`ClientError`], shared by both clients;
+//! - `error.rs`: [`ClientError`], shared by every client;
 //! - `net.rs`: [`connect_tcp`], which tries every address a host name resolves to;
 //! - `tls.rs`: [`connect_tls`], the same over TLS, trusting a PEM file of authorities;
 //! - `openwire/`: [`openwire`], the OpenWire client;
 //! - `amqp/`: [`amqp`], the AMQP 1.0 client;
+//! - `mqtt/`: [`mqtt`], the MQTT client;
 //! - `load/`: [`load`], the load generator behind `ferromq producer`, `ferromq consumer`
 //!   and the benches.
 //!
@@ -67,6 +69,7 @@ mod connection;
 mod error;
 pub mod load;
 mod message;
+pub mod mqtt;
 mod net;
 pub mod openwire;
 mod options;

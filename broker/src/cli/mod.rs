@@ -35,8 +35,10 @@ pub struct CommonArgs {
     /// options randomize, initialReconnectDelay, maxReconnectDelay, useExponentialBackOff,
     /// backOffMultiplier, maxReconnectAttempts, startupMaxReconnectAttempts and timeout: a
     /// lost connection is replaced, unconfirmed sends are resent with their message ids (the
-    /// broker's duplicate detection drops copies), consumers subscribe again. MQTT URLs are
-    /// refused with the reason.
+    /// broker's duplicate detection drops copies), consumers subscribe again. mqtt://HOST:PORT
+    /// (default port 1883; mqtt+ssl:// 8883) for MQTT 3.1.1: topics only (topic://a.b is
+    /// the MQTT topic a/b), persistent sends at QoS 1 and non-persistent at QoS 0, no
+    /// transactions, durable subscriptions, selectors or failover.
     #[arg(long = "brokerUrl", value_name = "URL", default_value = DEFAULT_BROKER_URL)]
     broker_url: String,
     /// The user name.

@@ -49,7 +49,8 @@ struct PerfRunArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// The broker, overriding factory.brokerURL: tcp://HOST:PORT or nio://HOST:PORT
-    /// (OpenWire), stomp://HOST:PORT (STOMP), amqp://HOST:PORT (AMQP 1.0), or several
+    /// (OpenWire), stomp://HOST:PORT (STOMP), amqp://HOST:PORT (AMQP 1.0), mqtt://HOST:PORT
+    /// (MQTT 3.1.1, topics only), or several
     /// OpenWire or STOMP brokers as failover:(URL,URL)?OPTIONS (ActiveMQ's failover
     /// options; a lost connection is replaced and the clients carry on).
     #[arg(long = "broker-url", value_name = "URL")]
@@ -71,6 +72,7 @@ enum ProtocolArg {
     Openwire,
     Stomp,
     Amqp,
+    Mqtt,
 }
 
 /// Runs `ferromq perf`.
@@ -141,6 +143,7 @@ fn with_protocol(settings: &PerfSettings, protocol: ProtocolArg) -> anyhow::Resu
         ProtocolArg::Openwire => WireProtocol::OpenWire,
         ProtocolArg::Stomp => WireProtocol::Stomp,
         ProtocolArg::Amqp => WireProtocol::Amqp,
+        ProtocolArg::Mqtt => WireProtocol::Mqtt,
     };
     Ok(rewrite_protocol(&settings.broker, wanted))
 }

@@ -11,11 +11,12 @@ use super::failover::Reconnect;
 use super::producer::panicked;
 use super::report::Histogram;
 use super::{
-    amqp_failover_refusal, amqp_refusal, connection_lost, no_observer, now_micros, thread_label,
-    BrokerUrl, Connection, DestinationName, Dialer, LoadError, LoadEvent, LoadReport, Meter,
-    Observer, Role, WireProtocol, SENT_AT_PROPERTY,
+    amqp_failover_refusal, amqp_refusal, connection_lost, mqtt_refusal, no_observer, now_micros,
+    thread_label, BrokerUrl, Connection, DestinationName, Dialer, LoadError, LoadEvent, LoadReport,
+    Meter, Observer, Role, WireProtocol, SENT_AT_PROPERTY,
 };
 use crate::amqp::{self, AmqpClient};
+use crate::mqtt::{MqttClient, QoS};
 use crate::openwire::{self, Consumer, OpenWireClient, Session, SessionMode, SubscribeOptions};
 use crate::{AckMode, ClientError, ReceivedMessage, StompClient, Subscription};
 
@@ -172,6 +173,13 @@ impl ConsumerOptions {
         if let Some(refused) = amqp_failover_refusal(&self.broker) {
             return Err(refused);
         }
+        let mut destinations = vec![&self.destination];
+        if let Some(list) = &self.thread_destinations {
+            destinations = list.iter().collect();
+        }
+        if let Some(refused) = mqtt_refusal(&self.broker, &destinations, &asked) {
+            return Err(refused);
+        }
         if let Some(list) = &self.thread_destinations {
             if list.len() != self.parallel_threads {
                 return invalid(format!(
@@ -311,6 +319,8 @@ struct Target {
     stomp: String,
     openwire: openwire::Destination,
     amqp: String,
+    /// `None` for a queue (refused over MQTT before connecting).
+    mqtt: Option<String>,
     name: String,
 }
 
@@ -320,6 +330,7 @@ impl Target {
             stomp: destination.stomp_destination(),
             openwire: destination.openwire_destination(),
             amqp: destination.amqp_address(),
+            mqtt: destination.mqtt_topic(),
             name: destination.to_string(),
         }
     }
@@ -357,6 +368,9 @@ impl Plan {
             // AMQP accepts each message alone and nothing answers an accept: every mode is
             // one accept per message, not waited for (transactions are refused before).
             _ if options.broker.protocol() == WireProtocol::Amqp => Acking::Auto,
+            // The MQTT client acknowledges each message as it arrives (PUBACK at QoS 1,
+            // PUBREC/PUBCOMP at QoS 2): every mode is that.
+            _ if options.broker.protocol() == WireProtocol::Mqtt => Acking::Auto,
             (_, ConsumerAckMode::Auto) => Acking::Auto,
             (_, ConsumerAckMode::Client) => Acking::Cumulative(options.ack_batch_size),
             (_, ConsumerAckMode::ClientIndividual) => Acking::Individual,
@@ -449,6 +463,7 @@ enum Receiver {
     Stomp { client: StompClient, subscription: Subscription },
     OpenWire { client: OpenWireClient, session: Session, consumer: Consumer },
     Amqp { client: AmqpClient, link: amqp::Receiver },
+    Mqtt { client: MqttClient },
 }
 
 /// A message one [`Receiver`] received.
@@ -456,6 +471,8 @@ enum Received {
     Stomp(ReceivedMessage),
     OpenWire(Box<openwire::Message>),
     Amqp(Box<amqp::Delivery>),
+    /// MQTT messages carry nothing the load generator reads but their arrival.
+    Mqtt,
 }
 
 impl Received {
@@ -465,7 +482,7 @@ impl Received {
             Received::Stomp(message) => message.message_id().map(str::to_owned),
             Received::OpenWire(message) => message.message_id(),
             // Failover is refused over AMQP, the only case that needs the id.
-            Received::Amqp(_) => None,
+            Received::Amqp(_) | Received::Mqtt => None,
         }
     }
 }
@@ -504,6 +521,15 @@ impl Receiver {
                 let link = client.receiver(&target.amqp, AMQP_CREDIT).await?;
                 Ok(Receiver::Amqp { client, link })
             }
+            Connection::Mqtt(client) => {
+                let topic = target
+                    .mqtt
+                    .as_deref()
+                    .ok_or_else(|| ClientError::protocol("MQTT has no queues"))?;
+                // QoS 1: a persistent publish is delivered at least once, a QoS 0 at most.
+                client.subscribe(topic, QoS::AtLeastOnce).await?;
+                Ok(Receiver::Mqtt { client })
+            }
         }
     }
 
@@ -512,7 +538,7 @@ impl Receiver {
             Receiver::Stomp { client, .. } => client.is_closed(),
             Receiver::OpenWire { client, .. } => client.is_closed(),
             // A closed AMQP connection shows as an error from `receive`.
-            Receiver::Amqp { .. } => false,
+            Receiver::Amqp { .. } | Receiver::Mqtt { .. } => false,
         }
     }
 
@@ -522,7 +548,7 @@ impl Receiver {
             Receiver::Stomp { client, .. } => {
                 client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
             }
-            Receiver::OpenWire { .. } | Receiver::Amqp { .. } => Ok(()),
+            Receiver::OpenWire { .. } | Receiver::Amqp { .. } | Receiver::Mqtt { .. } => Ok(()),
         }
     }
 
@@ -549,6 +575,14 @@ impl Receiver {
                 let slice = wait.min(Duration::from_secs(3600));
                 match link.receive(slice).await? {
                     Some(delivery) => break Ok(Some(Received::Amqp(Box::new(delivery)))),
+                    None if wait == Duration::MAX => continue,
+                    None => break Ok(None),
+                }
+            },
+            Receiver::Mqtt { client } => loop {
+                let slice = wait.min(Duration::from_secs(3600));
+                match client.recv(slice).await? {
+                    Some(_) => break Ok(Some(Received::Mqtt)),
                     None if wait == Duration::MAX => continue,
                     None => break Ok(None),
                 }
@@ -597,6 +631,8 @@ impl Receiver {
                 true => Ok(()),
                 false => link.accept(delivery).await,
             },
+            // Acknowledged by the client as it arrived.
+            (Receiver::Mqtt { .. }, Received::Mqtt) => Ok(()),
             _ => Err(ClientError::protocol("a message acknowledged on the wrong connection")),
         }
     }
@@ -609,6 +645,9 @@ impl Receiver {
             Receiver::Amqp { .. } => {
                 Err(ClientError::protocol(format!("no transactions over AMQP (commit {id})")))
             }
+            Receiver::Mqtt { .. } => {
+                Err(ClientError::protocol(format!("no transactions over MQTT (commit {id})")))
+            }
         }
     }
 
@@ -618,6 +657,9 @@ impl Receiver {
             Receiver::OpenWire { session, .. } => session.rollback().await,
             Receiver::Amqp { .. } => {
                 Err(ClientError::protocol(format!("no transactions over AMQP (abort {id})")))
+            }
+            Receiver::Mqtt { .. } => {
+                Err(ClientError::protocol(format!("no transactions over MQTT (abort {id})")))
             }
         }
     }
@@ -648,6 +690,7 @@ impl Receiver {
             // Closing the connection releases what was delivered and not accepted; durable
             // subscriptions are refused over AMQP, so there is nothing to unsubscribe.
             Receiver::Amqp { client, .. } => Connection::Amqp(client).close().await,
+            Receiver::Mqtt { client } => Connection::Mqtt(client).close().await,
         }
         outcome
     }
@@ -668,6 +711,8 @@ impl Receiver {
                     other => other.as_str()?.parse().ok(),
                 }
             }
+            // 3.1.1 has no properties to carry it.
+            Received::Mqtt => None,
         }
     }
 }

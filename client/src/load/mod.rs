@@ -6,8 +6,8 @@
 //! `ferromq perf` ([`perf`]) and the end-to-end benches, all call [`run_producer`] and
 //! [`run_consumer`]. The options are ActiveMQ's tool options and their meaning; the
 //! interface names no protocol: the [`BrokerUrl`]'s scheme chooses OpenWire (`tcp://`,
-//! `nio://`, the default, as with ActiveMQ's tools), STOMP (`stomp://`) or AMQP 1.0
-//! (`amqp://`), and refuses the others with the reason.
+//! `nio://`, the default, as with ActiveMQ's tools), STOMP (`stomp://`), AMQP 1.0
+//! (`amqp://`) or MQTT 3.1.1 (`mqtt://`), and refuses the others with the reason.
 //!
 //! **Failover.** A `failover:(tcp://a,tcp://b)?options` URL ([`FailoverOptions`], ActiveMQ's
 //! names and defaults) gives each thread a list to reconnect through when its connection is
@@ -22,6 +22,16 @@
 //! `accepted` (so a producer's latency is the send latency whatever the delivery mode); every
 //! acknowledgement mode accepts each message as it is counted (AMQP has no cumulative
 //! acknowledgement, and an accept is not answered).
+//!
+//! **MQTT** goes through [`crate::mqtt`] (3.1.1): topics only, `topic://a.b` being the MQTT
+//! topic `a/b` (`*` and `>` as `+` and `#`), as ActiveMQ maps them; a queue, a transaction
+//! batch size, a durable subscription, a selector or a failover URL is refused before
+//! connecting. Persistent messages go at QoS 1, non-persistent at QoS 0; sends are windowed
+//! (up to 256 unacknowledged QoS 1 publishes per thread) and only the last of each thread is
+//! waited for (the PUBACKs confirm in order), unless [`ProducerOptions::sync_send`] asks for
+//! each. Consumers subscribe at QoS 1 and the client acknowledges each message as it
+//! arrives, whatever the acknowledgement mode. 3.1.1 has no message properties: no
+//! end-to-end latency, no message groups, no time to live over MQTT.
 //!
 //! ## What a run does
 //!
@@ -75,10 +85,11 @@ pub use producer::{run_producer, run_producer_observed, ProducerOptions, STOMP_M
 pub use report::{Latencies, LoadReport, Role};
 pub use target::{
     BrokerUrl, DestinationKind, DestinationName, Endpoint, WireProtocol, DEFAULT_AMQP_PORT,
-    DEFAULT_OPENWIRE_PORT, DEFAULT_STOMP_PORT,
+    DEFAULT_MQTT_PORT, DEFAULT_OPENWIRE_PORT, DEFAULT_STOMP_PORT,
 };
 
 use crate::amqp::{AmqpClient, AmqpOptions};
+use crate::mqtt::{MqttClient, MqttOptions};
 use crate::openwire::{OpenWireClient, OpenWireOptions};
 use crate::{ClientError, ConnectOptions, StompClient};
 
@@ -211,6 +222,7 @@ enum Connection {
     Stomp(StompClient),
     OpenWire(OpenWireClient),
     Amqp(AmqpClient),
+    Mqtt(MqttClient),
 }
 
 impl Connection {
@@ -221,6 +233,7 @@ impl Connection {
             Connection::Stomp(client) => client.disconnect().await,
             Connection::OpenWire(client) => client.close().await,
             Connection::Amqp(client) => client.close().await,
+            Connection::Mqtt(client) => client.disconnect().await,
         };
     }
 }
@@ -239,6 +252,47 @@ pub(crate) fn amqp_refusal(broker: &BrokerUrl, asked: &[(bool, &str)]) -> Option
     )))
 }
 
+/// What MQTT cannot do, as the option or destination that asks for it: `None` when the
+/// run can go over MQTT (or is not over MQTT). MQTT names topics only, and ferromq's MQTT
+/// client has no transactions; a durable subscription would be a persistent session, which
+/// the load generator does not keep.
+pub(crate) fn mqtt_refusal(
+    broker: &BrokerUrl,
+    destinations: &[&DestinationName],
+    asked: &[(bool, &str)],
+) -> Option<LoadError> {
+    if broker.protocol() != WireProtocol::Mqtt {
+        return None;
+    }
+    if let Some(queue) = destinations.iter().find(|destination| !destination.is_topic()) {
+        return Some(LoadError::InvalidDestination {
+            destination: queue.to_string(),
+            reason: format!(
+                "MQTT ({broker}) has topics only; use a topic (topic://NAME, the MQTT topic \
+                 NAME with `.` as `/`), or OpenWire (tcp://), STOMP (stomp://) or AMQP \
+                 (amqp://) for a queue"
+            ),
+        });
+    }
+    if broker.failover().is_some() {
+        return Some(LoadError::InvalidUrl {
+            url: broker.to_string(),
+            reason: "failover: over MQTT is not implemented in ferromq's load generator; use \
+                     one mqtt:// URL, or failover: over OpenWire (tcp://) or STOMP (stomp://)"
+                .into(),
+        });
+    }
+    let (_, option) = asked.iter().find(|(asked, _)| *asked)?;
+    Some(LoadError::InvalidOptions(format!(
+        "{option} is not supported over MQTT ({broker}): MQTT 3.1.1 and ferromq's MQTT \
+         client have no transactions, durable subscriptions, selectors, time to live or \
+         message groups; remove it, or use OpenWire (tcp://) or STOMP (stomp://)"
+    )))
+}
+
+/// How many QoS 1 publishes a load thread keeps unacknowledged over MQTT.
+const MQTT_IN_FLIGHT: usize = 256;
+
 /// How long connecting and each confirmation may take.
 const TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -256,6 +310,7 @@ pub(crate) fn connection_lost(error: &ClientError) -> bool {
             | ClientError::Wire(_)
             | ClientError::OpenWire(_)
             | ClientError::Amqp(_)
+            | ClientError::Mqtt(_)
             | ClientError::Protocol { .. }
     )
 }
@@ -344,6 +399,24 @@ impl Dialer {
                     false => AmqpClient::connect(endpoint.host(), endpoint.port(), options).await,
                 };
                 Ok(Connection::Amqp(client.map_err(failed)?))
+            }
+            WireProtocol::Mqtt => {
+                let options = MqttOptions {
+                    client_id: client_id.unwrap_or_default(),
+                    username: user,
+                    password,
+                    timeout: TIMEOUT,
+                    max_in_flight: MQTT_IN_FLIGHT,
+                    ..MqttOptions::default()
+                };
+                let client = match endpoint.uses_tls() {
+                    true => {
+                        let stream = self.tls_stream(endpoint).await.map_err(failed)?;
+                        MqttClient::connect_stream(stream, options).await
+                    }
+                    false => MqttClient::connect(endpoint.host(), endpoint.port(), options).await,
+                };
+                Ok(Connection::Mqtt(client.map_err(failed)?))
             }
         }
     }

@@ -11,11 +11,12 @@ use tokio::task::JoinSet;
 use super::failover::Reconnect;
 use super::report::Histogram;
 use super::{
-    amqp_failover_refusal, amqp_refusal, connection_lost, no_observer, now_micros, now_millis,
-    thread_label, BrokerUrl, Connection, DestinationName, Dialer, LoadError, LoadEvent, LoadReport,
-    Meter, Observer, Role, WireProtocol, SENT_AT_PROPERTY,
+    amqp_failover_refusal, amqp_refusal, connection_lost, mqtt_refusal, no_observer, now_micros,
+    now_millis, thread_label, BrokerUrl, Connection, DestinationName, Dialer, LoadError, LoadEvent,
+    LoadReport, Meter, Observer, Role, WireProtocol, SENT_AT_PROPERTY,
 };
 use crate::amqp::{self, AmqpClient};
+use crate::mqtt::{Confirmation, MqttClient, QoS};
 use crate::openwire::{
     Destination, OpenWireClient, OutgoingMessage, Producer, ProducerSettings, SendMode, Session,
     SessionMode,
@@ -106,8 +107,13 @@ impl ProducerOptions {
     /// Whether each send waits for its receipt: [`ProducerOptions::sync_send`], or by
     /// default persistent and not transacted; always over AMQP.
     pub fn effective_sync_send(&self) -> bool {
+        // MQTT publishes are windowed instead (see `Sender::Mqtt`).
         self.broker.protocol() == WireProtocol::Amqp
-            || self.sync_send.unwrap_or(self.persistent && self.transaction_batch_size == 0)
+            || self.sync_send.unwrap_or(
+                self.persistent
+                    && self.transaction_batch_size == 0
+                    && self.broker.protocol() != WireProtocol::Mqtt,
+            )
     }
 }
 
@@ -141,6 +147,18 @@ pub async fn run_producer_observed(
         return Err(refused);
     }
     if let Some(refused) = amqp_failover_refusal(&options.broker) {
+        return Err(refused);
+    }
+    let mut destinations = vec![&options.destination];
+    if let Some(lists) = &options.thread_destinations {
+        destinations = lists.iter().flatten().collect();
+    }
+    let asked = [
+        (transacted, "a transaction batch size"),
+        (!options.msg_ttl.is_zero(), "a message time to live"),
+        (options.msg_group_id.is_some(), "a message group"),
+    ];
+    if let Some(refused) = mqtt_refusal(&options.broker, &destinations, &asked) {
         return Err(refused);
     }
     let plan = Arc::new(Plan::new(&options));
@@ -239,6 +257,8 @@ struct Target {
     stomp: String,
     openwire: Destination,
     amqp: String,
+    /// `None` for a queue (refused over MQTT before connecting).
+    mqtt: Option<String>,
 }
 
 impl Target {
@@ -247,6 +267,7 @@ impl Target {
             stomp: destination.stomp_destination(),
             openwire: destination.openwire_destination(),
             amqp: destination.amqp_address(),
+            mqtt: destination.mqtt_topic(),
         }
     }
 }
@@ -366,6 +387,16 @@ impl Plan {
         message
     }
 
+    /// The MQTT payload of message number `index` (from 0): the body's bytes, the text's
+    /// UTF-8 (MQTT has no properties in 3.1.1, so neither a send time nor a group).
+    fn mqtt_payload(&self, index: u64) -> bytes::Bytes {
+        match &self.body {
+            Body::Bytes(bytes) => bytes.clone(),
+            Body::Text(text) => bytes::Bytes::from(text.to_vec()),
+            Body::Numbered => bytes::Bytes::from(format!("test message: {index}")),
+        }
+    }
+
     /// AMQP message number `index` (from 0): a `data` section for bytes, an `amqp-value`
     /// string for text (the JMS mapping's bytes and text messages).
     fn amqp_message(&self, index: u64) -> amqp::Message {
@@ -460,6 +491,12 @@ enum Sender {
         client: AmqpClient,
         links: Vec<(String, amqp::Sender)>,
     },
+    /// Publishes at QoS 1 (persistent) or 0; the confirmations not yet waited for, oldest
+    /// first: a send that waits waits for all of them.
+    Mqtt {
+        client: MqttClient,
+        pending: tokio::sync::Mutex<std::collections::VecDeque<Confirmation>>,
+    },
 }
 
 impl Sender {
@@ -506,6 +543,7 @@ impl Sender {
                 }
                 Ok(Sender::Amqp { client, links })
             }
+            Connection::Mqtt(client) => Ok(Sender::Mqtt { client, pending: Default::default() }),
         }
     }
 
@@ -514,7 +552,7 @@ impl Sender {
         match self {
             Sender::OpenWire { producer, .. } => producer.last_sequence(),
             Sender::Stomp { ids: Some(ids), .. } => ids.sequence.load(Ordering::Relaxed),
-            Sender::Stomp { ids: None, .. } | Sender::Amqp { .. } => 0,
+            Sender::Stomp { ids: None, .. } | Sender::Amqp { .. } | Sender::Mqtt { .. } => 0,
         }
     }
 
@@ -525,7 +563,7 @@ impl Sender {
             Sender::Stomp { client, .. } => {
                 client.send_frame(Frame::new(Command::Begin).header("transaction", id)).await
             }
-            Sender::OpenWire { .. } | Sender::Amqp { .. } => Ok(()),
+            Sender::OpenWire { .. } | Sender::Amqp { .. } | Sender::Mqtt { .. } => Ok(()),
         }
     }
 
@@ -566,6 +604,33 @@ impl Sender {
                     .ok_or_else(|| ClientError::protocol("no AMQP sender for the destination"))?;
                 link.send(&plan.amqp_message(index)).await
             }
+            Sender::Mqtt { client, pending } => {
+                let topic = target
+                    .mqtt
+                    .as_deref()
+                    .ok_or_else(|| ClientError::protocol("MQTT has no queues"))?;
+                let qos = if plan.persistent { QoS::AtLeastOnce } else { QoS::AtMostOnce };
+                let confirmation = client.publish(topic, plan.mqtt_payload(index), qos, false);
+                let mut pending = pending.lock().await;
+                pending.push_back(confirmation.await?);
+                // Forget what is confirmed already (acks come in order), so that a long run
+                // keeps no more than the window.
+                while let Some(front) = pending.front_mut() {
+                    match front.try_outcome() {
+                        Some(outcome) => {
+                            pending.pop_front();
+                            outcome?;
+                        }
+                        None => break,
+                    }
+                }
+                if wait {
+                    while let Some(confirmation) = pending.pop_front() {
+                        confirmation.wait().await?;
+                    }
+                }
+                Ok(())
+            }
         }
     }
 
@@ -578,6 +643,10 @@ impl Sender {
             Sender::Amqp { .. } => {
                 Err(ClientError::protocol(format!("no transactions over AMQP (commit {id})")))
             }
+            // Refused before connecting (`mqtt_refusal`).
+            Sender::Mqtt { .. } => {
+                Err(ClientError::protocol(format!("no transactions over MQTT (commit {id})")))
+            }
         }
     }
 
@@ -586,6 +655,13 @@ impl Sender {
             Sender::Stomp { client, .. } => Connection::Stomp(client).close().await,
             Sender::OpenWire { client, .. } => Connection::OpenWire(client).close().await,
             Sender::Amqp { client, .. } => Connection::Amqp(client).close().await,
+            Sender::Mqtt { client, pending } => {
+                // Whatever is still unconfirmed gets its chance before the DISCONNECT.
+                for confirmation in pending.into_inner() {
+                    let _ = confirmation.wait().await;
+                }
+                Connection::Mqtt(client).close().await
+            }
         }
     }
 }

@@ -19,6 +19,12 @@ pub const DEFAULT_OPENWIRE_PORT: u16 = 61616;
 /// The AMQP port (IANA's, ActiveMQ's and ferromq's), used when an `amqp://` URL has none.
 pub const DEFAULT_AMQP_PORT: u16 = 5672;
 
+/// The MQTT port (IANA's, ActiveMQ's and ferromq's), used when an `mqtt://` URL has none.
+pub const DEFAULT_MQTT_PORT: u16 = 1883;
+
+/// The MQTT over TLS port (IANA's), used when an `mqtt+ssl://` URL has none.
+pub const DEFAULT_MQTT_TLS_PORT: u16 = 8883;
+
 /// The TLS ports ActiveMQ and ferromq use: OpenWire `ssl://`, STOMP `stomp+ssl://`, AMQP
 /// `amqp+ssl://`.
 pub const DEFAULT_TLS_PORTS: (u16, u16, u16) = (61617, 61612, 5671);
@@ -38,6 +44,9 @@ pub enum WireProtocol {
     /// AMQP 1.0 (`amqp://`, `amqp+nio://`), through [`crate::amqp`]: no transactions, every
     /// send confirmed.
     Amqp,
+    /// MQTT 3.1.1 (`mqtt://`, `mqtt+nio://`), through [`crate::mqtt`]: topics only, no
+    /// transactions or durable subscriptions; persistent sends at QoS 1.
+    Mqtt,
 }
 
 impl WireProtocol {
@@ -47,6 +56,7 @@ impl WireProtocol {
             WireProtocol::OpenWire => DEFAULT_OPENWIRE_PORT,
             WireProtocol::Stomp => DEFAULT_STOMP_PORT,
             WireProtocol::Amqp => DEFAULT_AMQP_PORT,
+            WireProtocol::Mqtt => DEFAULT_MQTT_PORT,
         }
     }
 
@@ -56,6 +66,7 @@ impl WireProtocol {
             WireProtocol::OpenWire => "tcp",
             WireProtocol::Stomp => "stomp",
             WireProtocol::Amqp => "amqp",
+            WireProtocol::Mqtt => "mqtt",
         }
     }
 }
@@ -110,13 +121,14 @@ impl fmt::Display for Endpoint {
 /// [`FailoverOptions`].
 ///
 /// `tcp://` and `nio://` are OpenWire, `stomp://` and `stomp+nio://` STOMP, `amqp://` and
-/// `amqp+nio://` AMQP 1.0 (the `nio` forms are the same protocol on the wire; they name a
+/// `amqp+nio://` AMQP 1.0, `mqtt://` and `mqtt+nio://` MQTT 3.1.1 (port 1883; the `nio` forms are the same protocol on the wire; they name a
 /// server-side transport). Over TLS: `ssl://` and `nio+ssl://` (OpenWire, port 61617),
-/// `stomp+ssl://` (61612), `amqp+ssl://` and `amqps://` (5671); the broker's certificate is
+/// `stomp+ssl://` (61612), `amqp+ssl://` and `amqps://` (5671), `mqtt+ssl://` and
+/// `mqtts://` (8883); the broker's certificate is
 /// checked against [`trust_store`](Self::trust_store) (for every endpoint), else the
 /// system's authorities. The endpoints of a failover URL speak one protocol. Everything
 /// else an ActiveMQ user may type is refused with the reason: `discovery:`, `fanout:`,
-/// MQTT, `vm://`. Options of a single URL (`?name=value`) are refused too, since the client
+/// WebSockets, `vm://`. Options of a single URL (`?name=value`) are refused too, since the client
 /// implements none of them; a failover URL's options are ActiveMQ's failover options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerUrl {
@@ -331,6 +343,7 @@ fn parse_endpoint(trimmed: &str) -> Result<Endpoint, String> {
         (true, WireProtocol::OpenWire) => DEFAULT_TLS_PORTS.0,
         (true, WireProtocol::Stomp) => DEFAULT_TLS_PORTS.1,
         (true, WireProtocol::Amqp) => DEFAULT_TLS_PORTS.2,
+        (true, WireProtocol::Mqtt) => DEFAULT_MQTT_TLS_PORT,
     };
     let (host, port) = split_host_port(authority, default_port)?;
     Ok(Endpoint { text: trimmed.to_owned(), protocol, host, port, tls })
@@ -350,9 +363,8 @@ fn check_scheme(scheme: &str) -> Result<(WireProtocol, bool), String> {
         "stomp+ssl" | "stomp+nio+ssl" => Ok((WireProtocol::Stomp, true)),
         "amqp" | "amqp+nio" => Ok((WireProtocol::Amqp, false)),
         "amqp+ssl" | "amqp+nio+ssl" | "amqps" => Ok((WireProtocol::Amqp, true)),
-        "mqtt" | "mqtt+ssl" | "mqtt+nio" | "mqtt+nio+ssl" => {
-            Err(format!("MQTT is not implemented in ferromq's client yet; {USE_INSTEAD}"))
-        }
+        "mqtt" | "mqtt+nio" => Ok((WireProtocol::Mqtt, false)),
+        "mqtt+ssl" | "mqtt+nio+ssl" | "mqtts" => Ok((WireProtocol::Mqtt, true)),
         "ws" | "wss" => {
             Err(format!("WebSockets are not implemented in ferromq's client yet; {USE_INSTEAD}"))
         }
@@ -457,6 +469,24 @@ impl DestinationName {
     /// spelling of an address with its kind.
     pub fn amqp_address(&self) -> String {
         self.to_string()
+    }
+
+    /// The MQTT topic name of a topic (`a.b` is `a/b`, ActiveMQ's mapping; `*` and `>`
+    /// become `+` and `#`); `None` for a queue, which MQTT cannot name.
+    pub fn mqtt_topic(&self) -> Option<String> {
+        if self.kind != DestinationKind::Topic {
+            return None;
+        }
+        let levels: Vec<&str> = self
+            .name
+            .split('.')
+            .map(|level| match level {
+                "*" => "+",
+                ">" => "#",
+                level => level,
+            })
+            .collect();
+        Some(levels.join("/"))
     }
 
     /// The STOMP `destination` header: `/queue/NAME` or `/topic/NAME`.
@@ -635,7 +665,7 @@ mod tests {
         assert!(url_error("failover:()").contains("empty broker URI"));
         assert!(url_error("failover:(tcp://a)x").contains("unexpected `x`"));
         assert!(url_error("failover:(failover:(tcp://a))").contains("nest"));
-        assert!(url_error("failover:(tcp://a,mqtt://b)").contains("MQTT"));
+        assert!(url_error("failover:(tcp://a,ws://b)").contains("WebSockets"));
         assert!(url_error("failover:(tcp://a)?timeout=soon").contains("timeout"));
     }
 
@@ -646,7 +676,13 @@ mod tests {
         let amqp = url("amqp://127.0.0.1");
         assert_eq!((amqp.protocol(), amqp.port()), (WireProtocol::Amqp, DEFAULT_AMQP_PORT));
         assert_eq!(url("AMQP+NIO://h:1").protocol(), WireProtocol::Amqp);
-        assert!(url_error("mqtt://h:1883").contains("MQTT is not implemented"));
+        let mqtt = url("mqtt://h");
+        assert_eq!((mqtt.protocol(), mqtt.port()), (WireProtocol::Mqtt, DEFAULT_MQTT_PORT));
+        assert_eq!(url("mqtt+ssl://h").port(), DEFAULT_MQTT_TLS_PORT);
+        let topic: DestinationName = "topic://a.b.>".parse().expect("a topic");
+        assert_eq!(topic.mqtt_topic().as_deref(), Some("a/b/#"));
+        let queue: DestinationName = "queue://a.b".parse().expect("a queue");
+        assert_eq!(queue.mqtt_topic(), None);
         assert!(url_error("vm://localhost").contains("same process"));
         assert!(url_error("http://h:80").contains("unknown scheme `http`"));
     }

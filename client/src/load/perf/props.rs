@@ -634,8 +634,13 @@ impl Builder {
                 });
             }
         }
-        if s.broker.protocol() == WireProtocol::Amqp {
-            // What ferromq's AMQP client cannot do, by the key that asks for it.
+        let limited = match s.broker.protocol() {
+            WireProtocol::Amqp => Some("AMQP"),
+            WireProtocol::Mqtt => Some("MQTT"),
+            _ => None,
+        };
+        if let Some(protocol) = limited {
+            // What ferromq's AMQP and MQTT clients cannot do, by the key that asks for it.
             let role = match self.role {
                 PerfRole::Producer => "producer",
                 PerfRole::Consumer => "consumer",
@@ -657,8 +662,8 @@ impl Builder {
                     origin,
                     key,
                     why: format!(
-                        "over AMQP ({}): ferromq's AMQP client has no {what}; remove the key \
-                         or use OpenWire (tcp://) or STOMP (stomp://)",
+                        "over {protocol} ({}): ferromq's {protocol} client has no {what}; \
+                         remove the key or use OpenWire (tcp://) or STOMP (stomp://)",
                         s.broker
                     ),
                 });

@@ -162,8 +162,12 @@ fn bad_values_name_key_and_value() {
         &[],
     );
     assert!(message.contains("unknown failover option `randomise`"), "{message}");
-    let message = error(PerfRole::Producer, "factory.brokerURL=mqtt://h:1883\n", &[]);
-    assert!(message.contains("MQTT is not implemented"), "{message}");
+    let message = error(
+        PerfRole::Producer,
+        "factory.brokerURL=mqtt://h:1883\nproducer.sessTransacted=true\n",
+        &[],
+    );
+    assert!(message.contains("over MQTT"), "{message}");
     let message = error(
         PerfRole::Producer,
         &format!("{SEED_PRODUCER}sampler.rampUpTime=200000\nsampler.rampDownTime=200000\n"),
