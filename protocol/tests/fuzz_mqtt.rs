@@ -12,7 +12,7 @@
 //! Whatever decodes must encode again, at most as long as it came (our encoding is the
 //! shortest), and decode to the same packet. Every other outcome is fine except a panic
 //! and an allocation out of proportion to the input: inputs are at most 64 KiB and the
-//! test checks that the process's peak resident memory stays within [`MAX_PEAK_GROWTH`] of
+//! test checks that the process's peak resident memory stays within `fuzzing::MAX_PEAK_GROWTH` of
 //! where it started (the codec reserves nothing for a declared remaining length; a decoder
 //! that trusted one would blow far past that).
 //!
@@ -25,12 +25,13 @@
 //! FERROMQ_FUZZ_SECONDS=600 cargo test --release -p protocol --test fuzz_mqtt -- --nocapture
 //! ```
 
-use std::panic::AssertUnwindSafe;
+mod fuzzing;
+
 use std::path::Path;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use fuzzing::{Dialect, Rng, MAX_INPUT};
 use protocol::mqtt::topic::{
     matches, parse_shared_subscription, validate_topic_filter, validate_topic_name,
 };
@@ -39,72 +40,6 @@ use protocol::mqtt::{
     Publish, QoS, ReasonCode, RetainHandling, Suback, Subscribe, Subscription, SubscriptionOptions,
     Unsuback, Unsubscribe, Version, Will,
 };
-
-/// The largest input a mutation may produce.
-const MAX_INPUT: usize = 64 * 1024;
-/// How much the peak resident set may grow over a whole run.
-const MAX_PEAK_GROWTH: u64 = 256 << 20;
-
-/// SplitMix64: tiny, good enough to drive mutations, and reproducible from one number.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-
-    fn chance(&mut self, one_in: usize) -> bool {
-        self.below(one_in) == 0
-    }
-}
-
-fn seed() -> u64 {
-    static SEED: OnceLock<u64> = OnceLock::new();
-    *SEED.get_or_init(|| match std::env::var("FERROMQ_FUZZ_SEED") {
-        Ok(text) => text.parse().expect("FERROMQ_FUZZ_SEED is a u64"),
-        Err(_) => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            nanos ^ u64::from(std::process::id()).rotate_left(32)
-        }
-    })
-}
-
-fn budget() -> Duration {
-    let seconds = std::env::var("FERROMQ_FUZZ_SECONDS")
-        .ok()
-        .map(|s| s.parse::<f64>().expect("FERROMQ_FUZZ_SECONDS is a number"))
-        .unwrap_or(10.0);
-    Duration::from_secs_f64(seconds.max(0.0))
-}
-
-/// Peak resident set size (`VmHWM`), in bytes; 0 where `/proc` does not say.
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
-fn baseline_rss() -> u64 {
-    static BASELINE: OnceLock<u64> = OnceLock::new();
-    *BASELINE.get_or_init(peak_rss)
-}
 
 /// Packets of every type, in every version that has them, with the fields that version
 /// allows: the corpus's own seeds, which reach AUTH, will properties and the rest that the
@@ -301,119 +236,28 @@ const INTERESTING: &[u8] = &[
     0x32, 0x34, 0x36, 0x38, 0x3D, 0x40, 0x62, 0x80, 0x82, 0x90, 0xA2, 0xC0, 0xE0, 0xF0, 0x7F, 0xFF,
 ];
 
-/// One input: a corpus entry mutated a few times, or (now and then) plain random bytes.
-fn input(rng: &mut Rng) -> Vec<u8> {
-    let corpus = corpus();
-    if rng.chance(16) {
-        let len = rng.below(512);
-        return (0..len).map(|_| rng.next() as u8).collect();
-    }
-    let mut data = corpus[rng.below(corpus.len())].clone();
-    for _ in 0..1 + rng.below(8) {
-        mutate(rng, &mut data);
-    }
-    data.truncate(MAX_INPUT);
-    data
+const DIALECT: Dialect = Dialect {
+    test: "fuzz_mqtt",
+    corpus,
+    interesting: INTERESTING,
+    // A variable byte integer at its maximum or past it, or a two-byte string length.
+    big_lengths: &[
+        &[0xff, 0xff, 0xff, 0x7f],
+        &[0xff, 0xff, 0xff, 0xff],
+        &[0xff, 0xff],
+        &[0x80, 0x01],
+    ],
+    structure: fixed_header,
+};
+
+/// A fixed header of a random type and a small remaining length.
+fn fixed_header(rng: &mut Rng) -> Vec<u8> {
+    vec![(rng.below(16) as u8) << 4 | rng.below(16) as u8, rng.below(128) as u8]
 }
 
-fn mutate(rng: &mut Rng, data: &mut Vec<u8>) {
-    let at = rng.below(data.len() + 1);
-    match rng.below(9) {
-        0 if !data.is_empty() => {
-            let i = at.min(data.len() - 1);
-            data[i] ^= 1 << rng.below(8);
-        }
-        1 if !data.is_empty() => {
-            let i = at.min(data.len() - 1);
-            data[i] = INTERESTING[rng.below(INTERESTING.len())];
-        }
-        2 if data.len() >= 4 => {
-            // A length claiming far more than is there: a variable byte integer at its
-            // maximum or past it, or a two-byte string length.
-            let i = at.min(data.len() - 4);
-            let big: &[u8] = [
-                &[0xff, 0xff, 0xff, 0x7f][..],
-                &[0xff, 0xff, 0xff, 0xff],
-                &[0xff, 0xff],
-                &[0x80, 0x01],
-            ][rng.below(4)];
-            data[i..i + big.len()].copy_from_slice(big);
-        }
-        3 => {
-            let extra: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
-            data.splice(at..at, extra);
-        }
-        4 if !data.is_empty() => {
-            let end = (at + 1 + rng.below(32)).min(data.len());
-            data.drain(at.min(end)..end);
-        }
-        5 if !data.is_empty() => {
-            // Repeat a slice (properties, filters, whole packets).
-            let start = at.min(data.len() - 1);
-            let end = (start + 1 + rng.below(64)).min(data.len());
-            let copy = data[start..end].to_vec();
-            let to = rng.below(data.len() + 1);
-            data.splice(to..to, copy);
-        }
-        6 => {
-            // Splice in part of another input.
-            let corpus = corpus();
-            let other = &corpus[rng.below(corpus.len())];
-            let start = rng.below(other.len());
-            let end = (start + rng.below(256)).min(other.len());
-            data.splice(at..at, other[start..end].iter().copied());
-        }
-        7 => data.truncate(at),
-        _ => {
-            // A fixed header of a random type and a small remaining length.
-            let header = [(rng.below(16) as u8) << 4 | rng.below(16) as u8, rng.below(128) as u8];
-            data.splice(at..at, header);
-        }
-    }
-}
-
-/// Runs `target` on fresh inputs until the time share is used (or just the one iteration
-/// `FERROMQ_FUZZ_ITERATION` names), reporting the seed, iteration and input of a panic.
+/// Runs `target` through the shared harness with MQTT's corpus and mutations.
 fn fuzz(name: &str, salt: u64, target: impl Fn(&mut Rng, &[u8])) {
-    let seed = seed();
-    baseline_rss();
-    let only = std::env::var("FERROMQ_FUZZ_ITERATION").ok().map(|n| n.parse::<u64>().expect("u64"));
-    let deadline = Instant::now() + budget() / 3;
-    let mut iteration = only.unwrap_or(0);
-    let mut done = 0u64;
-    loop {
-        let mut rng = Rng(seed ^ salt ^ iteration.wrapping_mul(0xA076_1D64_78BD_642F));
-        let data = input(&mut rng);
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| target(&mut rng, &data)));
-        if let Err(panic) = outcome {
-            eprintln!(
-                "fuzz target `{name}` panicked: replay with FERROMQ_FUZZ_SEED={seed} \
-                 FERROMQ_FUZZ_ITERATION={iteration} cargo test -p protocol --test fuzz_mqtt {name}\n\
-                 input ({} bytes): {}",
-                data.len(),
-                data.iter().map(|b| format!("{b:02x}")).collect::<String>()
-            );
-            std::panic::resume_unwind(panic);
-        }
-        done += 1;
-        let last = only.is_some() || Instant::now() >= deadline;
-        // Reading /proc costs more than a small input: look every 64 inputs and at the end.
-        let growth = if done.is_multiple_of(64) || last {
-            peak_rss().saturating_sub(baseline_rss())
-        } else {
-            0
-        };
-        assert!(
-            growth < MAX_PEAK_GROWTH,
-            "`{name}`: peak memory grew by {growth} bytes by iteration {iteration} \
-             (FERROMQ_FUZZ_SEED={seed} FERROMQ_FUZZ_ITERATION={iteration})"
-        );
-        if last {
-            break;
-        }
-        iteration += 1;
-    }
-    println!("fuzz `{name}`: {done} inputs, seed {seed}");
+    fuzzing::fuzz(&DIALECT, name, salt, target);
 }
 
 /// The packet-size limits a codec gets: the default, and tiny ones.
