@@ -57,13 +57,16 @@ pub fn store_queue() -> QueueKey {
 /// True if `message` asks to be retained: `ActiveMQ.Retain` true (a boolean, or a string
 /// saying `true`, as a STOMP header does) on a single topic.
 pub fn asks_to_retain(message: &Message) -> bool {
+    // Every send asks: the destination's kind first, so a queue's never looks further.
+    if message.destination.kind != DestinationKind::Topic {
+        return false;
+    }
     let retain = match message.properties.get(RETAIN_PROPERTY) {
         Some(PropertyValue::Bool(retain)) => *retain,
         Some(PropertyValue::String(text)) => text.trim().eq_ignore_ascii_case("true"),
         _ => false,
     };
     retain
-        && message.destination.kind == DestinationKind::Topic
         && !message.destination.name.contains(',')
         && !DestinationFilter::is_pattern(&message.destination.name)
 }
