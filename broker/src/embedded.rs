@@ -443,7 +443,8 @@ impl BrokerHandle {
         let context = self.context.clone();
         let counted = context.connections.opened(Protocol::Stomp);
         self.tracker.spawn(async move {
-            crate::stomp::serve(ours, context, "vm://".to_owned()).await;
+            let connect_deadline = tokio::time::Instant::now() + context.connect_timeout;
+            crate::stomp::serve(ours, context, "vm://".to_owned(), connect_deadline).await;
             drop(counted);
         });
         theirs

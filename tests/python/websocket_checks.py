@@ -6,7 +6,8 @@ for the `amqp` subprotocol (Qpid Proton has no WebSocket transport). The cross-p
 use the broker's plain STOMP and MQTT connectors too.
 
     websocket_checks.py --host 127.0.0.1 --ws-port P [--stomp-port P] [--mqtt-port P]
-                        [--ca ca.pem] --check NAME [--check NAME ...]
+                        [--ca ca.pem [--cert client.pem --key client-key.pem]]
+                        [--user U --password P] --check NAME [--check NAME ...]
 
 Prints "ok NAME" for each check that passes; on the first failure prints "FAIL NAME: why" to
 stderr and exits with status 1 (status 2 for bad arguments or a missing client). The Rust
@@ -83,14 +84,14 @@ class StompListener(stomp.ConnectionListener):
         self.errors.put(frame)
 
 
-def connected(connection):
+def connected(connection, login=None, passcode=None):
     listener = StompListener()
     connection.set_listener("", listener)
-    connection.connect(wait=True)
+    connection.connect(login, passcode, wait=True)
     return connection, listener
 
 
-def stomp_over_websocket(args, binary=False, subprotocol=None):
+def stomp_over_websocket(args, binary=False, subprotocol=None, login=None, passcode=None):
     header = {"Sec-WebSocket-Protocol": subprotocol} if subprotocol else None
     connection = stomp.WSStompConnection(
         [(args.host, args.ws_port)],
@@ -102,7 +103,13 @@ def stomp_over_websocket(args, binary=False, subprotocol=None):
     )
     if args.ca:
         connection.set_ssl(for_hosts=[(args.host, args.ws_port)], ca_certs=args.ca)
-    return connected(connection)
+        if args.cert:
+            # stomp.py's WebSocket transport hands its SSL parameters to websocket-client as
+            # `sslopt`, whose names for the client's certificate are certfile and keyfile
+            # (set_ssl's cert_file and key_file would be ignored).
+            params = connection.transport.get_ssl((args.host, args.ws_port))
+            params.update(certfile=args.cert, keyfile=args.key)
+    return connected(connection, login, passcode)
 
 
 def stomp_over_tcp(args):
@@ -132,7 +139,7 @@ def exchange_on_a_queue(connection, listener, body):
 class MqttClient:
     """A paho client on its own network thread, its events in queues."""
 
-    def __init__(self, host, port, version, websockets, ca=None):
+    def __init__(self, host, port, version, websockets, ca=None, cert=None, key=None, login=None, expect_refusal=None):
         self.connacks = queue.Queue()
         self.messages = queue.Queue()
         self.subacks = queue.Queue()
@@ -144,7 +151,9 @@ class MqttClient:
         if websockets:
             self.client.ws_set_options(path="/")
         if ca:
-            self.client.tls_set(ca_certs=ca)
+            self.client.tls_set(ca_certs=ca, certfile=cert, keyfile=key)
+        if login:
+            self.client.username_pw_set(*login)
         self.client.on_connect = lambda c, u, flags, rc, props: self.connacks.put(rc)
         self.client.on_message = lambda c, u, message: self.messages.put(message)
         self.client.on_subscribe = lambda c, u, mid, rcs, props: self.subacks.put((mid, rcs))
@@ -152,6 +161,10 @@ class MqttClient:
         self.client.connect(host, port, keepalive=60)
         self.client.loop_start()
         rc = get(self.connacks, "CONNACK")
+        if expect_refusal is not None:
+            self.client.loop_stop()
+            expect_equal(rc.value, expect_refusal, "CONNACK's refusal code")
+            return
         expect(not rc.is_failure, "CONNACK refused the connection: %s" % rc)
 
     def subscribe(self, topic, qos):
@@ -174,8 +187,18 @@ class MqttClient:
         self.client.loop_stop()
 
 
-def mqtt_over_websocket(args, version):
-    return MqttClient(args.host, args.ws_port, version, websockets=True, ca=args.ca)
+def mqtt_over_websocket(args, version, login=None, expect_refusal=None):
+    return MqttClient(
+        args.host,
+        args.ws_port,
+        version,
+        websockets=True,
+        ca=args.ca,
+        cert=args.cert,
+        key=args.key,
+        login=login,
+        expect_refusal=expect_refusal,
+    )
 
 
 def mqtt_over_tcp(args, version):
@@ -244,7 +267,11 @@ def websocket_url(args):
 def check_amqp(args):
     """websocket-client offering `amqp`: the broker echoes the subprotocol and answers the
     AMQP 1.0 protocol header with its own, in a binary message."""
-    sslopt = {"ca_certs": args.ca} if args.ca else None
+    sslopt = None
+    if args.ca:
+        sslopt = {"ca_certs": args.ca}
+        if args.cert:
+            sslopt.update(certfile=args.cert, keyfile=args.key)
     ws = websocket.create_connection(
         websocket_url(args), subprotocols=["amqp"], timeout=WAIT_SECONDS, sslopt=sslopt
     )
@@ -257,7 +284,8 @@ def check_amqp(args):
 
 
 def check_wss(args):
-    """Over wss://, trusting the test CA: stomp.py and paho (5.0) each exchange a message."""
+    """Over wss://, trusting the test CA (and showing --cert if given): stomp.py and paho
+    (5.0) each exchange a message, and the `amqp` subprotocol answers."""
     expect(args.ca, "the wss check needs --ca")
     connection, listener = stomp_over_websocket(args)
     exchange_on_a_queue(connection, listener, "over wss")
@@ -272,12 +300,69 @@ def check_wss(args):
     check_amqp(args)
 
 
+def check_wss_without_certificate(args):
+    """A wss:// connector with needClientAuth=true: stomp.py and paho, trusting the CA but
+    showing no certificate of their own, do not get through the TLS handshake."""
+    expect(args.ca and not args.cert, "this check needs --ca and no --cert")
+    for name, attempt in (
+        ("stomp.py", lambda: stomp_over_websocket(args)),
+        ("paho", lambda: mqtt_over_websocket(args, mqtt.MQTTv5)),
+    ):
+        try:
+            attempt()
+        except (CheckFailed, ssl.SSLError, OSError, stomp.exception.StompException):
+            continue
+        raise CheckFailed("%s got in over wss:// without a client certificate" % name)
+
+
+def check_login(args):
+    """Authentication and authorization over ws://, as on the plain connectors: STOMP and
+    MQTT (3.1.1 and 5.0) with the right password get in and exchange a message where the
+    user may; a wrong or missing password is refused with each protocol's answer; a topic the
+    user may not read gets a refused SUBSCRIBE (MQTT: SUBACK 0x80 / 0x87), the connection
+    staying."""
+    expect(args.user and args.password, "this check needs --user and --password")
+    good = (args.user, args.password)
+    connection, listener = stomp_over_websocket(args, login=args.user, passcode=args.password)
+    destination = "/queue/ws.open.%s" % unique("login")
+    subscribed(connection, listener, destination)
+    connection.send(destination, "logged in over ws")
+    expect_equal(get(listener.messages, "the message").body, "logged in over ws", "body")
+    connection.disconnect()
+    try:
+        stomp_over_websocket(args, login=args.user, passcode="wrong")
+    except stomp.exception.StompException:
+        pass
+    else:
+        raise CheckFailed("a wrong STOMP passcode over ws:// got in")
+    # 3.1.1 refuses a bad user name or password with 4, which paho reports as 5.0's 0x86.
+    mqtt_over_websocket(args, mqtt.MQTTv311, login=(args.user, "wrong"), expect_refusal=0x86)
+    mqtt_over_websocket(args, mqtt.MQTTv5, login=(args.user, "wrong"), expect_refusal=0x86)
+    for version in (mqtt.MQTTv311, mqtt.MQTTv5):
+        client = mqtt_over_websocket(args, version, login=good)
+        topic = "ws/open/%s" % unique("mqtt")
+        client.subscribe(topic, 1)
+        client.publish(topic, b"allowed", 1)
+        expect_equal(client.receive("the allowed message").payload, b"allowed", "payload")
+        result, mid = client.client.subscribe("ws/secret/%s" % unique("denied"), 1)
+        expect_equal(result, mqtt.MQTT_ERR_SUCCESS, "subscribe result")
+        got_mid, codes = get(client.subacks, "SUBACK of the refused subscription")
+        expect_equal(got_mid, mid, "SUBACK packet id")
+        expect(codes[0].value >= 0x80, "a subscription to a secret topic was granted: %r" % codes)
+        # Still connected: another message goes through.
+        client.publish(topic, b"still here", 1)
+        expect_equal(client.receive("the message after the refusal").payload, b"still here", "payload")
+        client.close()
+
+
 CHECKS = {
     "stomp_text": check_stomp_text,
     "stomp_binary": check_stomp_binary,
     "mqtt": check_mqtt,
     "amqp": check_amqp,
     "wss": check_wss,
+    "wss_without_certificate": check_wss_without_certificate,
+    "login": check_login,
 }
 
 
@@ -288,6 +373,10 @@ def main():
     parser.add_argument("--stomp-port", type=int)
     parser.add_argument("--mqtt-port", type=int)
     parser.add_argument("--ca", help="the CA to trust: connect with wss://")
+    parser.add_argument("--cert", help="the client certificate to show over wss://")
+    parser.add_argument("--key", help="the client certificate's key")
+    parser.add_argument("--user")
+    parser.add_argument("--password")
     parser.add_argument("--check", action="append", choices=sorted(CHECKS), required=True)
     args = parser.parse_args()
     for name in args.check:

@@ -132,8 +132,12 @@ impl Session {
 }
 
 /// Serves one AMQP connection until it closes.
-pub(crate) async fn serve<S>(stream: S, context: Arc<ConnectionContext>, peer: String)
-where
+pub(crate) async fn serve<S>(
+    stream: S,
+    context: Arc<ConnectionContext>,
+    peer: String,
+    connect_deadline: tokio::time::Instant,
+) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
@@ -160,7 +164,7 @@ where
         next_transaction: 1,
         authenticating: PendingLogin::default(),
     };
-    driver::run(&mut connection, reader, &context, &peer).await;
+    driver::run(&mut connection, reader, &context, &peer, connect_deadline).await;
     connection.release();
     writer::finish(&mut connection.output, writer, &peer).await;
 }

@@ -122,8 +122,12 @@ const TOPIC_ALIAS_MAXIMUM: u16 = 64;
 const TAKE_OVER_WAIT: Duration = Duration::from_secs(10);
 
 /// Serves one MQTT connection until it closes.
-pub(crate) async fn serve<S>(stream: S, context: Arc<ConnectionContext>, peer: String)
-where
+pub(crate) async fn serve<S>(
+    stream: S,
+    context: Arc<ConnectionContext>,
+    peer: String,
+    connect_deadline: tokio::time::Instant,
+) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
@@ -154,7 +158,7 @@ where
         authenticating: PendingLogin::default(),
         taken_over: CancellationToken::new(),
     };
-    driver::run(&mut connection, reader, &context, &peer).await;
+    driver::run(&mut connection, reader, &context, &peer, connect_deadline).await;
     connection.publish_will();
     // The writer performs its auto-acks before the consumers are released.
     writer::finish(&mut connection.output, writer, &connection.peer).await;

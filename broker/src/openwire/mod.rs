@@ -75,6 +75,7 @@ pub(crate) async fn serve<S>(
     context: Arc<ConnectionContext>,
     peer: String,
     broker_url: String,
+    connect_deadline: tokio::time::Instant,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -106,7 +107,7 @@ pub(crate) async fn serve<S>(
     match connection.codec.encode_to_bytes(&local.into()) {
         Ok(bytes) => {
             connection.output.write(bytes);
-            driver::run(&mut connection, reader, &context, &peer).await;
+            driver::run(&mut connection, reader, &context, &peer, connect_deadline).await;
         }
         Err(error) => tracing::error!(%error, "cannot encode the WireFormatInfo"),
     }

@@ -67,8 +67,12 @@ struct Subscription {
 }
 
 /// Serves one STOMP connection until it closes.
-pub(crate) async fn serve<S>(stream: S, context: Arc<ConnectionContext>, peer: String)
-where
+pub(crate) async fn serve<S>(
+    stream: S,
+    context: Arc<ConnectionContext>,
+    peer: String,
+    connect_deadline: tokio::time::Instant,
+) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (reader, write_half) = tokio::io::split(stream);
@@ -93,7 +97,7 @@ where
         temp_names,
         authenticating: PendingLogin::default(),
     };
-    driver::run(&mut connection, reader, &context, &peer).await;
+    driver::run(&mut connection, reader, &context, &peer, connect_deadline).await;
     if let Some(receipt) = connection.disconnect_receipt.take() {
         // ActiveMQ answers DISCONNECT only once the connection is gone from
         // the broker: its consumers closed (unacknowledged messages back in their queues,

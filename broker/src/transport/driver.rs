@@ -157,19 +157,22 @@ enum Event<P: Protocol> {
 const DELIVERIES_PER_TURN: usize = 64;
 
 /// Runs `protocol`'s connection on `reader` until it closes. What ends it (the protocol's
-/// release, the writer's last frames) is the caller's.
+/// release, the writer's last frames) is the caller's. A client that has not logged in by
+/// `connect_deadline` (the connect timeout from the accept, so that a TLS or WebSocket
+/// handshake spends from the same allowance rather than adding to it) is closed.
 pub(crate) async fn run<P, R>(
     protocol: &mut P,
     mut reader: R,
     context: &ConnectionContext,
     peer: &str,
+    connect_deadline: Instant,
 ) where
     P: Protocol,
     R: AsyncRead + Unpin,
 {
     // Sized by what the client sends: an idle connection holds half a KiB.
     let mut buffer = ReadBuffer::default();
-    let deadline = tokio::time::sleep(context.connect_timeout);
+    let deadline = tokio::time::sleep_until(connect_deadline);
     tokio::pin!(deadline);
     let shutdown = context.shutdown.clone();
     let core = &context.core;
@@ -401,7 +404,8 @@ mod tests {
         };
         let context = context.clone();
         let task = tokio::spawn(async move {
-            run(&mut recorder, reader, &context, "test").await;
+            let connect_deadline = Instant::now() + context.connect_timeout;
+            run(&mut recorder, reader, &context, "test", connect_deadline).await;
             (Instant::now(), recorder)
         });
         (client, work_tx, task)

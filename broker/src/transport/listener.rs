@@ -197,10 +197,10 @@ impl Transport {
                     return;
                 }
             };
-            return serve(protocol, stream, context, peer, url).await;
+            return serve(protocol, stream, context, peer, url, deadline).await;
         };
         match tokio::time::timeout_at(deadline, websocket::accept(stream, settings)).await {
-            Ok(Ok((protocol, bytes))) => serve(protocol, bytes, context, peer, url).await,
+            Ok(Ok((protocol, bytes))) => serve(protocol, bytes, context, peer, url, deadline).await,
             Ok(Err(error)) => {
                 tracing::info!(connector = %connector, %peer, %error, "WebSocket handshake failed")
             }
@@ -219,16 +219,18 @@ async fn serve<S>(
     context: Arc<ConnectionContext>,
     peer: SocketAddr,
     url: String,
+    connect_deadline: Instant,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
+    let peer = peer.to_string();
     let connections = context.connections.clone();
     let _counted = connections.opened(protocol);
     match protocol {
-        Protocol::Stomp => stomp::serve(stream, context, peer.to_string()).await,
-        Protocol::OpenWire => openwire::serve(stream, context, peer.to_string(), url).await,
-        Protocol::Amqp => amqp::serve(stream, context, peer.to_string()).await,
-        Protocol::Mqtt => mqtt::serve(stream, context, peer.to_string()).await,
+        Protocol::Stomp => stomp::serve(stream, context, peer, connect_deadline).await,
+        Protocol::OpenWire => openwire::serve(stream, context, peer, url, connect_deadline).await,
+        Protocol::Amqp => amqp::serve(stream, context, peer, connect_deadline).await,
+        Protocol::Mqtt => mqtt::serve(stream, context, peer, connect_deadline).await,
     }
 }
 

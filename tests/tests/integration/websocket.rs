@@ -128,6 +128,70 @@ async fn wss_serves_stomp_mqtt_and_amqp_with_the_test_pki() -> anyhow::Result<()
     result
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wss_need_client_auth_admits_only_clients_with_a_trusted_certificate() -> anyhow::Result<()>
+{
+    let pki = TestPki::get()?;
+    let broker = tests::start_broker(|config| {
+        config.transport.connectors =
+            vec!["wss://127.0.0.1:0?needClientAuth=true".parse().expect("a valid URI")];
+        pki.configure(config);
+    })
+    .await?;
+    let addr = broker.tls_addr(conf::WireProtocol::WebSocket).context("no wss:// connector")?;
+    let path = |name: &str| pki.path(name).display().to_string();
+    let ca = vec!["--ca".to_owned(), path("ca.pem")];
+    let refused = run_check(&broker, addr, "wss_without_certificate", &ca).await;
+    let mut with_certificate = ca.clone();
+    with_certificate.extend(["--cert".to_owned(), path("client.pem")]);
+    with_certificate.extend(["--key".to_owned(), path("client-key.pem")]);
+    let admitted = run_check(&broker, addr, "wss", &with_certificate).await;
+    broker.shutdown().await;
+    refused?;
+    admitted
+}
+
+/// `device` (group `devices`) may use queues and topics under `ws.open.>`; `ws.secret.>`
+/// is for admins only.
+const WS_USER: &str = "device";
+const WS_PASSWORD: &str = "secret";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_connections_log_in_and_are_authorized_like_plain_ones() -> anyhow::Result<()> {
+    let hash = broker::security::hash_password(WS_PASSWORD).map_err(anyhow::Error::msg)?;
+    let broker = tests::start_broker(|config| {
+        config.transport.connectors = vec!["ws://127.0.0.1:0".parse().expect("a valid URI")];
+        config.authentication.enabled = true;
+        config.users = vec![conf::UserEntry {
+            name: WS_USER.to_owned(),
+            password: hash,
+            groups: vec!["devices".to_owned()],
+        }];
+        let groups = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+        let entry =
+            |queue: Option<&str>, topic: Option<&str>, group: &str| conf::AuthorizationEntry {
+                queue: queue.map(str::to_owned),
+                topic: topic.map(str::to_owned),
+                read: groups(&[group]),
+                write: groups(&[group]),
+                admin: groups(&[group]),
+                ..Default::default()
+            };
+        config.authorization = vec![
+            entry(Some("ws.open.>"), None, "devices"),
+            entry(None, Some("ws.open.>"), "devices"),
+            entry(None, Some("ws.secret.>"), "admins"),
+            entry(None, Some("ActiveMQ.Advisory.>"), "devices"),
+        ];
+    })
+    .await?;
+    let login =
+        ["--user".to_owned(), WS_USER.to_owned(), "--password".to_owned(), WS_PASSWORD.to_owned()];
+    let result = run_check(&broker, ws_addr(&broker)?, "login", &login).await;
+    broker.shutdown().await;
+    result
+}
+
 // --- raw sockets -----------------------------------------------------------------------------
 
 /// An HTTP response head and what came with it.
@@ -500,6 +564,43 @@ async fn websocket_silent_client_is_closed_at_the_connect_timeout() -> anyhow::R
     tokio::time::timeout(ARRIVES, socket.read_to_end(&mut rest))
         .await
         .context("a silent handshake was not closed")??;
+    still_serves(addr).await?;
+    broker.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_handshake_and_login_share_one_connect_timeout() -> anyhow::Result<()> {
+    const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+    let broker = tests::start_broker(|config| {
+        config.transport.connectors = vec!["ws://127.0.0.1:0".parse().expect("a valid URI")];
+        config.transport.connect_timeout = CONNECT_TIMEOUT;
+    })
+    .await?;
+    let addr = ws_addr(&broker)?;
+    let accepted = std::time::Instant::now();
+    let mut socket = TcpStream::connect(addr).await?;
+    // A slow handshake that spends two thirds of the allowance, then no STOMP CONNECT: the
+    // connection must close at the timeout counted from the accept, not a whole timeout
+    // after the handshake (which would let a client hold a connection twice as long).
+    let request = handshake_request("Sec-WebSocket-Protocol: v12.stomp\r\n");
+    let (head, tail) = request.split_at(request.len() / 2);
+    socket.write_all(head).await?;
+    tokio::time::sleep(CONNECT_TIMEOUT * 2 / 3).await;
+    socket.write_all(tail).await?;
+    let mut rest = Vec::new();
+    tokio::time::timeout(ARRIVES, socket.read_to_end(&mut rest))
+        .await
+        .context("a client that never logged in was not closed")??;
+    let closed_after = accepted.elapsed();
+    let answer = String::from_utf8_lossy(&rest);
+    ensure!(answer.starts_with("HTTP/1.1 101"), "the handshake was not answered: {answer}");
+    // With a fresh timeout after the handshake it would close at 5 s; the slack covers a
+    // loaded machine.
+    ensure!(
+        closed_after < CONNECT_TIMEOUT + CONNECT_TIMEOUT / 2,
+        "closed {closed_after:?} after the accept, past the {CONNECT_TIMEOUT:?} connect timeout"
+    );
     still_serves(addr).await?;
     broker.shutdown().await;
     Ok(())
