@@ -222,3 +222,45 @@ async fn a_wildcard_consumer_on_the_virtual_topic_sees_each_message_once() -> an
     broker.shutdown().await;
     Ok(())
 }
+
+/// Virtual topics are reachable from MQTT: a QoS 1 publish to `VirtualTopic/Orders` (the
+/// topic `VirtualTopic.Orders` in ActiveMQ's mapping) reaches every consumer group's queue,
+/// persistent, as a JMS or STOMP publish does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_publishes_to_a_virtual_topic_reach_every_consumer_group() -> anyhow::Result<()> {
+    let broker = start_broker(|config| {
+        config.transport.connectors = vec![
+            "stomp://127.0.0.1:0".parse().expect("a valid connector URI"),
+            "mqtt://127.0.0.1:0".parse().expect("a valid connector URI"),
+        ];
+    })
+    .await?;
+    let (a, b) = (connect(&broker).await?, connect(&broker).await?);
+    let mut group_a = a.subscribe(GROUP_A, AckMode::Auto, &[]).await?;
+    let mut group_b = b.subscribe(GROUP_B, AckMode::Auto, &[]).await?;
+    let mqtt = broker.mqtt_addr().context("no MQTT connector")?;
+    let device = client::mqtt::MqttClient::connect(
+        &mqtt.ip().to_string(),
+        mqtt.port(),
+        client::mqtt::MqttOptions::default(),
+    )
+    .await?;
+    let sent = numbered("mqtt-order-", 3);
+    for body in &sent {
+        let confirmation = device
+            .publish("VirtualTopic/Orders", body.clone(), client::mqtt::QoS::AtLeastOnce, false)
+            .await?;
+        confirmation.wait().await?;
+    }
+    for group in [&mut group_a, &mut group_b] {
+        let received = recv_n(group, sent.len()).await?;
+        ensure!(bodies(&received) == sent, "{:?}", bodies(&received));
+        ensure!(
+            received.iter().all(|message| message.header("persistent") == Some("true")),
+            "QoS 1 publishes must arrive persistent"
+        );
+    }
+    device.disconnect().await?;
+    broker.shutdown().await;
+    Ok(())
+}
