@@ -8,8 +8,11 @@
 //!   int property, so that another MQTT subscriber gets it at that QoS at most;
 //! - a delivery goes out with the body as it is (text as its UTF-8 bytes);
 //! - MQTT 5.0 user properties are string properties and back, the response topic is the
-//!   JMSReplyTo topic, UTF-8 correlation data the JMSCorrelationID, and the message expiry
-//!   interval the JMS expiration.
+//!   JMSReplyTo topic, UTF-8 correlation data the JMSCorrelationID, the message expiry
+//!   interval the JMS expiration, the content type the `JMS_AMQP_ContentType` property
+//!   (ActiveMQ's name for AMQP's content-type, so that it crosses to and from AMQP), and a
+//!   payload that says it is UTF-8 (Payload Format Indicator 1) a text message, which goes
+//!   out with the indicator again: both reach subscribers unaltered (MQTT-3.3.2-4, -20).
 
 use std::sync::Arc;
 
@@ -24,6 +27,14 @@ use crate::core::retained;
 
 /// The int property that carries the QoS a message was published with (ActiveMQ's name).
 pub const QOS_PROPERTY: &str = "ActiveMQ.MQTT.QoS";
+
+/// The string property that carries a 5.0 Content Type: the one the AMQP adapter keeps
+/// AMQP's content-type in (ActiveMQ's name), so that the two protocols exchange it.
+pub const CONTENT_TYPE_PROPERTY: &str = "JMS_AMQP_ContentType";
+
+/// Properties of the model that go out as PUBLISH fields or flags, not as user properties.
+const NOT_USER_PROPERTIES: [&str; 4] =
+    [QOS_PROPERTY, CONTENT_TYPE_PROPERTY, retained::RETAIN_PROPERTY, retained::RETAINED_PROPERTY];
 
 /// An MQTT topic name or filter as an ActiveMQ destination name: `/` and `.`, `+` and `*`,
 /// `#` and `>` exchanged (ActiveMQ's `convertMQTTToActiveMQ`, which swaps both ways so that a
@@ -112,8 +123,19 @@ pub fn message_from_publish(
         if let Some(seconds) = properties.message_expiry_interval() {
             message.headers.expiration = now.saturating_add(i64::from(seconds) * 1000);
         }
+        if let Some(content_type) = properties.content_type() {
+            message.properties.insert(
+                Arc::from(CONTENT_TYPE_PROPERTY),
+                PropertyValue::String(content_type.into()),
+            );
+        }
     }
-    message.body_kind = BodyKind::Bytes;
+    // A payload its publisher says is UTF-8 is a text message (a JMS TextMessage), if it is:
+    // one that is not stays bytes rather than be refused, as 3.1.1 would take it.
+    let says_utf8 = version == Version::V5_0
+        && publish.properties.payload_format_indicator() == Some(1)
+        && std::str::from_utf8(&publish.payload).is_ok();
+    message.body_kind = if says_utf8 { BodyKind::Text } else { BodyKind::Bytes };
     // The payload is a slice of the read buffer: a message keeps an allocation of its own.
     message.body = Bytes::copy_from_slice(&publish.payload);
     message
@@ -125,9 +147,7 @@ pub fn publish_for(message: &Message, qos: QoS, version: Version, dup: bool) -> 
     let mut properties = Properties::new();
     if version == Version::V5_0 {
         for (name, value) in &message.properties {
-            if [QOS_PROPERTY, retained::RETAIN_PROPERTY, retained::RETAINED_PROPERTY]
-                .contains(&&**name)
-            {
+            if NOT_USER_PROPERTIES.contains(&&**name) {
                 continue;
             }
             properties.push(Property::UserProperty(name.to_string(), value.to_header_text()));
@@ -147,6 +167,11 @@ pub fn publish_for(message: &Message, qos: QoS, version: Version, dup: bool) -> 
         }
         if message.body_kind == BodyKind::Text {
             properties.push(Property::PayloadFormatIndicator(1));
+        }
+        if let Some(PropertyValue::String(content_type)) =
+            message.properties.get(CONTENT_TYPE_PROPERTY)
+        {
+            properties.push(Property::ContentType(content_type.to_string()));
         }
     }
     Publish {
@@ -271,6 +296,44 @@ mod tests {
             "ID:s".into(),
         );
         assert!(!published_retained(&plain));
+    }
+
+    #[test]
+    fn content_type_and_a_utf8_payload_format_reach_subscribers_unaltered() {
+        let properties = Properties::new()
+            .with(Property::PayloadFormatIndicator(1))
+            .with(Property::ContentType("application/json".into()));
+        let publish = Publish { properties, ..Publish::new("a", r#"{"t":21.5}"#) };
+        let message = message_from_publish(&publish, Version::V5_0, MessageId(1), "ID:x".into());
+        assert_eq!(message.body_kind, BodyKind::Text, "a JMS consumer gets a TextMessage");
+        assert_eq!(
+            message.properties.get(CONTENT_TYPE_PROPERTY),
+            Some(&PropertyValue::String("application/json".into()))
+        );
+        let out = publish_for(&message, QoS::AtMostOnce, Version::V5_0, false);
+        assert_eq!(out.properties.payload_format_indicator(), Some(1));
+        assert_eq!(out.properties.content_type(), Some("application/json"));
+        assert_eq!(out.properties.user_properties().count(), 0);
+        assert_eq!(&out.payload[..], br#"{"t":21.5}"#);
+
+        // Unspecified bytes stay bytes and go out without an indicator; a payload that claims
+        // UTF-8 and is not stays bytes too.
+        let bytes = message_from_publish(
+            &Publish::new("a", &b"\xff\x00"[..]),
+            Version::V5_0,
+            MessageId(2),
+            "ID:y".into(),
+        );
+        assert_eq!(bytes.body_kind, BodyKind::Bytes);
+        let out = publish_for(&bytes, QoS::AtMostOnce, Version::V5_0, false);
+        assert_eq!(out.properties.payload_format_indicator(), None);
+        let false_claim = Publish {
+            properties: Properties::new().with(Property::PayloadFormatIndicator(1)),
+            ..Publish::new("a", &b"\xff"[..])
+        };
+        let message =
+            message_from_publish(&false_claim, Version::V5_0, MessageId(3), "ID:z".into());
+        assert_eq!(message.body_kind, BodyKind::Bytes);
     }
 
     #[test]
