@@ -308,6 +308,16 @@ impl<T: Eq + Hash> Session<T> {
         Ok(())
     }
 
+    /// Attaches a consumer to the shared subscription group `request.durable` names (MQTT's
+    /// `$share/...`, see `Core::subscribe_shared`).
+    pub fn subscribe_shared(&mut self, mut request: SubscribeRequest) -> Result<(), CoreError> {
+        request.connection = self.connection;
+        let consumer = request.spec.id;
+        self.context.core.subscribe_shared(request)?;
+        self.consumers.insert(consumer);
+        Ok(())
+    }
+
     /// Closes a consumer: its unacknowledged messages go back to their queues.
     pub fn unsubscribe(&mut self, consumer: ConsumerId) {
         if self.consumers.remove(&consumer) {

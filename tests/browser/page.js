@@ -5,14 +5,15 @@
 "use strict";
 
 (() => {
-  // What the page sends; browser.rs expects exactly these bodies on the OpenWire side.
+  // What the page sends; the JMS check (tests/java/MqttJmsChecks.java, `browser`) expects
+  // exactly these bodies.
   const MQTT_PREFIX = [0x00, 0x01, 0xfe, 0xff];
   const SENT = {
     4: "mqtt.js 3.1.1 → ferromq ✓",
     5: "mqtt.js 5.0 → ferromq ✓",
     stomp: "stomp.js 1.2 → ferromq ✓",
   };
-  // What the page waits for: browser.rs sends two messages to topic browser.in (a text and a
+  // What the page waits for: the JMS check sends two messages to topic browser.in (a text and a
   // bytes message), which each MQTT client receives, and one to topic browser.stomp.in.
   const EXPECTED = { mqtt: 2, stomp: 1 };
   const TIMEOUT_MS = 20000;

@@ -6,7 +6,7 @@
 //   node run.mjs --ws ws://127.0.0.1:PORT [--chromium /usr/bin/chromium] [--timeout-ms 60000]
 //
 // It talks to its caller (tests/tests/integration/browser.rs) in lines on stdout:
-//   ready {json}   every client is connected and subscribed: the caller now sends to topics
+//   ready {json}   every client is connected and subscribed: the caller (its JMS client) now sends to topics
 //                  browser.in and browser.stomp.in; the page then publishes its messages
 //   result {json}  what the page saw (sockets and their subprotocols, CONNACKs, messages
 //                  received, errors); "ok": true when every expected message arrived

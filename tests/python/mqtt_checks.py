@@ -118,8 +118,8 @@ class Client:
         expect_equal(got_mid, mid, "SUBACK packet id")
         return [code.value for code in codes]
 
-    def publish(self, topic, payload, qos, properties=None):
-        info = self.client.publish(topic, payload, qos, properties=properties)
+    def publish(self, topic, payload, qos, properties=None, retain=False):
+        info = self.client.publish(topic, payload, qos, retain=retain, properties=properties)
         # paho reports a QoS 0 message once written, QoS 1 at its PUBACK, QoS 2 at PUBCOMP.
         got_mid, rc = get(self.pubacks, "PUBACK/PUBCOMP of message %d" % info.mid)
         expect_equal(got_mid, info.mid, "acknowledged packet id")
@@ -1028,7 +1028,556 @@ def check_take_over(args):
     holder.close()
 
 
+# --- MQTT 5.0 sessions, shared subscriptions and limits -------------------------------------
+
+
+def connect_v5_packet(client_id, clean=True, keep_alive=60, properties=b"", will=None, will_properties=b""):
+    """A raw 5.0 CONNECT with encoded `properties` (and a QoS 1 will with `will_properties`)."""
+    flags = 0x02 if clean else 0
+    payload = string(client_id)
+    if will is not None:
+        topic, message = will
+        flags |= 0x04 | (1 << 3)
+        payload += variable_int(len(will_properties)) + will_properties + string(topic) + string(message)
+    body = string("MQTT") + bytes([5, flags]) + struct.pack("!H", keep_alive)
+    body += variable_int(len(properties)) + properties
+    return packet(0x10, body + payload)
+
+
+def u32_property(identifier, value):
+    return bytes([identifier]) + struct.pack("!I", value)
+
+
+def session_expiry(seconds):
+    return u32_property(0x11, seconds)
+
+
+def raw_v5(args, client_id, clean=True, properties=b"", will=None, will_properties=b""):
+    """A raw 5.0 connection: the socket and the CONNACK's (session present, reason, body)."""
+    raw = Raw(args)
+    raw.send(connect_v5_packet(client_id, clean=clean, properties=properties, will=will, will_properties=will_properties))
+    first, body = raw.read_packet()
+    expect_equal(first, 0x20, "a CONNACK")
+    return raw, bool(body[0] & 1), body[1], body
+
+
+def v5_subscribe_packet(packet_id, topic_filter, options, properties=b""):
+    """A 5.0 SUBSCRIBE of one filter with its options byte."""
+    body = struct.pack("!H", packet_id) + variable_int(len(properties)) + properties
+    return packet(0x82, body + string(topic_filter) + bytes([options]))
+
+
+def parse_publish(first, body, version=5):
+    """A PUBLISH's (topic, packet id or None, properties bytes, payload, dup, retain)."""
+    length = struct.unpack("!H", body[:2])[0]
+    topic = body[2 : 2 + length].decode()
+    at = 2 + length
+    qos = (first >> 1) & 3
+    packet_id = None
+    if qos:
+        packet_id = struct.unpack("!H", body[at : at + 2])[0]
+        at += 2
+    properties = b""
+    if version == 5:
+        size, shift, start = 0, 0, at
+        while True:
+            byte = body[at]
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            at += 1
+            if not byte & 0x80:
+                break
+        properties = body[at : at + size]
+        at += size
+    return topic, packet_id, properties, body[at:], bool(first & 0x08), bool(first & 1)
+
+
+def read_publish(raw, what):
+    while True:
+        parsed = raw.read_packet()
+        expect(parsed is not None, "%s: the broker closed the connection" % what)
+        first, body = parsed
+        if first >> 4 == 3:
+            return first, body
+
+
+def v5_client(args, client_id=None, clean=True, expiry=None):
+    properties = None
+    if expiry is not None:
+        properties = Properties(PacketTypes.CONNECT)
+        properties.SessionExpiryInterval = expiry
+    return Client(args, mqtt.MQTTv5, client_id=client_id, clean=clean, properties=properties)
+
+
+def subscribe_v5(client, topic, qos, no_local=False, retain_as_published=False, identifier=None):
+    options = mqtt.SubscribeOptions(qos=qos, noLocal=no_local, retainAsPublished=retain_as_published)
+    properties = None
+    if identifier is not None:
+        properties = Properties(PacketTypes.SUBSCRIBE)
+        properties.SubscriptionIdentifier = identifier
+    result, mid = client.client.subscribe(topic, options=options, properties=properties)
+    expect_equal(result, mqtt.MQTT_ERR_SUCCESS, "subscribe result")
+    got_mid, codes = get(client.subacks, "SUBACK")
+    expect_equal(got_mid, mid, "SUBACK packet id")
+    return [code.value for code in codes]
+
+
+def check_shared_subscriptions(args):
+    """CONNACK says Shared Subscription Available 1; over 5.0 and 3.1.1 the members of
+    `$share/{group}/{filter}` share the topic's messages, each to exactly one of them, while a
+    plain subscriber gets them all; a second group gets them all too; a new member gets no
+    retained message; invalid share names get SUBACK 0x8F (3.1.1: 0x80) and the connection
+    stays; No Local on a shared subscription is DISCONNECT 0x82."""
+    probe = Client(args, mqtt.MQTTv5)
+    _, props = probe.expect_connected()
+    expect_equal(getattr(props, "SharedSubscriptionAvailable", None), 1, "CONNACK Shared Subscription Available")
+    probe.close()
+    for name, version in VERSIONS.items():
+        topic = "ferromq/%s" % unique("shared")
+        publisher = Client(args, version)
+        publisher.expect_connected()
+        publisher.publish(topic + "/kept", b"retained", 1, retain=True)
+        members = [Client(args, version) for _ in range(2)]
+        for member in members:
+            member.expect_connected()
+            expect_equal(member.subscribe("$share/workers/%s/#" % topic, 1), [1], "%s: SUBACK of a member" % name)
+        other_group = Client(args, version)
+        other_group.expect_connected()
+        other_group.subscribe("$share/auditors/%s/#" % topic, 1)
+        plain = Client(args, version)
+        plain.expect_connected()
+        plain.subscribe(topic + "/#", 1)
+        expect_equal(plain.receive("%s: the retained message of a plain subscription" % name).payload, b"retained", "%s: retained to a plain subscription" % name)
+        for member in members + [other_group]:
+            member.expect_quiet("%s: retained message to a new shared subscription" % name)
+        sent = [b"job %d" % index for index in range(20)]
+        for payload in sent:
+            publisher.publish(topic + "/jobs", payload, 1)
+        everything = sorted(plain.receive("%s: message to the plain subscriber" % name).payload for _ in sent)
+        expect_equal(everything, sorted(sent), "%s: a plain subscriber's messages" % name)
+        audited = sorted(other_group.receive("%s: message to the second group" % name).payload for _ in sent)
+        expect_equal(audited, sorted(sent), "%s: the single member of a second group" % name)
+        shares = []
+        for member in members:
+            got = []
+            while True:
+                try:
+                    got.append(member.messages.get(timeout=QUIET_SECONDS).payload)
+                except queue.Empty:
+                    break
+            shares.append(got)
+        expect_equal(sorted(shares[0] + shares[1]), sorted(sent), "%s: each message to exactly one member" % name)
+        expect(shares[0] and shares[1], "%s: the group's messages were not balanced: %r" % (name, [len(s) for s in shares]))
+        # Invalid share names: the subscription is refused, the connection stays.
+        refused = 0x8F if version == mqtt.MQTTv5 else 0x80
+        for bad in ("$share//%s" % topic, "$share/+/%s" % topic, "$share/workers"):
+            expect_equal(members[0].subscribe(bad, 1), [refused], "%s: SUBACK to %r" % (name, bad))
+        # paho does not send a share name holding a wildcard in a level: raw bytes do.
+        raw = Raw(args)
+        if version == mqtt.MQTTv5:
+            raw.send(connect_v5_packet(unique("raw")))
+        else:
+            raw.send(connect_packet(unique("raw")))
+        expect_equal(raw.read_packet()[0], 0x20, "%s: CONNACK" % name)
+        for packet_id, bad in enumerate(("$share/a+b/%s" % topic, "$share/g#/%s" % topic), start=1):
+            if version == mqtt.MQTTv5:
+                raw.send(v5_subscribe_packet(packet_id, bad, 0x01))
+            else:
+                raw.send(subscribe_packet(packet_id, bad, 1))
+            first, body = raw.read_packet()
+            expect_equal((first, body[-1]), (0x90, refused), "%s: SUBACK to %r" % (name, bad))
+        raw.send(b"\xc0\x00")
+        expect_equal(raw.read_packet()[0], 0xD0, "%s: PINGRESP after the refusals" % name)
+        raw.close()
+        publisher.publish(topic + "/jobs", b"after refusals", 1)
+        expect_equal(plain.receive("%s: a message after the refusals" % name).payload, b"after refusals", "%s: after refusals" % name)
+        publisher.publish(topic + "/kept", b"", 1, retain=True)
+        for client in members + [other_group, plain, publisher]:
+            client.close()
+    raw = raw_v5_connected(args)
+    raw.send(v5_subscribe_packet(1, "$share/g/ferromq/nolocal", 0x01 | 0x04))
+    expect_disconnect(raw, 0x82, "No Local on a shared subscription")
+
+
+def check_shared_redelivery(args):
+    """A member that disconnects without acknowledging its QoS 1 messages has them
+    redelivered to the other members; a group whose last (clean) member left is gone, its
+    messages with it."""
+    topic = "ferromq/%s" % unique("shared-redelivery")
+    group = "$share/g/%s" % topic
+    silent, _, reason, _ = raw_v5(args, unique("silent"))
+    expect_equal(reason, 0, "CONNACK of the silent member")
+    silent.send(v5_subscribe_packet(1, group, 0x01))
+    first, body = silent.read_packet()
+    expect_equal((first, body[-1:]), (0x90, b"\x01"), "SUBACK of the silent member")
+    member = Client(args, mqtt.MQTTv5)
+    member.expect_connected()
+    member.subscribe(group, 1)
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    sent = [b"task %d" % index for index in range(6)]
+    for payload in sent:
+        publisher.publish(topic, payload, 1)
+    held = []
+    while True:
+        try:
+            first, body = silent.read_packet(timeout=QUIET_SECONDS)
+        except CheckFailed:
+            break
+        if first >> 4 == 3:
+            held.append(parse_publish(first, body)[3])
+    expect(held, "the silent member got none of the group's messages")
+    got = [member.receive("a message of the group").payload for _ in range(len(sent) - len(held))]
+    silent.socket.shutdown(socket.SHUT_RDWR)
+    silent.close()
+    got += [member.receive("a message the silent member left").payload for _ in held]
+    expect_equal(sorted(got), sorted(sent), "the messages of the group, the silent member's included")
+    member.expect_quiet("after the redelivery")
+    member.close()
+    # The last member left: the group is gone, and a new member gets what comes from now on.
+    publisher.publish(topic, b"nobody", 1)
+    newcomer = Client(args, mqtt.MQTTv5)
+    newcomer.expect_connected()
+    newcomer.subscribe(group, 1)
+    publisher.publish(topic, b"fresh", 1)
+    expect_equal(newcomer.receive("the message after the group was made again").payload, b"fresh", "a new group")
+    newcomer.expect_quiet("a message of the group that ended")
+    newcomer.close()
+    publisher.close()
+
+
+def check_shared_persistent_member(args):
+    """QoS 1 messages wait for the group while its persistent-session member (5.0 and 3.1.1)
+    is away, and reach it when it comes back."""
+    for name, version in VERSIONS.items():
+        topic = "ferromq/%s" % unique("shared-away")
+        client_id = unique("away")
+        if version == mqtt.MQTTv5:
+            member = v5_client(args, client_id, clean=True, expiry=300)
+        else:
+            member = Client(args, version, client_id=client_id, clean=False)
+        member.expect_connected()
+        member.subscribe("$share/g/%s" % topic, 1)
+        member.close()
+        publisher = Client(args, version)
+        publisher.expect_connected()
+        for index in range(3):
+            publisher.publish(topic, b"waiting %d" % index, 1)
+        if version == mqtt.MQTTv5:
+            deadline = time.monotonic() + WAIT_SECONDS
+            while True:
+                again = v5_client(args, client_id, clean=False, expiry=300)
+                if again.connack[1].value != 0x85 or time.monotonic() > deadline:
+                    break
+        else:
+            again = connect_when_free(args, version, client_id, False)
+        flags, _ = again.expect_connected()
+        expect(flags.session_present, "%s: the member's session was not present" % name)
+        got = sorted(again.receive("%s: a message kept for the group" % name).payload for _ in range(3))
+        expect_equal(got, [b"waiting 0", b"waiting 1", b"waiting 2"], "%s: messages kept for the group" % name)
+        again.close()
+        clean = connect_when_free(args, version, client_id, True)
+        clean.expect_connected()
+        clean.close()
+        publisher.close()
+
+
+def reconnect_v5(args, client_id, clean, expiry):
+    """A 5.0 client as `client_id` once the broker let the last connection with it go."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        client = v5_client(args, client_id, clean=clean, expiry=expiry)
+        if client.connack[1].value not in (0x85,) or time.monotonic() > deadline:
+            return client
+        client.client.loop_stop()
+
+
+def check_session_expiry_start(args):
+    """A 5.0 session with a Session Expiry Interval of 2 s (client id --client-id) is
+    present when its client comes back at once, with what was published meanwhile; then it
+    is left to expire."""
+    client_id = args.client_id
+    topic = "ferromq/expiry/%s" % client_id
+    first = v5_client(args, client_id, clean=True, expiry=2)
+    first.expect_connected()
+    first.subscribe(topic, 1)
+    first.close()
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    publisher.publish(topic, b"while away", 1)
+    again = reconnect_v5(args, client_id, False, 2)
+    flags, _ = again.expect_connected()
+    expect(flags.session_present, "the session was not present within its expiry interval")
+    expect_equal(again.receive("the message kept by the session").payload, b"while away", "kept by the session")
+    again.close()
+    publisher.publish(topic, b"after the session", 1)
+    publisher.close()
+
+
+def check_session_expiry_gone(args):
+    """After its expiry: the session of --client-id is not present and kept nothing."""
+    client_id = args.client_id
+    topic = "ferromq/expiry/%s" % client_id
+    client = reconnect_v5(args, client_id, False, 0)
+    flags, _ = client.expect_connected()
+    expect(not flags.session_present, "the expired session was present")
+    client.expect_quiet("a message kept by an expired session")
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    publisher.publish(topic, b"no subscription", 1)
+    client.expect_quiet("a message to the expired session's subscription")
+    publisher.close()
+    client.close()
+
+
+def check_session_expiry_disconnect(args):
+    """A session expiry of 0 ends the session with the connection; a DISCONNECT may shorten
+    a session's expiry to 0 (the session then ends) but not set one after CONNECT's 0
+    (DISCONNECT 0x82); 0xFFFFFFFF keeps it."""
+    topic = "ferromq/%s" % unique("disconnect-expiry")
+    # Expiry 0: nothing kept.
+    client_id = unique("zero")
+    first = v5_client(args, client_id, expiry=0)
+    first.expect_connected()
+    first.subscribe(topic, 1)
+    first.close()
+    again = reconnect_v5(args, client_id, False, 0)
+    flags, _ = again.expect_connected()
+    expect(not flags.session_present, "a session with expiry 0 outlived its connection")
+    again.close()
+    # A DISCONNECT setting an expiry after CONNECT's 0.
+    raw, _, _, _ = raw_v5(args, unique("raw"))
+    properties = session_expiry(60)
+    raw.send(packet(0xE0, b"\x00" + variable_int(len(properties)) + properties))
+    expect_disconnect(raw, 0x82, "a DISCONNECT setting a session expiry after 0")
+    # A DISCONNECT shortening 300 s to 0 ends the session.
+    client_id = unique("shortened")
+    raw, present, reason, _ = raw_v5(args, client_id, properties=session_expiry(300))
+    expect_equal((present, reason), (False, 0), "CONNACK of a new session")
+    raw.send(v5_subscribe_packet(1, topic, 0x01))
+    expect_equal(raw.read_packet()[0], 0x90, "SUBACK")
+    properties = session_expiry(0)
+    raw.send(packet(0xE0, b"\x00" + variable_int(len(properties)) + properties))
+    expect_equal(raw.expect_closed(), [], "packets after a DISCONNECT")
+    raw.close()
+    again = reconnect_v5(args, client_id, False, 0)
+    flags, _ = again.expect_connected()
+    expect(not flags.session_present, "the session outlived a DISCONNECT with expiry 0")
+    again.close()
+    # 0xFFFFFFFF: kept.
+    client_id = unique("never")
+    raw, _, _, _ = raw_v5(args, client_id, properties=session_expiry(0xFFFFFFFF))
+    raw.send(v5_subscribe_packet(1, topic, 0x01))
+    expect_equal(raw.read_packet()[0], 0x90, "SUBACK")
+    raw.send(b"\xe0\x00")
+    raw.expect_closed()
+    raw.close()
+    again = reconnect_v5(args, client_id, False, 0)
+    flags, _ = again.expect_connected()
+    expect(flags.session_present, "a session that never expires was not present")
+    again.close()
+
+
+def check_session_restart_before(args):
+    """Before a restart: --client-id holds a session of 3600 s with a subscription with
+    identifier 9, No Local and Retain As Published; --client-id + "-short" one of 2 s."""
+    client_id = args.client_id
+    topic = "ferromq/restart/%s" % client_id
+    long_lived = v5_client(args, client_id, expiry=3600)
+    long_lived.expect_connected()
+    expect_equal(subscribe_v5(long_lived, topic, 1, no_local=True, retain_as_published=True, identifier=9), [1], "SUBACK")
+    long_lived.close()
+    short = v5_client(args, client_id + "-short", expiry=2)
+    short.expect_connected()
+    short.subscribe(topic, 1)
+    short.close()
+
+
+def check_resumed_options(args):
+    """A resumed session (--client-id, made by session_restart_before or here) keeps its
+    subscription's identifier, No Local and Retain As Published."""
+    client_id = args.client_id or unique("options")
+    topic = "ferromq/restart/%s" % client_id
+    if not args.client_id:
+        first = v5_client(args, client_id, expiry=300)
+        first.expect_connected()
+        subscribe_v5(first, topic, 1, no_local=True, retain_as_published=True, identifier=9)
+        first.close()
+    again = reconnect_v5(args, client_id, False, 300)
+    flags, _ = again.expect_connected()
+    expect(flags.session_present, "the session was not present")
+    again.publish(topic, b"own", 1)
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    publisher.publish(topic, b"retained one", 1, retain=True)
+    message = again.receive("a message of the resumed subscription")
+    expect_equal(
+        (message.payload, message.retain, getattr(message.properties, "SubscriptionIdentifier", None)),
+        (b"retained one", True, [9]),
+        "the resumed subscription's identifier and Retain As Published",
+    )
+    again.expect_quiet("the client's own message (No Local)")
+    publisher.publish(topic, b"", 1, retain=True)
+    again.receive("the clearing of the retained message")
+    publisher.close()
+    again.close()
+    clean = reconnect_v5(args, client_id, True, 0)
+    clean.close()
+
+
+def check_session_restart_short_gone(args):
+    """After the restart: the 2 s session of --client-id + "-short" expired."""
+    args.client_id = args.client_id + "-short"
+    check_session_expiry_gone(args)
+
+
+def check_will_delay(args):
+    """A 5.0 will with a Will Delay Interval is published after the delay, or when the
+    session ends if that is sooner, and not at all if the client connects again first; with
+    a session expiry of 0 at once."""
+    topic = "ferromq/%s" % unique("will-delay")
+    subscriber = Client(args, mqtt.MQTTv5)
+    subscriber.expect_connected()
+    subscriber.subscribe(topic + "/#", 1)
+
+    def dropped(what, delay, expiry):
+        client_id = unique(what)
+        raw, _, reason, _ = raw_v5(
+            args, client_id, properties=session_expiry(expiry), will=("%s/%s" % (topic, what), what), will_properties=u32_property(0x18, delay)
+        )
+        expect_equal(reason, 0, "CONNACK of a CONNECT with a delayed will")
+        raw.socket.shutdown(socket.SHUT_RDWR)
+        raw.close()
+        return client_id, time.monotonic()
+
+    _, dropped_at = dropped("delayed", 2, 60)
+    subscriber.expect_quiet("the will before its delay")
+    message = subscriber.receive("the will after its delay")
+    expect_equal(message.payload, b"delayed", "the delayed will")
+    expect(time.monotonic() - dropped_at >= 1.9, "the will came before its delay")
+    _, dropped_at = dropped("session-ended", 300, 1)
+    message = subscriber.receive("the will when the session ended")
+    expect_equal(message.payload, b"session-ended", "the will of the ended session")
+    expect(time.monotonic() - dropped_at < 60, "the will waited for its delay, not the session's end")
+    _, dropped_at = dropped("at-once", 300, 0)
+    message = subscriber.receive("the will of a session ending with its connection")
+    expect_equal(message.payload, b"at-once", "the will of a session ending with its connection")
+    client_id, _ = dropped("came-back", 2, 60)
+    back = reconnect_v5(args, client_id, False, 60)
+    back.expect_connected()
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            message = subscriber.messages.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        raise CheckFailed("the will of a client that came back was published: %r" % message.payload)
+    back.close()
+    subscriber.close()
+
+
+def check_enhanced_auth(args):
+    """A CONNECT with an Authentication Method gets CONNACK 0x8C; an AUTH packet is a
+    Protocol Error (DISCONNECT 0x82)."""
+    properties = Properties(PacketTypes.CONNECT)
+    properties.AuthenticationMethod = "SCRAM-SHA-1"
+    client = Client(args, mqtt.MQTTv5, properties=properties, reconnect=False)
+    _, rc, _ = client.connack
+    expect_equal(rc.value, 0x8C, "CONNACK to an Authentication Method")
+    client.client.loop_stop()
+    raw = raw_v5_connected(args)
+    raw.send(packet(0xF0, b"\x18\x00"))
+    expect_disconnect(raw, 0x82, "an AUTH packet")
+
+
+def check_receive_maximum(args):
+    """The client's Receive Maximum (2) bounds its unacknowledged QoS 1 deliveries across
+    both its subscriptions; each PUBACK lets one more through. CONNACK says the broker's
+    Receive Maximum, 1024; one more unacknowledged QoS 2 PUBLISH is DISCONNECT 0x93."""
+    topic = "ferromq/%s" % unique("receive-maximum")
+    raw, _, reason, _ = raw_v5(args, unique("bounded"), properties=b"\x21\x00\x02")
+    expect_equal(reason, 0, "CONNACK")
+    raw.send(v5_subscribe_packet(1, topic + "/a", 0x01))
+    expect_equal(raw.read_packet()[0], 0x90, "SUBACK a")
+    raw.send(v5_subscribe_packet(2, topic + "/b", 0x01))
+    expect_equal(raw.read_packet()[0], 0x90, "SUBACK b")
+    publisher = Client(args, mqtt.MQTTv5)
+    publisher.expect_connected()
+    sent = []
+    for index in range(3):
+        for sub in ("a", "b"):
+            payload = b"%s %d" % (sub.encode(), index)
+            publisher.publish("%s/%s" % (topic, sub), payload, 1)
+            sent.append(payload)
+    got = []
+    ids = []
+    for _ in range(2):
+        topic_name, packet_id, _, payload, _, _ = parse_publish(*read_publish(raw, "a delivery within the Receive Maximum"))
+        got.append(payload)
+        ids.append(packet_id)
+    try:
+        extra = raw.read_packet(timeout=QUIET_SECONDS)
+    except CheckFailed:
+        extra = None
+    expect(extra is None, "a delivery past the Receive Maximum: %r" % (extra,))
+    while len(got) < len(sent):
+        raw.send(packet(0x40, struct.pack("!H", ids.pop(0))))
+        _, packet_id, _, payload, _, _ = parse_publish(*read_publish(raw, "the delivery a PUBACK let through"))
+        got.append(payload)
+        ids.append(packet_id)
+    expect_equal(sorted(got), sorted(sent), "the deliveries")
+    for packet_id in ids:
+        raw.send(packet(0x40, struct.pack("!H", packet_id)))
+    raw.send(b"\xe0\x00")
+    raw.close()
+    # Retained messages handed to a new subscription wait for room too.
+    for index in range(3):
+        publisher.publish("%s/kept/%d" % (topic, index), b"kept %d" % index, 1, retain=True)
+    raw, _, _, _ = raw_v5(args, unique("retained-bounded"), properties=b"\x21\x00\x01")
+    raw.send(v5_subscribe_packet(1, topic + "/kept/#", 0x01))
+    expect_equal(raw.read_packet()[0], 0x90, "SUBACK kept")
+    kept = []
+    for index in range(3):
+        _, packet_id, _, payload, _, _ = parse_publish(*read_publish(raw, "retained message %d" % index))
+        kept.append(payload)
+        try:
+            extra = raw.read_packet(timeout=QUIET_SECONDS)
+        except CheckFailed:
+            extra = None
+        expect(extra is None, "a retained message past the Receive Maximum: %r" % (extra,))
+        raw.send(packet(0x40, struct.pack("!H", packet_id)))
+    expect_equal(sorted(kept), [b"kept 0", b"kept 1", b"kept 2"], "the retained messages")
+    raw.send(b"\xe0\x00")
+    raw.close()
+    for index in range(3):
+        publisher.publish("%s/kept/%d" % (topic, index), b"", 1, retain=True)
+    publisher.close()
+    raw, _, _, body = raw_v5(args, unique("flooding"))
+    expect(b"\x21\x04\x00" in body, "CONNACK without Receive Maximum 1024: %r" % body)
+    flood = b"".join(
+        packet(0x34, string(topic + "/flood") + struct.pack("!H", packet_id) + b"\x00" + b"x") for packet_id in range(1, 1026)
+    )
+    raw.send(flood)
+    packets = raw.expect_closed()
+    expect(packets, "the broker closed without a DISCONNECT")
+    expect_equal(packets[-1][0], 0xE0, "the last packet")
+    expect_equal(packets[-1][1][:1], b"\x93", "the DISCONNECT's reason")
+    raw.close()
+
+
 CHECKS = {
+    "shared_subscriptions": check_shared_subscriptions,
+    "shared_redelivery": check_shared_redelivery,
+    "shared_persistent_member": check_shared_persistent_member,
+    "session_expiry_start": check_session_expiry_start,
+    "session_expiry_gone": check_session_expiry_gone,
+    "session_expiry_disconnect": check_session_expiry_disconnect,
+    "session_restart_before": check_session_restart_before,
+    "session_restart_short_gone": check_session_restart_short_gone,
+    "resumed_options": check_resumed_options,
+    "will_delay": check_will_delay,
+    "enhanced_auth": check_enhanced_auth,
+    "receive_maximum": check_receive_maximum,
     "retained": check_retained,
     "retain_options": check_retain_options,
     "retained_publish": check_retained_publish,
@@ -1059,6 +1608,7 @@ def main():
     parser.add_argument("--user")
     parser.add_argument("--password")
     parser.add_argument("--ca", help="connect over TLS, trusting this CA certificate")
+    parser.add_argument("--client-id", help="the client id of checks that span several runs (a restart)")
     parser.add_argument("--check", action="append", required=True, choices=sorted(CHECKS))
     args = parser.parse_args()
     print("paho-mqtt %s against %s:%d" % (mqtt.__version__ if hasattr(mqtt, "__version__") else "?", args.host, args.port), flush=True)

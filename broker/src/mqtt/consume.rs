@@ -10,7 +10,10 @@ use protocol::mqtt::{
 use store::{Destination, Message, SubscriptionKey};
 
 use super::{mapping, Connection, Fatal, Outcome};
-use crate::core::{AckMode, ConsumerId, ConsumerSpec, Delivery, QueueHandle, SubscribeRequest};
+use crate::core::sessions::{SessionRecord, StoredSubscription};
+use crate::core::{
+    AckMode, ConsumerId, ConsumerSpec, Core, Delivery, QueueHandle, SubscribeRequest,
+};
 use crate::security::Action;
 use crate::session::{Settle, Settled};
 use crate::transport::writer::AutoAck;
@@ -30,12 +33,63 @@ pub(super) struct Subscription {
     /// 5.0's Retain As Published: ordinary deliveries keep the retain flag they were
     /// published with (else it is 0, MQTT-3.3.1-12).
     retain_as_published: bool,
+    no_local: bool,
+    /// The durable subscription of the shared group (`$share/{ShareName}/{filter}`) it is a
+    /// member of.
+    shared: Option<SubscriptionKey>,
 }
 
 impl Subscription {
     pub(super) fn consumer(&self) -> ConsumerId {
         self.consumer
     }
+
+    pub(super) fn durable(&self) -> Option<&SubscriptionKey> {
+        self.durable.as_ref()
+    }
+
+    pub(super) fn shared(&self) -> Option<&SubscriptionKey> {
+        self.shared.as_ref()
+    }
+
+    /// What a session record keeps of it.
+    pub(super) fn stored(&self, filter: &str) -> StoredSubscription {
+        StoredSubscription {
+            filter: filter.into(),
+            qos: self.qos as u8,
+            no_local: self.no_local,
+            retain_as_published: self.retain_as_published,
+            identifier: self.identifier,
+            durable: self.shared.clone().or_else(|| self.durable.clone()),
+            shared: self.shared.is_some(),
+        }
+    }
+}
+
+/// What waits for the client's Receive Maximum to leave room.
+pub(super) enum Waiting {
+    /// A delivery of a queue.
+    Delivery(Delivery),
+    /// A retained message handed to a new subscription (a copy, see `send_retained`).
+    Retained { consumer: ConsumerId, message: Arc<Message> },
+}
+
+impl Waiting {
+    fn consumer(&self) -> ConsumerId {
+        match self {
+            Waiting::Delivery(delivery) => delivery.consumer,
+            Waiting::Retained { consumer, .. } => *consumer,
+        }
+    }
+}
+
+/// What a SUBSCRIBE asks of one subscription, besides its filter.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Options {
+    pub(super) qos: QoS,
+    pub(super) no_local: bool,
+    pub(super) retain_as_published: bool,
+    pub(super) identifier: Option<u32>,
 }
 
 /// Where an unacknowledged QoS 1 or 2 delivery is in its handshake.
@@ -50,6 +104,23 @@ pub(super) enum Stage {
 }
 
 /// A QoS 1 or 2 delivery the client has not acknowledged yet.
+/// A persistent session's QoS 2 delivery released (PUBREL sent) and waiting for PUBCOMP.
+pub(super) struct Release {
+    /// The broker id of the delivered message.
+    message: store::MessageId,
+    /// Resolves once the delivered message's acknowledgement is durable: the mark goes only
+    /// after that (a mark gone before it would let a crash redeliver a message the client
+    /// has). `None` for a mark of an earlier connection whose message was acknowledged.
+    acked: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Release {
+    /// A mark an earlier connection (or broker) left, for `message`.
+    pub(super) fn resumed(message: store::MessageId) -> Release {
+        Release { message, acked: None }
+    }
+}
+
 pub(super) struct InFlight {
     consumer: ConsumerId,
     /// The queue to acknowledge it to; `None` for a retained message handed out at a
@@ -70,21 +141,21 @@ impl Connection {
         for subscription in subscribe.filters {
             let options = subscription.options;
             let new = !self.subscriptions.contains_key(&subscription.filter);
-            let reason = self.subscribe_filter(
-                &subscription.filter,
-                options.qos,
-                options.no_local,
+            let asked = Options {
+                qos: options.qos,
+                no_local: options.no_local,
+                retain_as_published: version == Version::V5_0 && options.retain_as_published,
                 identifier,
-                None,
-            );
+            };
+            let reason = self.subscribe_filter(&subscription.filter, asked, None);
             let wanted = match options.retain_handling {
                 RetainHandling::SendAtSubscribe => true,
                 RetainHandling::SendAtNewSubscribe => new,
                 RetainHandling::DoNotSend => false,
             };
-            if let Some(made) = self.subscriptions.get_mut(&subscription.filter) {
-                made.retain_as_published = version == Version::V5_0 && options.retain_as_published;
-                if wanted && !reason.is_error() {
+            if let Some(made) = self.subscriptions.get(&subscription.filter) {
+                // A shared subscription gets no retained messages when it is made (spec 4.8.2).
+                if wanted && !reason.is_error() && made.shared.is_none() {
                     retained.push(subscription.filter.clone());
                 }
             }
@@ -98,6 +169,7 @@ impl Connection {
         }
         let suback =
             Suback { packet_id: subscribe.packet_id, reasons, properties: Properties::new() };
+        self.save_session_record();
         self.write(&Packet::Suback(suback));
         for filter in retained {
             self.send_retained(&filter);
@@ -112,71 +184,101 @@ impl Connection {
     /// the topic meanwhile may reach the subscription both ways, which MQTT allows.
     fn send_retained(&mut self, filter: &str) {
         let Some(subscription) = self.subscriptions.get(filter) else { return };
-        let Some(version) = self.version else { return };
-        let (consumer, granted, identifier) =
-            (subscription.consumer, subscription.qos, subscription.identifier);
-        let leading_wildcard = subscription.leading_wildcard;
+        let (consumer, leading_wildcard) = (subscription.consumer, subscription.leading_wildcard);
         let destination = Destination::topic(mapping::to_activemq(filter));
         for message in self.context.core.retained_messages(&destination) {
             if leading_wildcard && message.destination.name.starts_with('$') {
                 // MQTT-4.7.2-1: `#` and `+/...` do not match `$SYS/...`.
                 continue;
             }
-            let qos = mapping::delivery_qos(&message, granted);
-            let mut publish = mapping::publish_for(&message, qos, version, false);
-            publish.retain = true;
-            if let Some(identifier) = identifier.filter(|_| version == Version::V5_0) {
-                publish.properties.push(Property::SubscriptionIdentifier(identifier));
-            }
-            if qos == QoS::AtMostOnce {
-                self.write(&Packet::Publish(publish));
-                continue;
-            }
-            let Some(packet_id) = self.free_packet_id() else {
-                tracing::info!(peer = %self.peer, filter, "retained message not sent: every packet id is in flight");
-                continue;
-            };
-            publish.packet_id = Some(packet_id);
-            if self.write(&Packet::Publish(publish)) {
-                let stage = if qos == QoS::ExactlyOnce { Stage::Pubrec } else { Stage::Puback };
-                self.in_flight
-                    .insert(packet_id, InFlight { consumer, queue: None, message, stage });
-            }
+            // Behind what already waits for the Receive Maximum, like any delivery.
+            self.backlog.push_back(Waiting::Retained { consumer, message });
+        }
+        self.deliver_backlog();
+    }
+
+    /// Sends one retained copy to the subscription of `consumer`, if it is still there.
+    fn send_retained_copy(&mut self, consumer: ConsumerId, message: Arc<Message>) {
+        let Some(filter) = self.by_consumer.get(&consumer) else { return };
+        let Some(subscription) = self.subscriptions.get(filter) else { return };
+        let Some(version) = self.version else { return };
+        let (granted, identifier) = (subscription.qos, subscription.identifier);
+        let qos = mapping::delivery_qos(&message, granted);
+        let mut publish = mapping::publish_for(&message, qos, version, false);
+        publish.retain = true;
+        if let Some(identifier) = identifier.filter(|_| version == Version::V5_0) {
+            publish.properties.push(Property::SubscriptionIdentifier(identifier));
+        }
+        if qos == QoS::AtMostOnce {
+            self.write(&Packet::Publish(publish));
+            return;
+        }
+        let Some(packet_id) = self.free_packet_id() else {
+            tracing::info!(peer = %self.peer, "retained message not sent: every packet id is in flight");
+            return;
+        };
+        publish.packet_id = Some(packet_id);
+        if self.write(&Packet::Publish(publish)) {
+            let stage = if qos == QoS::ExactlyOnce { Stage::Pubrec } else { Stage::Puback };
+            self.in_flight.insert(packet_id, InFlight { consumer, queue: None, message, stage });
         }
     }
 
     /// Subscribes to one filter (replacing a subscription to the same filter); the SUBACK's
-    /// reason code for it. `durable` names the durable subscription being resumed.
-    fn subscribe_filter(
+    /// reason code for it. `durable` names the durable subscription being resumed. A shared
+    /// filter (`$share/{ShareName}/{filter}`) joins its group (see `Core::subscribe_shared`).
+    pub(super) fn subscribe_filter(
         &mut self,
         filter: &str,
-        qos: QoS,
-        no_local: bool,
-        identifier: Option<u32>,
+        options: Options,
         durable: Option<SubscriptionKey>,
     ) -> ReasonCode {
-        if protocol::mqtt::topic::parse_shared_subscription(filter).ok().flatten().is_some() {
-            return ReasonCode::SharedSubscriptionsNotSupported;
-        }
-        let destination = Destination::topic(mapping::to_activemq(filter));
+        let Options { qos, no_local, retain_as_published, identifier } = options;
+        let (topic_filter, shared) = match shared_form(filter) {
+            Ok(Some((share_name, topic_filter))) => {
+                (topic_filter, Some(Core::shared_group_key(share_name, topic_filter)))
+            }
+            Ok(None) => (filter, None),
+            Err(why) => {
+                tracing::info!(peer = %self.peer, filter, why, "MQTT shared subscription refused");
+                return ReasonCode::TopicFilterInvalid;
+            }
+        };
+        let destination = Destination::topic(mapping::to_activemq(topic_filter));
         if let Err(denied) = self.session.authorize(Action::Read, &destination) {
             tracing::info!(peer = %self.peer, filter, %denied, "MQTT subscription refused");
             return ReasonCode::NotAuthorized;
         }
-        let durable = durable.or_else(|| {
-            let client_id = self.session.client_id()?.clone();
-            (self.persistent && qos != QoS::AtMostOnce).then(|| SubscriptionKey {
-                client_id,
-                name: mapping::durable_name(qos, filter).into(),
-            })
-        });
+        let durable = match &shared {
+            Some(group) => Some(group.clone()),
+            None => durable.or_else(|| {
+                let client_id = self.session.client_id()?.clone();
+                (self.persistent && qos != QoS::AtMostOnce).then(|| SubscriptionKey {
+                    client_id,
+                    name: mapping::durable_name(qos, filter).into(),
+                })
+            }),
+        };
+        if let Some(kept) = self.subscriptions.get_mut(filter) {
+            if kept.qos == qos && kept.no_local == no_local && kept.durable == durable {
+                // The same subscription again (a client that resumes its session and
+                // subscribes as it always does): replaced without interrupting its flow
+                // (MQTT-3.8.4-3), so what it has in flight is not sent a second time.
+                kept.identifier = identifier;
+                kept.retain_as_published = retain_as_published;
+                return granted(qos);
+            }
+        }
         if let Some(old) = self.subscriptions.remove(filter) {
             self.end_consumer(old.consumer);
             // Subscribing again at another QoS replaces the durable subscription too (its
-            // name holds the QoS), or the old one would collect messages for ever.
+            // name holds the QoS), or the old one would collect messages for ever. A group's
+            // stays: the member stays in it.
             if let Some(key) = old.durable.filter(|key| Some(key) != durable.as_ref()) {
-                if let Err(error) = self.context.core.remove_durable(&key) {
-                    tracing::info!(peer = %self.peer, %error, "durable subscription not removed");
+                if old.shared.is_none() {
+                    if let Err(error) = self.context.core.remove_durable(&key) {
+                        tracing::info!(peer = %self.peer, %error, "durable subscription not removed");
+                    }
                 }
             }
         }
@@ -213,12 +315,17 @@ impl Connection {
             no_local,
             connection: self.session.connection(),
         };
-        if let Err(error) = self.session.subscribe(request) {
+        let subscribed = match shared {
+            Some(_) => self.session.subscribe_shared(request),
+            None => self.session.subscribe(request),
+        };
+        if let Err(error) = subscribed {
             tracing::info!(peer = %self.peer, filter, %error, "MQTT subscription failed");
             return ReasonCode::UnspecifiedError;
         }
-        let leading_wildcard = filter.starts_with('+') || filter.starts_with('#');
+        let leading_wildcard = topic_filter.starts_with('+') || topic_filter.starts_with('#');
         self.by_consumer.insert(consumer, filter.to_owned());
+        let durable = if shared.is_some() { None } else { durable };
         self.subscriptions.insert(
             filter.to_owned(),
             Subscription {
@@ -227,32 +334,36 @@ impl Connection {
                 leading_wildcard,
                 durable,
                 identifier,
-                retain_as_published: false,
+                retain_as_published,
+                no_local,
+                shared,
             },
         );
-        match qos {
-            QoS::AtMostOnce => ReasonCode::Success,
-            QoS::AtLeastOnce => ReasonCode::GrantedQos1,
-            QoS::ExactlyOnce => ReasonCode::GrantedQos2,
-        }
+        granted(qos)
     }
 
     /// Closes a consumer: what it has in flight goes back to its queues.
     fn end_consumer(&mut self, consumer: ConsumerId) {
         self.by_consumer.remove(&consumer);
         self.in_flight.retain(|_, flight| flight.consumer != consumer);
+        // Deliveries waiting for room under the Receive Maximum go back with the consumer.
+        self.backlog.retain(|waiting| waiting.consumer() != consumer);
         self.session.unsubscribe(consumer);
+        // What it had in flight no longer counts against the Receive Maximum.
+        self.deliver_backlog();
     }
 
     pub(super) fn unsubscribe(&mut self, unsubscribe: Unsubscribe) {
         let mut reasons = Vec::with_capacity(unsubscribe.filters.len());
         let mut removals = Vec::new();
+        let mut groups_left = Vec::new();
         for filter in &unsubscribe.filters {
             let Some(subscription) = self.subscriptions.remove(filter) else {
                 reasons.push(ReasonCode::NoSubscriptionExisted);
                 continue;
             };
             self.end_consumer(subscription.consumer);
+            groups_left.extend(subscription.shared);
             if let Some(key) = subscription.durable {
                 // As ActiveMQ does: unsubscribing ends the durable subscription too.
                 match self.context.core.remove_durable(&key) {
@@ -263,6 +374,11 @@ impl Connection {
                 }
             }
             reasons.push(ReasonCode::Success);
+        }
+        // The record first, so that a group the session left is no longer kept for it.
+        self.save_session_record();
+        for group in groups_left {
+            self.context.core.leave_shared(&group);
         }
         if self.version != Some(Version::V5_0) {
             reasons.clear();
@@ -286,12 +402,14 @@ impl Connection {
         }));
     }
 
-    /// At CONNECT: a clean session discards the client's durable subscriptions (as ActiveMQ
-    /// does); a resumed one keeps them. Whether a session was present.
+    /// At CONNECT: a clean session discards the client's session (its record, durable
+    /// subscriptions and places in shared groups, as ActiveMQ discards the durable
+    /// subscriptions); a resumed one keeps them. Whether a session was present.
     pub(super) fn resume_session(&mut self, clean: bool, client_id: &str) -> bool {
         let core = self.context.core.clone();
         let kept = core.durable_subscriptions_of(client_id);
         if clean {
+            core.discard_session(client_id);
             for (key, _) in kept {
                 if mapping::parse_durable_name(&key.name).is_some() {
                     if let Err(error) = core.remove_durable(&key) {
@@ -301,31 +419,123 @@ impl Connection {
             }
             return false;
         }
-        let present = kept.iter().any(|(key, _)| mapping::parse_durable_name(&key.name).is_some());
-        self.resumed = kept;
+        let record = core.resume_session_record(client_id);
+        let mut resumed: Vec<StoredSubscription> =
+            record.as_ref().map(|record| record.subscriptions.clone()).unwrap_or_default();
+        // Durable subscriptions no record lists (made before records were kept) are resumed
+        // from their name alone, without an identifier.
+        for (key, _) in kept {
+            let Some((qos, filter)) = mapping::parse_durable_name(&key.name) else { continue };
+            if resumed.iter().any(|stored| stored.durable.as_ref() == Some(&key)) {
+                continue;
+            }
+            resumed.push(StoredSubscription {
+                filter: filter.into(),
+                qos: qos as u8,
+                no_local: false,
+                retain_as_published: false,
+                identifier: None,
+                durable: Some(key),
+                shared: false,
+            });
+        }
+        let present = record.is_some() || !resumed.is_empty();
+        self.resumed = resumed;
         present
     }
 
-    /// After the CONNACK of a resumed session: its durable subscriptions get their consumers
-    /// again, and what they kept meanwhile is delivered.
+    /// After the CONNACK of a resumed session: its subscriptions get their consumers again,
+    /// with the options and identifiers they were made with, and what they kept meanwhile is
+    /// delivered.
     pub(super) fn restore_subscriptions(&mut self) {
-        for (key, _) in std::mem::take(&mut self.resumed) {
-            let Some((qos, filter)) = mapping::parse_durable_name(&key.name) else { continue };
-            let filter = filter.to_owned();
-            // The identifier is not part of the durable subscription's name: a resumed
-            // subscription has none.
-            let reason = self.subscribe_filter(&filter, qos, false, None, Some(key));
+        for stored in std::mem::take(&mut self.resumed) {
+            let Some(qos) = QoS::from_u8(stored.qos) else { continue };
+            let options = Options {
+                qos,
+                no_local: stored.no_local,
+                retain_as_published: stored.retain_as_published,
+                identifier: stored.identifier,
+            };
+            let durable = stored.durable.filter(|_| !stored.shared);
+            let reason = self.subscribe_filter(&stored.filter, options, durable);
             if reason.is_error() {
-                tracing::info!(peer = %self.peer, filter, %reason, "durable subscription not resumed");
+                tracing::info!(peer = %self.peer, filter = %stored.filter, %reason, "subscription not resumed");
             }
         }
     }
 
+    /// Stores what the session holds (its subscriptions and expiry) while it is connected,
+    /// if it outlives the connection: to resume it, or end it after a restart.
+    pub(super) fn save_session_record(&mut self) {
+        if !self.persistent {
+            return;
+        }
+        if let Some(record) = self.session_record() {
+            self.context.core.save_session(record);
+        }
+    }
+
+    /// The session's record as of now (connected).
+    pub(super) fn session_record(&self) -> Option<SessionRecord> {
+        let client_id = self.session.client_id()?.clone();
+        let mut subscriptions: Vec<StoredSubscription> = self
+            .subscriptions
+            .iter()
+            .map(|(filter, subscription)| subscription.stored(filter))
+            .collect();
+        subscriptions.sort_by(|a, b| a.filter.cmp(&b.filter));
+        Some(SessionRecord {
+            client_id,
+            expiry_interval: self.session_expiry,
+            ended_at: None,
+            subscriptions,
+        })
+    }
+
     pub(super) fn deliver(&mut self, delivery: Delivery) {
+        if !self.backlog.is_empty() || self.unacknowledged() >= usize::from(self.receive_maximum) {
+            // The client's Receive Maximum bounds the QoS 1 and 2 deliveries of the whole
+            // connection; a QoS 0 one could go now, but order within a subscription must hold:
+            // everything waits behind the first that waits.
+            self.backlog.push_back(Waiting::Delivery(delivery));
+            return;
+        }
+        self.deliver_now(delivery);
+    }
+
+    /// Sends what waited under the Receive Maximum while there is room.
+    fn deliver_backlog(&mut self) {
+        while self.unacknowledged() < usize::from(self.receive_maximum) {
+            match self.backlog.pop_front() {
+                Some(Waiting::Delivery(delivery)) => self.deliver_now(delivery),
+                Some(Waiting::Retained { consumer, message }) => {
+                    self.send_retained_copy(consumer, message)
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// QoS 1 and 2 deliveries the client has not completed: in flight, and released
+    /// (PUBREL sent, PUBCOMP not come), which the Receive Maximum counts too.
+    fn unacknowledged(&self) -> usize {
+        self.in_flight.len() + self.released.len()
+    }
+
+    fn deliver_now(&mut self, delivery: Delivery) {
         let Some(filter) = self.by_consumer.get(&delivery.consumer) else {
             // Unsubscribed meanwhile: the queue took the message back with the consumer.
             return;
         };
+        let message_id = delivery.message.id;
+        if let Some(release) = self.released.values_mut().find(|r| r.message == message_id) {
+            // Released before a crash that came before its acknowledgement was durable: the
+            // client has it, and gets PUBREL again, not the message (`core::exactly_once`).
+            let settled = Settled::of([(delivery.queue, delivery.message)]);
+            let acked = self.session.ack_durably(delivery.consumer, settled);
+            release.acked = Some(tokio::spawn(async move { drop(acked.await) }));
+            return;
+        }
         let Some(subscription) = self.subscriptions.get(filter) else { return };
         let Some(version) = self.version else { return };
         let message = delivery.message;
@@ -386,8 +596,9 @@ impl Connection {
     fn free_packet_id(&mut self) -> Option<u16> {
         for _ in 0..u16::MAX {
             self.next_packet_id = self.next_packet_id.checked_add(1).unwrap_or(1);
-            if !self.in_flight.contains_key(&self.next_packet_id) {
-                return Some(self.next_packet_id);
+            let id = self.next_packet_id;
+            if !self.in_flight.contains_key(&id) && !self.released.contains_key(&id) {
+                return Some(id);
             }
         }
         None
@@ -397,9 +608,11 @@ impl Connection {
     fn settle_in_flight(&mut self, packet_id: u16) {
         let Some(flight) = self.in_flight.remove(&packet_id) else { return };
         // A retained message's copy has nothing to acknowledge.
-        let Some(queue) = flight.queue else { return };
-        let settled = Settled::of([(queue, flight.message)]);
-        self.session.settle(flight.consumer, settled, Settle::Ack);
+        if let Some(queue) = flight.queue {
+            let settled = Settled::of([(queue, flight.message)]);
+            self.session.settle(flight.consumer, settled, Settle::Ack);
+        }
+        self.deliver_backlog();
     }
 
     pub(super) fn puback(&mut self, packet_id: u16) {
@@ -418,6 +631,10 @@ impl Connection {
             }
             return;
         }
+        let client = self.session.client_id().filter(|_| self.persistent).cloned();
+        if let (Some(Stage::Pubrec), Some(client)) = (stage, client) {
+            return self.release_persistently(packet_id, &client);
+        }
         let reason = match stage {
             Some(Stage::Pubrec) | Some(Stage::Pubcomp) => {
                 if let Some(flight) = self.in_flight.get_mut(&packet_id) {
@@ -425,6 +642,8 @@ impl Connection {
                 }
                 ReasonCode::Success
             }
+            // A resend of PUBREC for a delivery already released.
+            _ if self.released.contains_key(&packet_id) => ReasonCode::Success,
             _ => ReasonCode::PacketIdentifierNotFound,
         };
         let reason = if self.version == Some(Version::V5_0) { reason } else { ReasonCode::Success };
@@ -432,10 +651,84 @@ impl Connection {
         self.write(&Packet::Pubrel(pubrel));
     }
 
+    /// PUBREC of a persistent session's QoS 2 delivery: the released mark is stored, then the
+    /// delivery acknowledged (the store applies units in the order they are submitted, so the
+    /// acknowledgement is never durable without the mark), and PUBREL goes once the mark is
+    /// durable: from then on a restart resends PUBREL, never the message, which the client
+    /// may have handed to its application already.
+    fn release_persistently(&mut self, packet_id: u16, client: &str) {
+        let Some(flight) = self.in_flight.remove(&packet_id) else { return };
+        let message = flight.message.id;
+        let marked = self.context.core.mark_exactly_once_released(client, packet_id, message);
+        // After the mark's submit: the store applies the acknowledgement after the mark.
+        let acked = flight.queue.map(|queue| {
+            let settled = Settled::of([(queue, flight.message)]);
+            let acked = self.session.ack_durably(flight.consumer, settled);
+            tokio::spawn(async move { drop(acked.await) })
+        });
+        self.released.insert(packet_id, Release { message, acked });
+        self.deliver_backlog();
+        let pubrel = Packet::Pubrel(PubAck::new(packet_id));
+        self.pending.push_back(Box::pin(async move {
+            match marked.await {
+                Ok(()) => Outcome::packet(pubrel),
+                Err(error) => {
+                    tracing::error!(%error, "store refused a QoS 2 release mark");
+                    Outcome { packet: None, close: true }
+                }
+            }
+        }));
+    }
+
+    /// After the CONNACK of a resumed session: PUBREL again for each delivery released and
+    /// not completed (spec 4.4: a PUBREL is resent, never the PUBLISH).
+    pub(super) fn resend_releases(&mut self) {
+        let mut ids: Vec<u16> = self.released.keys().copied().collect();
+        ids.sort_unstable();
+        for packet_id in ids {
+            self.write(&Packet::Pubrel(PubAck::new(packet_id)));
+        }
+    }
+
     pub(super) fn pubcomp(&mut self, packet_id: u16) {
+        if let Some(release) = self.released.remove(&packet_id) {
+            if let Some(client) = self.session.client_id().cloned() {
+                // Nothing waits for it: a PUBCOMP lost in a crash only makes the next
+                // connection send one more PUBREL, which the client answers. The mark goes
+                // once the message's acknowledgement is durable.
+                let core = self.context.core.clone();
+                tokio::spawn(async move {
+                    if let Some(acked) = release.acked {
+                        drop(acked.await);
+                    }
+                    drop(core.complete_exactly_once(&client, packet_id));
+                });
+            }
+            return self.deliver_backlog();
+        }
         match self.in_flight.get(&packet_id).map(|flight| flight.stage) {
             Some(Stage::Pubcomp) => self.settle_in_flight(packet_id),
             _ => tracing::debug!(peer = %self.peer, packet_id, "PUBCOMP for no QoS 2 delivery"),
         }
+    }
+}
+
+/// The SUBACK reason code of a subscription granted at `qos`.
+fn granted(qos: QoS) -> ReasonCode {
+    match qos {
+        QoS::AtMostOnce => ReasonCode::Success,
+        QoS::AtLeastOnce => ReasonCode::GrantedQos1,
+        QoS::ExactlyOnce => ReasonCode::GrantedQos2,
+    }
+}
+
+/// The share name and topic filter of a shared subscription's filter, `None` for an ordinary
+/// filter; why it is refused for a `$share/` filter that is not a valid one (a share name
+/// that is empty or holds `+`, `#`; no filter after it; a filter that breaks the rules).
+fn shared_form(filter: &str) -> Result<Option<(&str, &str)>, String> {
+    match protocol::mqtt::topic::parse_shared_subscription(filter) {
+        Ok(Some(shared)) => Ok(Some((shared.group, shared.filter))),
+        Ok(None) => Ok(None),
+        Err(error) => Err(error.to_string()),
     }
 }

@@ -38,16 +38,37 @@
 //! retained message stays. Ordinary deliveries have the retain flag cleared, unless the 5.0
 //! subscription asked for Retain As Published.
 //!
-//! What this adapter does not do yet: session expiry (a persistent session's durable subscriptions stay until a clean session
-//! removes them), the will delay interval, shared subscriptions, enhanced authentication,
-//! and the subscription identifiers of a resumed session (the durable subscription's name
-//! does not hold them: a subscription resumed at CONNECT has none).
+//! Sessions (see `core::sessions`): a session that outlives its connection (3.x: clean
+//! session 0, which never expires, as in ActiveMQ; 5.0: a Session Expiry Interval, which a
+//! DISCONNECT may shorten, but not set after CONNECT's 0) keeps a record in the core: its
+//! subscriptions with their options and identifiers, and when its connection ended. The
+//! record is stored at CONNECT, at each SUBSCRIBE and UNSUBSCRIBE, and when the connection
+//! ends; the core ends the session once the interval has passed (its durable subscriptions
+//! and their messages removed), counting from the restart for a session that was connected
+//! when the broker stopped. A resumed session gets its subscriptions back as they were made.
+//! A session of interval 0 ends with its connection.
+//!
+//! Shared subscriptions (`$share/{ShareName}/{filter}`, accepted in 3.1.1 too, as mosquitto
+//! does) join their group, one durable subscription of the core that every member consumes
+//! from (`Core::subscribe_shared`): each message to one member, what a member leaves
+//! unacknowledged to the others, messages kept while only persistent members are away. No
+//! retained messages at a shared SUBSCRIBE (spec 4.8.2); a bad share name is refused with
+//! SUBACK 0x8F.
+//!
+//! A 5.0 will with a Will Delay Interval is published by the core after the delay, or when
+//! the session ends if sooner, unless a connection with the client id comes first.
+//!
+//! Receive Maximum: the client's bounds the QoS 1 and 2 deliveries in flight over the whole
+//! connection (deliveries past it wait in the connection's backlog, in order); the broker's
+//! ([`BROKER_RECEIVE_MAXIMUM`]) bounds the client's unacknowledged QoS 1 and 2 PUBLISHes, one
+//! more being DISCONNECT 0x93. Enhanced authentication is not offered: a CONNECT naming an
+//! Authentication Method gets CONNACK 0x8C, an AUTH packet is a Protocol Error.
 
 mod consume;
 mod mapping;
 mod produce;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -63,6 +84,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::sessions::NEVER_EXPIRES;
 use crate::core::{ClientIdHeld, ConsumerId, ConsumerNotice, Delivery, HeldSends};
 use crate::security::{AuthError, Authentication, PendingLogin, Subject};
 use crate::session::Session;
@@ -112,6 +134,12 @@ impl From<WireError> for Fatal {
 /// unacknowledged QoS 1 and 2 deliveries of one subscription are also bounded by its prefetch.
 const DEFAULT_RECEIVE_MAXIMUM: u16 = u16::MAX;
 
+/// The Receive Maximum a 5.0 client is told: the QoS 1 and 2 PUBLISHes it may have
+/// unacknowledged at once (a PUBACK not yet received, a PUBREL not yet sent); one more is
+/// DISCONNECT 0x93. Above any window a client of ours uses, low enough that one client cannot
+/// hold an unbounded number of answers waiting for the store.
+const BROKER_RECEIVE_MAXIMUM: u16 = 1024;
+
 /// The Topic Alias Maximum a 5.0 client is told: the aliases it may set, 1 to this, each
 /// holding one topic name for the rest of the connection.
 const TOPIC_ALIAS_MAXIMUM: u16 = 64;
@@ -143,10 +171,14 @@ pub(crate) async fn serve<S>(
         connected: false,
         keep_alive: None,
         persistent: false,
+        session_expiry: 0,
         receive_maximum: DEFAULT_RECEIVE_MAXIMUM,
+        backlog: VecDeque::new(),
+        unanswered_qos1: 0,
         pending: FuturesOrdered::new(),
         held: HeldSends::default(),
         received_qos2: HashSet::new(),
+        released: HashMap::new(),
         subscriptions: HashMap::new(),
         by_consumer: HashMap::new(),
         in_flight: HashMap::new(),
@@ -180,8 +212,18 @@ struct Connection {
     /// The session outlives the connection (3.x: clean session 0; 5.0: a session expiry
     /// interval): QoS 1 and 2 subscriptions are durable subscriptions of the client id.
     persistent: bool,
-    /// The most unacknowledged QoS 1 and 2 deliveries the client takes at once.
+    /// Seconds the session lives once the connection ends (5.0's Session Expiry Interval;
+    /// 3.x: 0 for a clean session, else [`NEVER_EXPIRES`]); a DISCONNECT may change it.
+    session_expiry: u32,
+    /// The most unacknowledged QoS 1 and 2 deliveries the client takes at once, across all
+    /// its subscriptions.
     receive_maximum: u16,
+    /// Deliveries (and retained copies) that wait for the client's Receive Maximum to leave
+    /// room, in arrival order.
+    backlog: VecDeque<consume::Waiting>,
+    /// QoS 1 PUBLISHes of the client not answered yet with a PUBACK: with the QoS 2 ones not
+    /// yet released, what the broker's Receive Maximum bounds.
+    unanswered_qos1: usize,
     /// Answers waiting for the store (PUBACK, PUBREC), written in the order the PUBLISHes came.
     pending: FuturesOrdered<Pending>,
     /// PUBLISHes waiting for room (producer flow control), answered through `pending` once
@@ -190,6 +232,10 @@ struct Connection {
     /// Packet ids of QoS 2 PUBLISHes taken and not yet released by a PUBREL: a resend of one
     /// is not published again.
     received_qos2: HashSet<u16>,
+    /// Packet ids of QoS 2 deliveries of a persistent session that the client received
+    /// (PUBREC) and the broker released (PUBREL), waiting for PUBCOMP; their marks are in the
+    /// store (`core::exactly_once`), so a resumed session starts with them.
+    released: HashMap<u16, consume::Release>,
     /// Subscriptions by their filter as the client wrote it.
     subscriptions: HashMap<String, consume::Subscription>,
     by_consumer: HashMap<ConsumerId, String>,
@@ -201,7 +247,7 @@ struct Connection {
     topic_aliases: HashMap<u16, String>,
     /// The durable subscriptions a resumed session gets its consumers back for, between the
     /// CONNECT and its CONNACK.
-    resumed: Vec<(store::SubscriptionKey, store::Destination)>,
+    resumed: Vec<crate::core::sessions::StoredSubscription>,
     /// The will of the CONNECT, until a DISCONNECT discards it (or a shutdown).
     will: Option<Will>,
     /// 5.0's Request Problem Information: false, and reason strings go only in CONNACK and
@@ -378,6 +424,9 @@ impl Connection {
     /// Encodes and queues `packet`. A packet the client's Maximum Packet Size refuses is
     /// dropped, as the 5.0 spec asks (3.1.2.11.4); false then.
     fn write(&mut self, packet: &Packet) -> bool {
+        if let Packet::Puback(_) = packet {
+            self.unanswered_qos1 = self.unanswered_qos1.saturating_sub(1);
+        }
         let mut bytes = BytesMut::new();
         match self.codec.encode(packet, &mut bytes) {
             Ok(()) => {
@@ -471,6 +520,17 @@ impl Connection {
                 self.write(&Packet::Pingresp);
             }
             Packet::Disconnect(disconnect) => {
+                if let Some(expiry) = disconnect.properties.session_expiry_interval() {
+                    if self.session_expiry == 0 && expiry != 0 {
+                        // MQTT-3.14.2-2: a session that was to end with the connection
+                        // cannot be made to outlive it now.
+                        return Err(Fatal::new(
+                            ReasonCode::ProtocolError,
+                            "a DISCONNECT may not set a session expiry after CONNECT's 0",
+                        ));
+                    }
+                    self.session_expiry = expiry;
+                }
                 // A normal close discards the will, unless a 5.0 client asks for it.
                 if disconnect.reason != ReasonCode::DisconnectWithWillMessage {
                     self.will = None;
@@ -482,10 +542,12 @@ impl Connection {
                 return Err(Fatal::new(ReasonCode::ProtocolError, "CONNECT may be sent only once"))
             }
             Packet::Auth(_) => {
+                // The broker offers no authentication method, so no CONNECT started an
+                // exchange an AUTH could belong to (spec 4.12).
                 return Err(Fatal::new(
-                    ReasonCode::BadAuthenticationMethod,
-                    "enhanced authentication is not supported",
-                ))
+                    ReasonCode::ProtocolError,
+                    "AUTH without an enhanced authentication exchange",
+                ));
             }
             other => {
                 return Err(Fatal::new(
@@ -580,10 +642,15 @@ impl Connection {
             );
             return Ok(false);
         }
-        self.persistent = match version {
-            Version::V5_0 => connect.properties.session_expiry_interval().unwrap_or(0) > 0,
-            _ => !connect.clean_start,
+        // A delayed will of the client id is not published: it is back (MQTT-3.1.3-9).
+        self.context.core.cancel_delayed_will(&client_id);
+        self.session_expiry = match version {
+            Version::V5_0 => connect.properties.session_expiry_interval().unwrap_or(0),
+            // A 3.x persistent session never expires, as in ActiveMQ.
+            _ if connect.clean_start => 0,
+            _ => NEVER_EXPIRES,
         };
+        self.persistent = self.session_expiry > 0;
         self.problem_information = connect.properties.request_problem_information() != Some(0);
         if let Some(maximum) = connect.properties.receive_maximum() {
             self.receive_maximum = maximum;
@@ -594,6 +661,17 @@ impl Connection {
         self.keep_alive = (connect.keep_alive > 0)
             .then(|| Duration::from_secs(u64::from(connect.keep_alive)).mul_f64(1.5));
         let session_present = self.resume_session(connect.clean_start, &client_id);
+        if !connect.clean_start {
+            // QoS 2 PUBLISHes received before the session was away (or the broker
+            // restarted) whose PUBREL has not come: a resend is answered, not published.
+            let marks = self.context.core.exactly_once_marks(&client_id);
+            self.received_qos2.extend(marks.received());
+            self.released = marks
+                .released
+                .iter()
+                .map(|(&id, released)| (id, consume::Release::resumed(released.message)))
+                .collect();
+        }
         let mut properties = Properties::new();
         if version == Version::V5_0 {
             if let Some(id) = assigned {
@@ -601,7 +679,8 @@ impl Connection {
             }
             properties.push(Property::TopicAliasMaximum(TOPIC_ALIAS_MAXIMUM));
             properties.push(Property::RetainAvailable(1));
-            properties.push(Property::SharedSubscriptionAvailable(0));
+            properties.push(Property::SharedSubscriptionAvailable(1));
+            properties.push(Property::ReceiveMaximum(BROKER_RECEIVE_MAXIMUM));
             properties.push(Property::SubscriptionIdentifierAvailable(1));
             properties.push(Property::MaximumPacketSize(self.codec.limits().max_packet_size));
         }
@@ -611,7 +690,17 @@ impl Connection {
         self.connected = true;
         self.will = connect.will;
         self.session.announce(None);
+        let had_record = session_present && self.context.core.session_record(&client_id).is_some();
+        self.resend_releases();
         self.restore_subscriptions();
+        if had_record && !self.persistent {
+            // Resumed for this connection only: stored as connected, so that the expiry
+            // started when the last connection ended does not run; it ends at `release`.
+            if let Some(record) = self.session_record() {
+                self.context.core.save_session(record);
+            }
+        }
+        self.save_session_record();
         tracing::debug!(peer = %self.peer, %version, client_id, "MQTT connected");
         Ok(true)
     }
@@ -619,13 +708,41 @@ impl Connection {
     /// Releases the session (its client id and consumers: unacknowledged deliveries go back
     /// to their queues).
     fn release(&mut self) {
+        let record = self.session_record().filter(|_| self.connected);
         // Consumers first: once the client id is free, a client that reconnects with it
         // finds its durable subscriptions free too (to resume them, or to remove them).
-        for (_, subscription) in self.subscriptions.drain() {
+        let subscriptions: Vec<consume::Subscription> =
+            self.subscriptions.drain().map(|(_, subscription)| subscription).collect();
+        for subscription in &subscriptions {
             self.session.unsubscribe(subscription.consumer());
         }
         self.by_consumer.clear();
         self.in_flight.clear();
+        self.backlog.clear();
+        // Then the session: it outlives the connection until its expiry, or ends now with
+        // its durable subscriptions and its places in shared groups. Before the client id is
+        // let go, so that a client taking the session over finds it as it is.
+        let core = self.context.core.clone();
+        match record {
+            Some(record) if self.persistent && self.session_expiry > 0 => core.end_session(record),
+            Some(record) => {
+                core.discard_session(&record.client_id);
+                for subscription in &subscriptions {
+                    if let Some(group) = subscription.shared() {
+                        core.leave_shared(group);
+                    } else if let Some(key) = subscription.durable() {
+                        if let Ok(removed) = core.remove_durable(key) {
+                            drop(removed);
+                        }
+                    }
+                }
+            }
+            None => {
+                for group in subscriptions.iter().filter_map(|s| s.shared()) {
+                    core.leave_shared(group);
+                }
+            }
+        }
         self.session.release();
     }
 }

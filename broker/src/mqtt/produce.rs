@@ -25,6 +25,24 @@ impl Connection {
         let mut publish = publish;
         self.resolve_topic_alias(&mut publish)?;
         let packet_id = publish.packet_id;
+        if version == Version::V5_0 && publish.qos != QoS::AtMostOnce {
+            let resend = publish.qos == QoS::ExactlyOnce
+                && self.received_qos2.contains(&packet_id.unwrap_or_default());
+            let unacknowledged = self.unanswered_qos1 + self.received_qos2.len();
+            if !resend && unacknowledged >= usize::from(super::BROKER_RECEIVE_MAXIMUM) {
+                return Err(Fatal::new(
+                    ReasonCode::ReceiveMaximumExceeded,
+                    format!(
+                        "more than {} QoS 1 and 2 PUBLISHes unacknowledged",
+                        super::BROKER_RECEIVE_MAXIMUM
+                    ),
+                ));
+            }
+        }
+        if publish.qos == QoS::AtLeastOnce {
+            // Until its PUBACK is written (`Connection::write`), whatever it is answered.
+            self.unanswered_qos1 += 1;
+        }
         if publish.qos == QoS::ExactlyOnce {
             let id = packet_id.unwrap_or_default();
             if !self.received_qos2.insert(id) {
@@ -178,7 +196,20 @@ impl Connection {
     ) -> Option<Pending> {
         let core = self.context.core.clone();
         let connection = self.session.connection();
-        let completion = match core.send(message, connection, None) {
+        // A persistent session's QoS 2 PUBLISH is stored with its received mark, so that a
+        // resend after a restart is known and not published twice (`core::exactly_once`).
+        let marked = match (qos, packet_id, self.session.client_id()) {
+            (QoS::ExactlyOnce, Some(id), Some(client)) if self.persistent => Some((client, id)),
+            _ => None,
+        };
+        let sent = match marked {
+            Some((client, id)) => {
+                let message = Arc::unwrap_or_clone(message);
+                core.send_exactly_once(message, connection, client, id)
+            }
+            None => core.send(message, connection, None),
+        };
+        let completion = match sent {
             Ok(completion) => completion,
             Err(error) => {
                 tracing::error!(peer = %self.peer, %error, "MQTT publish not accepted");
@@ -206,15 +237,23 @@ impl Connection {
         }))
     }
 
-    /// PUBREL: the QoS 2 message's id is free again; PUBCOMP goes behind what is pending.
+    /// PUBREL: the QoS 2 message's id is free again; PUBCOMP goes behind what is pending,
+    /// and, for a persistent session, once the received mark's removal is durable (a PUBREL
+    /// resent after a crash before that finds the mark and is answered again).
     pub(super) fn pubrel(&mut self, packet_id: u16) {
         let known = self.received_qos2.remove(&packet_id);
         let reason = match (known, self.version) {
             (false, Some(Version::V5_0)) => ReasonCode::PacketIdentifierNotFound,
             _ => ReasonCode::Success,
         };
-        let pubcomp = PubAck { packet_id, reason, properties: Properties::new() };
-        self.answer(Packet::Pubcomp(pubcomp));
+        let pubcomp = Packet::Pubcomp(PubAck { packet_id, reason, properties: Properties::new() });
+        let released = match self.session.client_id() {
+            Some(client) if known && self.persistent => {
+                self.context.core.release_exactly_once(client, packet_id)
+            }
+            _ => return self.answer(pubcomp),
+        };
+        self.pending.push_back(Box::pin(released_outcome(released, pubcomp)));
     }
 
     /// The Reason String property of a PUBACK or PUBREC, unless the client asked for none.
@@ -225,17 +264,28 @@ impl Connection {
         }
     }
 
-    /// Publishes the will of a connection that ended without a DISCONNECT, if the client may
-    /// write its topic. Nothing waits for it: the connection is gone.
+    /// Publishes the will of a connection that ended without a DISCONNECT (or with a 5.0
+    /// DISCONNECT 0x04), if the client may write its topic. Nothing waits for it: the
+    /// connection is gone. A 5.0 Will Delay Interval holds it until the delay has passed or
+    /// the session ends, whichever is sooner, and drops it if a connection with the client id
+    /// comes first (MQTT-3.1.3-9); a session that ends with the connection publishes it now.
     pub(super) fn publish_will(&mut self) {
         let Some(will) = self.will.take() else { return };
         let Some(version) = self.version else { return };
-        // A retained will is retained when published, as any retained PUBLISH.
+        let delay = will.properties.will_delay_interval().unwrap_or(0).min(self.session_expiry);
+        // A retained will is retained when published, as any retained PUBLISH. The Will
+        // Delay Interval is the will's, not the message's.
+        let properties = will
+            .properties
+            .iter()
+            .filter(|property| !matches!(property, Property::WillDelayInterval(_)))
+            .cloned()
+            .fold(Properties::new(), Properties::with);
         let publish = Publish {
             qos: will.qos,
             retain: will.retain,
             packet_id: (will.qos != QoS::AtMostOnce).then_some(1),
-            properties: will.properties,
+            properties,
             ..Publish::new(will.topic, will.payload)
         };
         let core = self.context.core.clone();
@@ -249,9 +299,24 @@ impl Connection {
             tracing::info!(peer = %self.peer, topic = %publish.topic, %denied, "MQTT will not published");
             return;
         }
-        tracing::debug!(peer = %self.peer, topic = %publish.topic, "publishing the MQTT will");
-        if let Err(error) = core.send(Arc::new(message), self.session.connection(), None) {
-            tracing::warn!(peer = %self.peer, %error, "MQTT will not published");
+        let message = Arc::new(message);
+        match self.session.client_id().filter(|_| delay > 0) {
+            Some(client_id) => {
+                tracing::debug!(peer = %self.peer, topic = %publish.topic, delay, "MQTT will delayed");
+                let delay = std::time::Duration::from_secs(u64::from(delay));
+                core.publish_will_after(
+                    client_id.clone(),
+                    delay,
+                    message,
+                    self.session.connection(),
+                );
+            }
+            None => {
+                tracing::debug!(peer = %self.peer, topic = %publish.topic, "publishing the MQTT will");
+                if let Err(error) = core.send(message, self.session.connection(), None) {
+                    tracing::warn!(peer = %self.peer, %error, "MQTT will not published");
+                }
+            }
         }
     }
 
@@ -261,6 +326,17 @@ impl Connection {
             self.write(&packet);
         } else {
             self.pending.push_back(Box::pin(async move { Outcome::packet(packet) }));
+        }
+    }
+}
+
+/// PUBCOMP once `released` (the received mark's removal) is durable; a store failure closes.
+async fn released_outcome(released: store::Completion, pubcomp: Packet) -> Outcome {
+    match released.await {
+        Ok(()) => Outcome::packet(pubcomp),
+        Err(error) => {
+            tracing::error!(%error, "store refused the release of a QoS 2 message");
+            Outcome { packet: store_failure(&error.to_string()), close: true }
         }
     }
 }

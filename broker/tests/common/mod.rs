@@ -682,3 +682,36 @@ pub fn signal_pid(pid: u32, signal: &str) {
         .expect("run kill");
     assert!(status.success(), "kill -{signal} {pid} failed: {status}");
 }
+
+// ----- seeded random choices, for crash tests that replay -----
+
+/// A small deterministic random generator (splitmix64): a crash test draws its kill moments
+/// from one, seeded by [`crash_seed`], so that a failing run can be replayed.
+pub struct SeededRng(pub u64);
+
+impl SeededRng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `low..high`.
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low)
+    }
+}
+
+/// `FERROMQ_CRASH_SEED` if set (a replay), else a fresh seed from the clock; the test prints
+/// it.
+pub fn crash_seed() -> u64 {
+    match std::env::var("FERROMQ_CRASH_SEED") {
+        Ok(text) => text.trim().parse().expect("FERROMQ_CRASH_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    }
+}

@@ -1,22 +1,25 @@
 //! In a real browser: Debian's headless Chromium, driven by playwright-core from
 //! `tests/browser/run.mjs`, loads a page (`tests/browser/index.html`, `page.js`) that connects
 //! mqtt.js (MQTT 3.1.1 and 5.0, subprotocol `mqtt`) and stomp.js (STOMP 1.2, `v12.stomp`) to
-//! the broker's `ws://` connector and exchanges messages with an OpenWire client on the test's
-//! side (the workspace's `client::openwire`; the ActiveMQ JMS client's checks live in
-//! `tests/java`, which this test does not extend):
+//! the broker's `ws://` connector and exchanges messages with the real ActiveMQ JMS client
+//! (OpenWire), the `browser` check of `tests/java/MqttJmsChecks.java`:
 //!
 //! - mqtt.js publishes to `browser/out` (binary payloads, QoS 1; a 5.0 user property): the
-//!   OpenWire subscriber of topic `browser.out` gets the same bytes;
-//! - an OpenWire send to topic `browser.in` (a text and a bytes message) reaches both mqtt.js
-//!   subscribers of `browser/in`;
-//! - stomp.js's SEND to `/queue/browser.stomp.out` reaches an OpenWire queue consumer, and an
-//!   OpenWire send to topic `browser.stomp.in` reaches stomp.js's subscription.
+//!   JMS subscriber of topic `browser.out` gets the same bytes as BytesMessages, the user
+//!   property as a string property;
+//! - a JMS TextMessage (with a string property) and a BytesMessage to topic `browser.in`
+//!   reach both mqtt.js subscribers of `browser/in`;
+//! - stomp.js's SEND to `/queue/browser.stomp.out` reaches a JMS queue consumer, and a JMS
+//!   TextMessage to topic `browser.stomp.in` reaches stomp.js's subscription.
 //!
-//! The driver prints `ready {json}` once every client in the page is connected and subscribed
-//! (then this test sends its messages) and `result {json}` at the end; both are asserted on.
-//! `scripts/test` installs Debian's `chromium` and runs `npm ci` in `tests/browser`; when
-//! node, Chromium or the npm packages are missing the test skips with a printed reason,
-//! unless `FERROMQ_REQUIRE_BROWSER` is set (as `scripts/test` does), and then it fails.
+//! The Java check prints `ready` once its consumers exist (then the driver starts); the driver
+//! prints `ready {json}` once every client in the page is connected and subscribed (then this
+//! test tells the Java check, on its stdin, to send) and `result {json}` at the end; the Java
+//! check checks what the page sent and prints `ok browser`. What the page received is asserted
+//! here. `scripts/test` installs Debian's `chromium`, runs `npm ci` in `tests/browser` and
+//! compiles `tests/java`; when node, Chromium or the npm packages are missing the test skips
+//! with a printed reason, unless `FERROMQ_REQUIRE_BROWSER` is set (as `scripts/test` does),
+//! and then it fails. Without `FERROMQ_JMS_CLASSPATH` it fails, as the `jms` tests do.
 //!
 //! ```text
 //! cargo test -p tests --test integration browser:: -- --nocapture
@@ -30,11 +33,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use broker::BrokerHandle;
-use client::openwire::{
-    Consumer, Destination, Message, OpenWireClient, OpenWireOptions, OutgoingMessage,
-    PrimitiveValue, SubscribeOptions,
-};
-use tests::ARRIVES;
 
 use crate::stomp_py::repository_root;
 
@@ -51,11 +49,12 @@ const DRIVER_TIMEOUT_MS: &str = "60000";
 const MQTT_PREFIX: [u8; 4] = [0x00, 0x01, 0xfe, 0xff];
 const MQTT_V4_TEXT: &str = "mqtt.js 3.1.1 → ferromq ✓";
 const MQTT_V5_TEXT: &str = "mqtt.js 5.0 → ferromq ✓";
-const STOMP_TEXT: &str = "stomp.js 1.2 → ferromq ✓";
-/// What this test sends to the page.
-const TO_MQTT_TEXT: &str = "OpenWire → mqtt.js ✓";
+/// What the Java check sends to the page (`MqttJmsChecks`'s `TO_*`).
+const TO_MQTT_TEXT: &str = "JMS → mqtt.js ✓";
 const TO_MQTT_BYTES: [u8; 6] = [0x00, 0xff, 0x80, 0x7f, 0x0d, 0x0a];
-const TO_STOMP_TEXT: &str = "OpenWire → stomp.js ✓";
+const TO_STOMP_TEXT: &str = "JMS → stomp.js ✓";
+/// How long the Java check may take to start and report `ready`, and to finish after the page.
+const JMS_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn browser_dir() -> PathBuf {
     match std::env::var_os("FERROMQ_BROWSER_DIR").filter(|dir| !dir.is_empty()) {
@@ -207,7 +206,8 @@ impl Drop for Driver {
     }
 }
 
-/// A broker with `ws://`, `stomp://` and `tcp://` (OpenWire) connectors on ephemeral ports.
+/// A broker with `ws://`, `stomp://` and `tcp://` (OpenWire, for the JMS client) connectors on
+/// ephemeral ports.
 async fn start() -> anyhow::Result<BrokerHandle> {
     tests::start_broker(|config| {
         config.transport.connectors = vec![
@@ -220,10 +220,12 @@ async fn start() -> anyhow::Result<BrokerHandle> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mqtt_js_and_stomp_js_in_chromium_exchange_messages_with_openwire() -> anyhow::Result<()> {
+async fn mqtt_js_and_stomp_js_in_chromium_exchange_messages_with_the_jms_client(
+) -> anyhow::Result<()> {
     let Some(node) = prerequisites()? else {
         return Ok(());
     };
+    crate::jms::classpath()?;
     let broker = start().await?;
     let result = exchange(&broker, &node).await;
     broker.shutdown().await;
@@ -238,18 +240,15 @@ async fn exchange(broker: &BrokerHandle, node: &Path) -> anyhow::Result<()> {
         .map(|connector| connector.local_addr)
         .context("the broker has no ws:// connector")?;
     let openwire = broker.openwire_addr().context("the broker has no tcp:// connector")?;
-    let jms = OpenWireClient::connect(
-        &openwire.ip().to_string(),
-        openwire.port(),
-        OpenWireOptions::default(),
-    )
-    .await
-    .with_context(|| format!("connecting to {openwire}"))?;
     // Subscribed before the page starts, so nothing it publishes can be missed.
-    let mut from_mqtt =
-        jms.subscribe(SubscribeOptions::new(Destination::topic("browser.out"))).await?;
-    let mut from_stomp =
-        jms.subscribe(SubscribeOptions::new(Destination::queue("browser.stomp.out"))).await?;
+    let mut jms = crate::mqtt_cross::spawn_jms(&format!("tcp://{openwire}"), "browser")?;
+    let line = tokio::task::block_in_place(|| {
+        jms.wait_line(JMS_TIMEOUT, |line| line == "ready" || line.starts_with("FAIL"))
+    })?;
+    if line != "ready" {
+        let finished = tokio::task::block_in_place(|| jms.finish(JMS_TIMEOUT))?;
+        bail!("the JMS check failed before it was ready: {}", finished.transcript());
+    }
 
     let mut driver = Driver::spawn(node, &format!("ws://{ws}"))?;
     let (ready, other) = driver.next("ready").await;
@@ -285,31 +284,28 @@ async fn exchange(broker: &BrokerHandle, node: &Path) -> anyhow::Result<()> {
         ready.at("stomp")
     );
 
-    // Every client in the page is subscribed: send to it.
-    jms.send(
-        &Destination::topic("browser.in"),
-        &OutgoingMessage::text(TO_MQTT_TEXT).property("origin", "openwire"),
-    )
-    .await?;
-    jms.send(&Destination::topic("browser.in"), &OutgoingMessage::bytes(TO_MQTT_BYTES.to_vec()))
-        .await?;
-    jms.send(&Destination::topic("browser.stomp.in"), &OutgoingMessage::text(TO_STOMP_TEXT))
-        .await?;
-
-    // What the page published.
-    let mqtt_bodies = [next(&mut from_mqtt).await?, next(&mut from_mqtt).await?];
-    let stomp_message = next(&mut from_stomp).await?;
+    // Every client in the page is subscribed: the JMS check sends to it, then checks what the
+    // page publishes.
+    jms.write_line("the page is subscribed")?;
 
     let (result, other) = driver.next("result").await;
     let (status, stderr) = driver.finish().await?;
     let transcript = format!("({status})\n--- stdout\n{}\n--- stderr\n{stderr}", other.join("\n"));
+    let jms = tokio::task::block_in_place(|| jms.finish(JMS_TIMEOUT))?;
     let Some(result) = result else {
-        bail!("the browser driver printed no result {transcript}");
+        bail!(
+            "the browser driver printed no result {transcript}\nthe JMS check: {}",
+            jms.transcript()
+        );
     };
     ensure!(
         result.at("ok").bool() == Some(true) && status.success(),
-        "the browser run failed: {result}\n{transcript}"
+        "the browser run failed: {result}\n{transcript}\nthe JMS check: {}",
+        jms.transcript()
     );
+    // mqtt.js -> JMS and stomp.js -> JMS: checked by the Java check (the same bytes, the 5.0
+    // user property as a JMS string property, stomp.js's text on the queue).
+    crate::mqtt_cross::reported_ok(&jms, "browser")?;
     eprintln!(
         "{} at {} over ws://{ws}: subprotocols {protocols:?}",
         result.at("browser").str().unwrap_or("Chromium"),
@@ -317,28 +313,12 @@ async fn exchange(broker: &BrokerHandle, node: &Path) -> anyhow::Result<()> {
     );
     let state = result.at("state");
     ensure!(state.at("errors").items().is_empty(), "errors in the page: {state}");
-
-    // mqtt.js -> OpenWire: the same bytes, as they were published; the 5.0 user property as a
-    // JMS string property.
-    let bodies: Vec<_> = mqtt_bodies.iter().map(Message::body_bytes).collect();
-    let published = |text: &str| mqtt_bodies.iter().find(|m| m.body_bytes() == with_prefix(text));
-    let (Some(v4), Some(v5)) = (published(MQTT_V4_TEXT), published(MQTT_V5_TEXT)) else {
-        bail!("topic browser.out received {bodies:?}, not mqtt.js 3.1.1's and 5.0's bytes");
-    };
-    for message in [v4, v5] {
-        ensure!(message.destination() == Some(&Destination::topic("browser.out")), "{message:?}");
-    }
-    ensure!(
-        v5.property("origin") == Some(PrimitiveValue::String("mqtt.js".into())),
-        "mqtt.js 5.0's user property: {:?}",
-        v5.properties()
-    );
     for (version, text) in [("4", MQTT_V4_TEXT), ("5", MQTT_V5_TEXT)] {
         let sent = state.at("sent").at(version).str();
         ensure!(sent == Some(hex(&with_prefix(text)).as_str()), "the page sent {sent:?}");
     }
 
-    // OpenWire -> mqtt.js, both versions: the text as UTF-8 and the bytes as they are, on
+    // JMS -> mqtt.js, both versions: the text as UTF-8 and the bytes as they are, on
     // browser/in; the JMS string property as a 5.0 user property.
     for version in ["4", "5"] {
         let received = state.at("mqtt").at(version).at("received").items();
@@ -353,27 +333,15 @@ async fn exchange(broker: &BrokerHandle, node: &Path) -> anyhow::Result<()> {
             ],
             "mqtt.js {version} received {seen:?}"
         );
+        // The JMS client sends persistent messages by default: QoS 1 at a QoS 1 subscription.
         ensure!(received.iter().all(|m| m.at("qos").num() == Some(1.0)), "{}", state.at("mqtt"));
         if version == "5" {
             let user = received[0].at("userProperties").at("origin");
-            ensure!(
-                user.str() == Some("openwire"),
-                "mqtt.js 5.0's user properties: {}",
-                received[0]
-            );
+            ensure!(user.str() == Some("jms"), "mqtt.js 5.0's user properties: {}", received[0]);
         }
     }
 
-    // stomp.js -> OpenWire queue, and OpenWire topic -> stomp.js.
-    ensure!(
-        stomp_message.body_bytes() == STOMP_TEXT.as_bytes(),
-        "{:?}",
-        stomp_message.body_bytes()
-    );
-    ensure!(
-        stomp_message.destination() == Some(&Destination::queue("browser.stomp.out")),
-        "{stomp_message:?}"
-    );
+    // JMS topic -> stomp.js.
     let received = state.at("stomp").at("received").items();
     ensure!(received.len() == 1, "stomp.js received {}", state.at("stomp"));
     ensure!(received[0].at("body").str() == Some(TO_STOMP_TEXT), "{}", received[0]);
@@ -382,18 +350,7 @@ async fn exchange(broker: &BrokerHandle, node: &Path) -> anyhow::Result<()> {
         "{}",
         received[0]
     );
-
-    jms.close().await?;
     Ok(())
-}
-
-async fn next(consumer: &mut Consumer) -> anyhow::Result<Message> {
-    // The page publishes after `ready`, once this test's sends are out; allow for the page.
-    let wait = ARRIVES * 6;
-    consumer
-        .receive(wait)
-        .await?
-        .with_context(|| format!("no message on {:?} within {wait:?}", consumer.destination()))
 }
 
 fn with_prefix(text: &str) -> Vec<u8> {

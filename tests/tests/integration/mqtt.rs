@@ -492,3 +492,143 @@ async fn mqtt_unacknowledged_delivery_comes_back_with_dup_to_the_resumed_session
     broker.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_shared_subscriptions_give_each_message_to_one_member_of_the_group(
+) -> anyhow::Result<()> {
+    check("shared_subscriptions").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_shared_subscription_member_leaving_hands_its_unacknowledged_messages_on(
+) -> anyhow::Result<()> {
+    check("shared_redelivery").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_shared_subscription_keeps_messages_for_a_persistent_member_away() -> anyhow::Result<()>
+{
+    check("shared_persistent_member").await
+}
+
+/// The client ids of the session records `broker`'s store holds.
+fn stored_sessions(broker: &BrokerHandle) -> anyhow::Result<Vec<String>> {
+    let page = broker.store().read_page(&broker::core::sessions::store_queue(), None, 1000)?;
+    Ok(page
+        .iter()
+        .filter_map(|stored| match stored.message.properties.get("clientId") {
+            Some(store::PropertyValue::String(id)) => Some(id.to_string()),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Waits until the session of `client_id` is gone from the store and from the core (its
+/// durable subscriptions removed); fails if that happened before `at_least` had passed.
+async fn wait_session_expired(
+    broker: &BrokerHandle,
+    client_id: &str,
+    filter: &str,
+    since: std::time::Instant,
+    at_least: Duration,
+) -> anyhow::Result<()> {
+    let name = format!("AT_LEAST_ONCE:{filter}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let stored = stored_sessions(broker)?.iter().any(|id| id == client_id);
+        let durable = broker.durable_subscription_stats(client_id, &name).await.is_some();
+        if !stored && !durable {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("the session of {client_id} did not expire (record {stored}, durable {durable})");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::ensure!(since.elapsed() >= at_least, "the session expired before its interval");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_session_ends_once_its_expiry_interval_has_passed() -> anyhow::Result<()> {
+    let broker = start().await?;
+    let mqtt = broker.mqtt_addr().context("no MQTT connector")?;
+    let client_id = format!("expiring-{}", std::process::id());
+    let extra = ["--client-id".to_owned(), client_id.clone()];
+    let result = async {
+        run_check_at(&broker, mqtt, "session_expiry_start", false, &extra).await?;
+        let ended = std::time::Instant::now();
+        let filter = format!("ferromq/expiry/{client_id}");
+        // 2 s from the last disconnect, less what the check took after it.
+        wait_session_expired(&broker, &client_id, &filter, ended, Duration::from_millis(500))
+            .await?;
+        run_check_at(&broker, mqtt, "session_expiry_gone", false, &extra).await
+    }
+    .await;
+    broker.shutdown().await;
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_session_expiry_of_0_and_disconnect_s_interval() -> anyhow::Result<()> {
+    check("session_expiry_disconnect").await
+}
+
+/// Across a restart on the journal: a 2 s session expires although the broker was down when
+/// it should have (its record says when its connection ended); a 3600 s one is resumed with
+/// its subscription's identifier, No Local and Retain As Published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_session_expiry_and_options_survive_a_restart_on_the_journal() -> anyhow::Result<()>
+{
+    let data = tempfile::tempdir()?;
+    let journal = |config: &mut conf::Config| {
+        config.transport.connectors = vec!["mqtt://127.0.0.1:0".parse().expect("a valid URI")];
+        config.store.kind = conf::StoreKind::Journal;
+        config.broker.data_dir = data.path().to_path_buf();
+    };
+    let client_id = format!("restarted-{}", std::process::id());
+    let extra = ["--client-id".to_owned(), client_id.clone()];
+    let broker = tests::start_broker(journal).await?;
+    let mqtt = broker.mqtt_addr().context("no MQTT connector")?;
+    let before = run_check_at(&broker, mqtt, "session_restart_before", false, &extra).await;
+    let ended = std::time::Instant::now();
+    broker.shutdown().await;
+    before?;
+    let broker = tests::start_broker(journal).await?;
+    let mqtt = broker.mqtt_addr().context("no MQTT connector")?;
+    let result = async {
+        let short = format!("{client_id}-short");
+        let filter = format!("ferromq/restart/{client_id}");
+        wait_session_expired(&broker, &short, &filter, ended, Duration::from_millis(1000)).await?;
+        anyhow::ensure!(
+            stored_sessions(&broker)?.contains(&client_id),
+            "the long session's record is gone"
+        );
+        run_check_at(&broker, mqtt, "session_restart_short_gone", false, &extra).await?;
+        run_check_at(&broker, mqtt, "resumed_options", false, &extra).await
+    }
+    .await;
+    broker.shutdown().await;
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_resumed_session_keeps_subscription_identifiers_and_options() -> anyhow::Result<()> {
+    check("resumed_options").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_will_delay_interval_holds_the_will_until_delay_or_session_end() -> anyhow::Result<()>
+{
+    check("will_delay").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_enhanced_authentication_is_refused() -> anyhow::Result<()> {
+    check("enhanced_auth").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_5_receive_maximum_bounds_the_connection_both_ways() -> anyhow::Result<()> {
+    check("receive_maximum").await
+}

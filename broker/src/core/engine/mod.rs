@@ -10,9 +10,11 @@
 mod advise;
 mod client_ids;
 mod composite;
+mod exactly_once;
 mod flow;
 mod gc;
 mod observer;
+mod persistent_sessions;
 pub mod scheduler;
 mod send;
 mod statistics;
@@ -45,6 +47,7 @@ use crate::core::recovery::RecentMessages;
 use crate::core::registry::{Registry, TopicSubscription};
 use crate::core::retained::{self, RetainedMessages};
 use crate::core::selector::Selector;
+use crate::core::sessions::{self, SessionTable};
 use crate::core::temp_store::TempStore;
 use crate::core::types::{ConnectionId, ConsumerId, VirtualTopicRule};
 use crate::core::wildcard::DestinationFilter;
@@ -135,6 +138,12 @@ pub struct Core {
     producers: Arc<statistics::ProducerCounts>,
     /// The retained message of each topic (see [`retained`]).
     retained: RetainedMessages,
+    /// The records of sessions that outlive their connection (see [`sessions`]).
+    sessions: SessionTable,
+    /// The QoS 2 state of MQTT's persistent sessions (see [`crate::core::exactly_once`]).
+    exactly_once: crate::core::exactly_once::ExactlyOnceMarks,
+    /// Exactly-once sends wait here to be dispatched once durable.
+    durable_enqueues: crate::core::exactly_once::DurableEnqueues,
 }
 
 impl Core {
@@ -157,6 +166,8 @@ impl Core {
             temp_store: settings.temp_store.clone(),
         };
         let retained = RetainedMessages::recover(&*store)?;
+        let sessions = Core::recover_sessions(&*store)?;
+        let exactly_once = crate::core::exactly_once::ExactlyOnceMarks::recover(&*store)?;
         let collects_garbage = gc::sweep_period(&settings.policies).is_some();
         let recent = RecentMessages::new(settings.policies.clone(), settings.memory.clone());
         let virtual_consumers =
@@ -185,11 +196,19 @@ impl Core {
                 temp_space: gates::FlowGate::default(),
                 producers: Arc::default(),
                 retained,
+                sessions,
+                exactly_once,
+                durable_enqueues: crate::core::exactly_once::DurableEnqueues::start(),
             }
         });
         {
-            let reserved =
-                [scheduler::store_queue().destination, retained::store_queue().destination];
+            let reserved = [
+                scheduler::store_queue().destination,
+                retained::store_queue().destination,
+                sessions::store_queue().destination,
+                crate::core::exactly_once::received_queue().destination,
+                crate::core::exactly_once::released_queue().destination,
+            ];
             let mut registry = core.registry.lock();
             // One line for the whole store (a line per queue buried the log of a broker with
             // many queues): what was recovered, with the messages waiting.
@@ -237,6 +256,7 @@ impl Core {
                 "recovered the store"
             );
         }
+        core.resume_session_expiry();
         match &core.scheduler {
             Some(scheduler) => scheduler.handle.add(scheduler::recover_jobs(&core.store)?),
             None => {

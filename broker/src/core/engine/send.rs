@@ -46,6 +46,22 @@ impl Core {
         connection: ConnectionId,
         transaction: Option<&mut Transaction>,
     ) -> Result<Completion, CoreError> {
+        self.send_storing(message, connection, transaction, None)
+    }
+
+    /// [`Core::send`] of a message whose store entry also goes into `also_stored`, a reserved
+    /// store queue, in the same `AddMessage`: the store has the message and that entry
+    /// together or neither (the received marks of QoS 2, [`crate::core::exactly_once`]).
+    /// Such a message is dispatched only once durable: dispatched before, and lost with a
+    /// crash, it would reach its consumers twice when its sender, never told it was stored,
+    /// sends it again.
+    pub(super) fn send_storing(
+        &self,
+        message: Arc<Message>,
+        connection: ConnectionId,
+        transaction: Option<&mut Transaction>,
+        also_stored: Option<QueueKey>,
+    ) -> Result<Completion, CoreError> {
         // Checked first: a refused schedule must not count as seen by the audit.
         let schedule = self.schedule_of(&message)?;
         let verdicts = match schedule {
@@ -70,11 +86,13 @@ impl Core {
         // Retained (`ActiveMQ.Retain`) once routed; a transacted send is not retained.
         let retain = publish && retained::asks_to_retain(&message);
         let route = self.route(&mut registry, &message, connection, publish, verdicts.as_ref())?;
-        let stored: Vec<QueueKey> = if message.is_persistent() {
+        let mut stored: Vec<QueueKey> = if message.is_persistent() {
             route.iter().filter(|q| q.stored).map(|q| (*q.key).clone()).collect()
         } else {
             Vec::new()
         };
+        let also_stored_given = also_stored.is_some();
+        stored.extend(also_stored);
         let txn = transaction.as_ref().map(|t| t.id);
         let stores_something = !stored.is_empty();
         // Announced before the submit makes it readable, so that paging leaves it to the
@@ -95,7 +113,10 @@ impl Core {
             transaction.sends.push((route, message, connection));
             return Ok(staged.enqueue());
         }
-        let routed = staged.enqueue();
+        let routed = match also_stored_given {
+            true => self.durable_enqueues.enqueue_when_durable(staged),
+            false => staged.enqueue(),
+        };
         if !retain {
             return Ok(routed);
         }
