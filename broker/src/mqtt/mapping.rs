@@ -32,9 +32,59 @@ pub const QOS_PROPERTY: &str = "ActiveMQ.MQTT.QoS";
 /// AMQP's content-type in (ActiveMQ's name), so that the two protocols exchange it.
 pub const CONTENT_TYPE_PROPERTY: &str = "JMS_AMQP_ContentType";
 
+/// The bytes property that keeps a 5.0 PUBLISH's user properties as they came, when the
+/// message's property map cannot (it is sorted by name and holds one value per name): their
+/// order and repeated names reach MQTT subscribers unaltered (MQTT-3.3.2-17, -18), while JMS,
+/// STOMP and AMQP consumers get the first value of each name as a string property.
+pub const USER_PROPERTIES_PROPERTY: &str = "ferromq.mqtt.UserProperties";
+
 /// Properties of the model that go out as PUBLISH fields or flags, not as user properties.
-const NOT_USER_PROPERTIES: [&str; 4] =
-    [QOS_PROPERTY, CONTENT_TYPE_PROPERTY, retained::RETAIN_PROPERTY, retained::RETAINED_PROPERTY];
+const NOT_USER_PROPERTIES: [&str; 8] = [
+    QOS_PROPERTY,
+    CONTENT_TYPE_PROPERTY,
+    USER_PROPERTIES_PROPERTY,
+    retained::RETAIN_PROPERTY,
+    retained::RETAINED_PROPERTY,
+    crate::core::exactly_once::CLIENT_PROPERTY,
+    crate::core::exactly_once::PACKET_PROPERTY,
+    crate::core::exactly_once::MESSAGE_PROPERTY,
+];
+
+/// `pairs` as [`USER_PROPERTIES_PROPERTY`] holds them: each name and value as a u32 length
+/// (big-endian) and its UTF-8 bytes.
+fn encode_user_properties<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Bytes {
+    let mut out = Vec::new();
+    for (name, value) in pairs {
+        for text in [name, value] {
+            out.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_be_bytes());
+            out.extend_from_slice(text.as_bytes());
+        }
+    }
+    Bytes::from(out)
+}
+
+/// The pairs of a [`USER_PROPERTIES_PROPERTY`]; `None` if it is not one this wrote (a client
+/// of another protocol may set any property), so that it is then ignored.
+fn decode_user_properties(bytes: &[u8]) -> Option<Vec<(String, String)>> {
+    fn take(rest: &mut &[u8]) -> Option<String> {
+        let (length, tail) = rest.split_first_chunk::<4>()?;
+        let length = usize::try_from(u32::from_be_bytes(*length)).ok()?;
+        if tail.len() < length {
+            return None;
+        }
+        let (text, tail) = tail.split_at(length);
+        *rest = tail;
+        String::from_utf8(text.to_vec()).ok()
+    }
+    let mut pairs = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let name = take(&mut rest)?;
+        let value = take(&mut rest)?;
+        pairs.push((name, value));
+    }
+    Some(pairs)
+}
 
 /// An MQTT topic name or filter as an ActiveMQ destination name: `/` and `.`, `+` and `*`,
 /// `#` and `>` exchanged (ActiveMQ's `convertMQTTToActiveMQ`, which swaps both ways so that a
@@ -105,12 +155,23 @@ pub fn message_from_publish(
     }
     if version == Version::V5_0 {
         let properties = &publish.properties;
+        let mut names_in_order = true;
+        let mut previous: Option<&str> = None;
         for (name, value) in properties.user_properties() {
+            // Sorted and unique is what the map gives back; anything else is kept as it came.
+            names_in_order &= previous.is_none_or(|previous| previous < name);
+            previous = Some(name);
             // The first of a repeated name wins: JMS properties have one value each.
             message
                 .properties
                 .entry(Arc::from(name))
                 .or_insert_with(|| PropertyValue::String(value.into()));
+        }
+        if !names_in_order {
+            let kept = encode_user_properties(properties.user_properties());
+            message
+                .properties
+                .insert(Arc::from(USER_PROPERTIES_PROPERTY), PropertyValue::Bytes(kept));
         }
         if let Some(topic) = properties.response_topic() {
             message.headers.reply_to = Some(Destination::topic(to_activemq(topic)));
@@ -146,8 +207,22 @@ pub fn message_from_publish(
 pub fn publish_for(message: &Message, qos: QoS, version: Version, dup: bool) -> Publish {
     let mut properties = Properties::new();
     if version == Version::V5_0 {
+        let as_published = match message.properties.get(USER_PROPERTIES_PROPERTY) {
+            Some(PropertyValue::Bytes(bytes)) => decode_user_properties(bytes),
+            _ => None,
+        };
+        if let Some(pairs) = &as_published {
+            for (name, value) in pairs {
+                properties.push(Property::UserProperty(name.clone(), value.clone()));
+            }
+        }
         for (name, value) in &message.properties {
             if NOT_USER_PROPERTIES.contains(&&**name) {
+                continue;
+            }
+            let published =
+                as_published.as_ref().is_some_and(|pairs| pairs.iter().any(|(n, _)| n == &**name));
+            if published {
                 continue;
             }
             properties.push(Property::UserProperty(name.to_string(), value.to_header_text()));
@@ -334,6 +409,33 @@ mod tests {
         let message =
             message_from_publish(&false_claim, Version::V5_0, MessageId(3), "ID:z".into());
         assert_eq!(message.body_kind, BodyKind::Bytes);
+    }
+
+    #[test]
+    fn user_properties_keep_their_order_and_repeated_names_for_mqtt_subscribers() {
+        let properties = Properties::new()
+            .with(Property::UserProperty("z".into(), "1".into()))
+            .with(Property::UserProperty("a".into(), "2".into()))
+            .with(Property::UserProperty("z".into(), "3".into()));
+        let publish = Publish { properties, ..Publish::new("a", "x") };
+        let message = message_from_publish(&publish, Version::V5_0, MessageId(1), "ID:x".into());
+        // JMS sees one value per name, the first.
+        assert_eq!(message.properties.get("z"), Some(&PropertyValue::String("1".into())));
+        assert_eq!(message.properties.get("a"), Some(&PropertyValue::String("2".into())));
+        let out = publish_for(&message, QoS::AtMostOnce, Version::V5_0, false);
+        let user: Vec<_> = out.properties.user_properties().collect();
+        assert_eq!(user, [("z", "1"), ("a", "2"), ("z", "3")]);
+
+        // Sorted and unique needs nothing kept beside the map.
+        let sorted = Publish {
+            properties: Properties::new()
+                .with(Property::UserProperty("a".into(), "1".into()))
+                .with(Property::UserProperty("b".into(), "2".into())),
+            ..Publish::new("a", "x")
+        };
+        let message = message_from_publish(&sorted, Version::V5_0, MessageId(2), "ID:y".into());
+        assert!(!message.properties.contains_key(USER_PROPERTIES_PROPERTY));
+        assert_eq!(decode_user_properties(b"\x00\x00\x00\x09ab"), None);
     }
 
     #[test]

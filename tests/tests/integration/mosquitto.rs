@@ -819,12 +819,9 @@ fn tls(addr: SocketAddr, ca: &Path) -> anyhow::Result<()> {
 }
 
 /// MQTT-3.3.2-17/18: the server forwards every user property, repeated names included, in the
-/// order they were published. ferromq keeps them as JMS string properties in the message's
-/// property map (`store::Message::properties`, a `BTreeMap`): sorted by name, one value per
-/// name, so this gets `a:2 z:1`.
+/// order they were published (the message's property map, sorted with one value per name,
+/// would give `a:2 z:1`; the list is kept beside it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "user properties are kept in a name-sorted map with one value per name: their order \
-            and repeated names are lost (store::Message::properties)"]
 async fn mosquitto_5_user_properties_keep_their_order_and_repeated_names() -> anyhow::Result<()> {
     if !tools_present()? {
         return Ok(());
