@@ -7,7 +7,7 @@ use store::{Completion, Message, MessageId};
 
 use super::Core;
 use crate::core::exactly_once::{received_queue, ExactlyOnceMarks, SessionMarks};
-use crate::core::{ConnectionId, CoreError};
+use crate::core::types::{ConnectionId, CoreError};
 
 impl Core {
     /// The QoS 2 state `client`'s persistent session left (empty for a new session).
