@@ -18,6 +18,9 @@
 //!   message, ferromq beside Apache ActiveMQ, in `scripts/compare-activemq`'s S1, S2, S3, S5
 //!   and S6, with the clients' CPU, the disk's fsync rate and the loopback round trip of the
 //!   same run, and S2's and S5's share of that physical floor.
+//! - `benches/mqtt.rs`: MQTT throughput and CPU per message at QoS 0 and 1 (1 to 1, 50 to 1,
+//!   1 to 50) and 10,000 idle MQTT connections' memory, ferromq (with and without fsync)
+//!   beside Debian's mosquitto ([`mosquitto`]), the same in-process client driving both.
 //! - `benches/paging.rs` and `benches/connections.rs`: the `ferromq` binary as its own
 //!   process ([`process::FerromqProcess`]), so that its resident memory is the broker's alone.
 //! - `benches/journal.rs`, `benches/stores.rs`, `benches/sql_stores.rs`: the stores alone,
@@ -37,6 +40,7 @@ use std::time::Duration;
 pub mod chart;
 pub mod efficiency;
 pub mod forward;
+pub mod mosquitto;
 pub mod perf_pair;
 pub mod process;
 pub mod relay;

@@ -18,6 +18,8 @@ pub struct FerromqProcess {
     pub openwire: SocketAddr,
     /// Set when [`Launch::amqp`] asked for an AMQP 1.0 connector.
     pub amqp: Option<SocketAddr>,
+    /// Set when [`Launch::mqtt`] asked for an MQTT connector.
+    pub mqtt: Option<SocketAddr>,
 }
 
 /// The store a broker process runs on: its `[store]` section.
@@ -58,6 +60,8 @@ pub struct Launch {
     pub store: Option<BrokerStore>,
     /// Open an `amqp://` connector too.
     pub amqp: bool,
+    /// Open an `mqtt://` connector too.
+    pub mqtt: bool,
 }
 
 impl Launch {
@@ -89,6 +93,9 @@ impl FerromqProcess {
         let mut connectors = vec!["stomp://127.0.0.1:0", "tcp://127.0.0.1:0"];
         if launch.amqp {
             connectors.push("amqp://127.0.0.1:0");
+        }
+        if launch.mqtt {
+            connectors.push("mqtt://127.0.0.1:0");
         }
         let stdout_path = dir.join("ferromq.stdout");
         let stdout = std::fs::File::create(&stdout_path)?;
@@ -135,12 +142,16 @@ impl FerromqProcess {
             stomp: SocketAddr::from(([127, 0, 0, 1], 0)),
             openwire: SocketAddr::from(([127, 0, 0, 1], 0)),
             amqp: None,
+            mqtt: None,
         };
         ensure!(ready.pid == process.pid(), "the readiness line is another process's: {ready:?}");
         process.stomp = ready.addr("stomp").context("no STOMP connector is ready")?;
         process.openwire = ready.addr("tcp").context("no OpenWire connector is ready")?;
         if launch.amqp {
             process.amqp = Some(ready.addr("amqp").context("no AMQP connector is ready")?);
+        }
+        if launch.mqtt {
+            process.mqtt = Some(ready.addr("mqtt").context("no MQTT connector is ready")?);
         }
         Ok(process)
     }

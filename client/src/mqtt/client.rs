@@ -207,6 +207,11 @@ impl MqttClient {
         self.version
     }
 
+    /// Whether the connection has ended (the broker closed it, or it failed).
+    pub fn is_closed(&self) -> bool {
+        self.requests.is_closed()
+    }
+
     /// Publishes `payload` to `topic`; waits only for room in the window of QoS 1/2
     /// publishes in flight. Wait for the returned [`Confirmation`] for the broker's answer.
     pub async fn publish(

@@ -16,6 +16,9 @@ use tokio::time::Instant;
 use super::client::Message;
 use crate::ClientError;
 
+/// How many encoded bytes queued requests may add to one write before it goes out.
+const WRITE_BATCH: usize = 64 * 1024;
+
 /// What a handle asks of the task.
 #[derive(Debug)]
 pub(crate) enum Request {
@@ -134,24 +137,39 @@ impl State {
                         ping_sent = None;
                     }
                 }
-                request = requests.recv() => match request {
-                    Some(Request::Disconnect { done }) => {
-                        self.encode(&Packet::Disconnect(Disconnect::default()))?;
-                        writer.write_all(&self.out).await?;
-                        writer.flush().await?;
-                        let _ = writer.shutdown().await;
-                        let _ = done.send(Ok(()));
-                        return Err(ClientError::Closed);
+                request = requests.recv() => {
+                    let mut request = request;
+                    loop {
+                        match request {
+                            Some(Request::Disconnect { done }) => {
+                                self.encode(&Packet::Disconnect(Disconnect::default()))?;
+                                writer.write_all(&self.out).await?;
+                                writer.flush().await?;
+                                let _ = writer.shutdown().await;
+                                let _ = done.send(Ok(()));
+                                return Err(ClientError::Closed);
+                            }
+                            Some(request) => self.handle(request)?,
+                            // Every handle is gone: leave as a disconnect would.
+                            None => {
+                                self.encode(&Packet::Disconnect(Disconnect::default()))?;
+                                writer.write_all(&self.out).await?;
+                                let _ = writer.shutdown().await;
+                                return Ok(());
+                            }
+                        }
+                        // Requests already queued go out in the same write: a burst of
+                        // publishes costs one system call, not one each.
+                        if self.out.len() >= WRITE_BATCH {
+                            break;
+                        }
+                        request = match requests.try_recv() {
+                            Ok(next) => Some(next),
+                            Err(mpsc::error::TryRecvError::Empty) => break,
+                            Err(mpsc::error::TryRecvError::Disconnected) => None,
+                        };
                     }
-                    Some(request) => self.handle(request)?,
-                    // Every handle is gone: leave as a disconnect would.
-                    None => {
-                        self.encode(&Packet::Disconnect(Disconnect::default()))?;
-                        writer.write_all(&self.out).await?;
-                        let _ = writer.shutdown().await;
-                        return Ok(());
-                    }
-                },
+                }
                 _ = tokio::time::sleep_until(deadline), if !keep_alive.is_zero() => {
                     if ping_sent.is_some() {
                         return Err(ClientError::Timeout {
