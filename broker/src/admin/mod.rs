@@ -26,6 +26,7 @@
 
 mod admission;
 mod client;
+mod console;
 mod metrics;
 mod model;
 
@@ -304,11 +305,16 @@ enum Route {
     Destinations,
     Destination { kind: StatsKind, name: String },
     Metrics,
+    Console(&'static console::Asset),
 }
 
 impl Route {
     /// The route a path names, if any (whatever the method).
     fn of(path: &str) -> Option<Route> {
+        // The web console (`console/`): the page at `/`, its scripts and styles.
+        if let Some(asset) = console::asset(path) {
+            return Some(Route::Console(asset));
+        }
         match path.trim_end_matches('/') {
             "/api/broker" => Some(Route::Broker),
             "/api/status" => Some(Route::Status),
@@ -407,6 +413,10 @@ async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Ful
     if route == Route::Status {
         return json(StatusCode::OK, &state.status());
     }
+    // The console loads on a standby too: it shows what /api/status says.
+    if let Route::Console(asset) = route {
+        return console::serve(asset);
+    }
     let Some(active) = state.active.get() else {
         let status = state.status();
         let message =
@@ -437,6 +447,7 @@ async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Ful
             );
             response
         }
+        Route::Console(asset) => console::serve(asset),
     }
 }
 
@@ -504,7 +515,7 @@ mod tests {
         assert_eq!(Route::of("/api/destinations/table/x"), None);
         assert_eq!(Route::of("/api/destinations/queue/"), None);
         assert_eq!(Route::of("/api/destinations/queue/%zz"), None);
-        assert_eq!(Route::of("/"), None);
+        assert!(matches!(Route::of("/"), Some(Route::Console(_))));
     }
 
     #[test]
