@@ -66,6 +66,15 @@ enum Command {
     /// Prints every destination's statistics from a running broker's admin endpoint
     /// (ActiveMQ's `dstat`).
     Dstat(cli::dstat::DstatArgs),
+    /// Prints the messages of queues without consuming them, from a running broker's admin
+    /// endpoint (ActiveMQ's `browse`).
+    Browse(cli::browse::BrowseArgs),
+    /// Removes the messages of queues, all of them or those matching a selector, through a
+    /// running broker's admin endpoint (ActiveMQ's `purge`).
+    Purge(cli::purge::PurgeArgs),
+    /// Prints the attributes of a running broker's objects: the broker, queues, topics,
+    /// connections, durable subscriptions, consumers, producers (ActiveMQ's `query`).
+    Query(cli::query::QueryArgs),
     /// Prints the Argon2 hash of a password for a [[users]] entry's `password`; reads the
     /// password from the first line of standard input, so that it stays out of the shell's
     /// history and the process list.
@@ -93,6 +102,9 @@ fn main() -> ExitCode {
         Command::Producer(args) => cli::producer::run(args),
         Command::Consumer(args) => cli::consumer::run(args),
         Command::Dstat(args) => cli::dstat::run(args),
+        Command::Browse(args) => cli::browse::run(args),
+        Command::Purge(args) => cli::purge::run(args),
+        Command::Query(args) => cli::query::run(args),
         Command::Perf(args) => cli::perf::run(args),
         Command::Passwd => passwd(),
     };

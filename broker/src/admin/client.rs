@@ -1,11 +1,15 @@
-//! A tiny HTTP/1.1 client for the admin endpoint, for `ferromq dstat` and the tests: one
-//! request per connection (`Connection: close`), the answer read to its end. It speaks only
-//! to ferromq's endpoint (`http://`, or `https://` when it serves `[admin] tls`), so it needs
-//! none of a general client's features.
+//! A tiny HTTP/1.1 client for the admin endpoint, for `ferromq dstat`, `browse`, `purge`,
+//! `query` and the tests: one request per connection (`Connection: close`), the answer read
+//! to its end. It speaks only to ferromq's endpoint (`http://`, or `https://` when it serves
+//! `[admin] tls`), so it needs none of a general client's features.
+//!
+//! State-changing requests ([`AdminClient::post_json`], [`AdminClient::delete_json`]) carry
+//! the broker's admin token in `X-Ferromq-Token`, read once from `GET /api/token` and kept.
 
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -15,6 +19,8 @@ use super::{BrokerStats, DestinationStats, ErrorBody};
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest answer read (a broker with very many destinations stays well below).
 const MAX_ANSWER: u64 = 256 << 20;
+/// The header that carries the admin token on state-changing requests.
+const TOKEN_HEADER: &str = "X-Ferromq-Token";
 
 /// Why a request to the admin endpoint failed.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +83,8 @@ pub struct AdminClient {
     trust_store: Option<std::path::PathBuf>,
     /// `Authorization: Basic ...`, sent with every request when set.
     authorization: Option<String>,
+    /// The broker's admin token once read (`GET /api/token`), for POST and DELETE.
+    token: std::sync::OnceLock<String>,
 }
 
 impl AdminClient {
@@ -106,6 +114,7 @@ impl AdminClient {
             tls: scheme == "https",
             trust_store: None,
             authorization: None,
+            token: std::sync::OnceLock::new(),
         })
     }
 
@@ -151,8 +160,56 @@ impl AdminClient {
     /// `GET path`, its 2xx JSON body decoded; another status is [`AdminClientError::Status`]
     /// with the endpoint's error message.
     pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, AdminClientError> {
-        let url = format!("{}{path}", self.url);
         let answer = self.request("GET", path).await?;
+        self.decode(path, answer)
+    }
+
+    /// `POST path` with `body` as JSON and the admin token, its 2xx JSON answer decoded.
+    pub async fn post_json<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, AdminClientError> {
+        let body = serde_json::to_vec(body).map_err(|error| AdminClientError::Decode {
+            url: format!("{}{path}", self.url),
+            reason: format!("cannot encode the request: {error}"),
+        })?;
+        let token = self.token().await?;
+        let headers = [("Content-Type", "application/json"), (TOKEN_HEADER, token.as_str())];
+        let answer = self.send("POST", path, &headers, &body).await?;
+        self.decode(path, answer)
+    }
+
+    /// `DELETE path` with the admin token, its 2xx JSON answer decoded.
+    pub async fn delete_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<T, AdminClientError> {
+        let token = self.token().await?;
+        let answer = self.send("DELETE", path, &[(TOKEN_HEADER, token.as_str())], b"").await?;
+        self.decode(path, answer)
+    }
+
+    /// The broker's admin token (`GET /api/token`), read once.
+    pub async fn token(&self) -> Result<String, AdminClientError> {
+        if let Some(token) = self.token.get() {
+            return Ok(token.clone());
+        }
+        #[derive(serde::Deserialize)]
+        struct Token {
+            token: String,
+        }
+        let read: Token = self.get_json("/api/token").await?;
+        Ok(self.token.get_or_init(|| read.token).clone())
+    }
+
+    /// A 2xx answer's JSON, or the error the endpoint gave.
+    fn decode<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        answer: HttpAnswer,
+    ) -> Result<T, AdminClientError> {
+        let url = format!("{}{path}", self.url);
         if !(200..300).contains(&answer.status) {
             let message = serde_json::from_str::<ErrorBody>(&answer.body)
                 .map(|body| body.error)
@@ -165,8 +222,31 @@ impl AdminClient {
 
     /// Sends `method path` and reads the whole answer, whatever its status.
     pub async fn request(&self, method: &str, path: &str) -> Result<HttpAnswer, AdminClientError> {
+        self.send(method, path, &[], b"").await
+    }
+
+    /// Sends `method path` with extra `headers` (name, value) and `body`, and reads the whole
+    /// answer, whatever its status. Header values must not hold line breaks.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<HttpAnswer, AdminClientError> {
         let url = format!("{}{path}", self.url);
-        match tokio::time::timeout(TIMEOUT, self.exchange(method, path, &url)).await {
+        let unsafe_text = |text: &str| text.contains(['\r', '\n']);
+        if unsafe_text(method)
+            || unsafe_text(path)
+            || headers.iter().any(|(name, value)| unsafe_text(name) || unsafe_text(value))
+        {
+            return Err(AdminClientError::Url {
+                url,
+                reason: "a line break in the request line or a header".to_owned(),
+            });
+        }
+        match tokio::time::timeout(TIMEOUT, self.exchange(method, path, headers, body, &url)).await
+        {
             Ok(result) => result,
             Err(_) => Err(AdminClientError::Timeout { url }),
         }
@@ -176,6 +256,8 @@ impl AdminClient {
         &self,
         method: &str,
         path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
         url: &str,
     ) -> Result<HttpAnswer, AdminClientError> {
         let host = self.authority.as_str();
@@ -189,10 +271,15 @@ impl AdminClient {
             Some(value) => format!("Authorization: {value}\r\n"),
             None => String::new(),
         };
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAccept: */*\r\nContent-Length: 0\r\n\
-             {authorization}Connection: close\r\nUser-Agent: ferromq\r\n\r\n"
-        );
+        let extra: String =
+            headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
+        let mut request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAccept: */*\r\nContent-Length: {}\r\n\
+             {authorization}{extra}Connection: close\r\nUser-Agent: ferromq\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
         if self.tls {
             let stream = client::connect_tls(name, port, self.trust_store.as_deref(), TIMEOUT)
                 .await
@@ -212,11 +299,11 @@ impl AdminClient {
 /// Writes `request` on `stream` and reads the whole answer.
 async fn exchange_on<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
-    request: &str,
+    request: &[u8],
     url: &str,
 ) -> Result<HttpAnswer, AdminClientError> {
     let io = |source| AdminClientError::Io { url: url.to_owned(), source };
-    stream.write_all(request.as_bytes()).await.map_err(io)?;
+    stream.write_all(request).await.map_err(io)?;
     let mut raw = Vec::new();
     stream.take(MAX_ANSWER).read_to_end(&mut raw).await.map_err(io)?;
     parse_answer(&raw).map_err(|reason| AdminClientError::Protocol { url: url.to_owned(), reason })

@@ -7,11 +7,19 @@
 //! (`Produced 10000 messages in 1.23 s: 8130 msgs/s (...)`). Errors go to stderr through
 //! `main`, with a non-zero exit; a consumer that stops on `--receiveTimeout` with fewer
 //! messages than asked also exits non-zero.
+//!
+//! `ferromq dstat`, `browse`, `purge` and `query` (ActiveMQ's commands of those names) go
+//! through a running broker's admin endpoint instead (`--url`, `--user`, `--password`;
+//! `admin.rs` holds what the last three share).
 
+pub mod admin;
+pub mod browse;
 pub mod consumer;
 pub mod dstat;
 pub mod perf;
 pub mod producer;
+pub mod purge;
+pub mod query;
 
 use std::sync::Arc;
 use std::time::Duration;

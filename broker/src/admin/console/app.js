@@ -560,10 +560,20 @@ function messagePage(name, id) {
   };
 }
 
+/** A map body (a JSON object, or its text) indented. */
+function prettyMap(preview) {
+  if (typeof preview !== "string") return JSON.stringify(preview, null, 2);
+  try {
+    return JSON.stringify(JSON.parse(preview), null, 2);
+  } catch {
+    return preview;
+  }
+}
+
 function bodyView(m) {
   if (m.body_preview === null || m.body_preview === undefined) return el("p", { class: "muted" }, "No body.");
   if (m.body_type === "text") return el("pre", { class: "body", id: "message-body" }, m.body_preview);
-  if (m.body_type === "map") return el("pre", { class: "body", id: "message-body" }, JSON.stringify(m.body_preview, null, 2));
+  if (m.body_type === "map") return el("pre", { class: "body", id: "message-body" }, prettyMap(m.body_preview));
   // bytes, object, stream: base64 of the first bytes, shown as a hex dump.
   let raw;
   try {
