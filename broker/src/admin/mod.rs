@@ -16,10 +16,12 @@
 //! `ferromq dstat`, which deserializes them); `metrics.rs` writes the Prometheus text;
 //! `client.rs` is the tiny HTTP GET client `ferromq dstat` and the tests use.
 //!
-//! The endpoint is read-only for now. With `[authentication]` enabled, every route but
+//! The operations (browse, send, purge, delete, move, retry: `operations.rs`, described with
+//! every route in `openapi.json`, served at `/api/openapi.json`) are named by method and path
+//! before the reads' [`Route`]; their state-changing requests must pass a same-origin check
+//! and carry the broker's token. With `[authentication]` enabled, every route but
 //! `/api/status` needs HTTP Basic credentials of a user in `[admin] groups`, checked by the
-//! connectors' `Authenticator` (`AdminAccess`, `refuse_unauthorized`). Write operations
-//! (purge a queue, delete a destination) would become more [`Route`]s with their method. With `[admin] tls`, TLS wraps the accepted stream before
+//! connectors' `Authenticator` (`AdminAccess`, `refuse_unauthorized`). With `[admin] tls`, TLS wraps the accepted stream before
 //! [`serve_connection`] (which takes any byte stream). A standby's endpoint serves
 //! `/api/status` while it waits for the data directory's lock or the PostgreSQL lease
 //! (`AdminState`).
@@ -29,6 +31,7 @@ mod client;
 mod console;
 mod metrics;
 mod model;
+mod operations;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -48,7 +51,9 @@ use tokio_util::task::TaskTracker;
 
 pub use client::{AdminClient, AdminClientError, HttpAnswer};
 pub use model::{
-    BrokerRole, BrokerStats, BrokerStatus, DestinationCounts, ErrorBody, StoreStats, TempStats,
+    AdminToken, BrokerRole, BrokerStats, BrokerStatus, Deleted, DestinationCounts, DestinationRef,
+    ErrorBody, MessagePage, MessageView, MoveRequest, Moved, Removed, RetryOutcome, RetryRequest,
+    SendRequest, Sent, StoreStats, TempStats,
 };
 
 use crate::core::Core;
@@ -68,6 +73,8 @@ pub(crate) struct AdminState {
     active: std::sync::OnceLock<ActiveBroker>,
     /// Who may read more than the status; `None`: anyone (authentication is off).
     access: Option<AdminAccess>,
+    /// The operations' token and the messages they send (`operations.rs`).
+    operations: operations::Operations,
 }
 
 /// With `[authentication]` enabled: the users of `[admin] groups` may read the endpoint,
@@ -97,6 +104,7 @@ impl AdminState {
             )),
             active: std::sync::OnceLock::new(),
             access,
+            operations: operations::Operations::new(),
         }
     }
 
@@ -276,6 +284,14 @@ where
         let state = state.clone();
         async move {
             let path = request.uri().path();
+            // The operations (`operations.rs`), all behind the authentication.
+            if operations::Operation::of(request.method(), path).is_some() {
+                let response = match refuse_unauthorized(&state, &request, peer).await {
+                    Some(refused) => refused,
+                    None => operations::answer(&state, request).await,
+                };
+                return Ok::<_, Infallible>(response);
+            }
             let refused = match Route::of(path) {
                 Some(Route::Status) | None => None,
                 Some(_) => refuse_unauthorized(&state, &request, peer).await,
@@ -405,9 +421,13 @@ async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Ful
     if !route.allows(method) {
         let mut response = error(
             StatusCode::METHOD_NOT_ALLOWED,
-            format!("{method} is not allowed on {path}: the admin endpoint is read-only (GET)"),
+            format!("{method} is not allowed on {path}"),
         );
-        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        let allowed = match route {
+            Route::Destination { .. } => "GET, HEAD, DELETE",
+            _ => "GET, HEAD",
+        };
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static(allowed));
         return response;
     }
     if route == Route::Status {

@@ -113,3 +113,152 @@ pub enum BrokerRole {
     Starting,
     Active,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Operations (see `operations.rs` and /api/openapi.json)
+
+/// `GET /api/token`: what state-changing requests send as `X-Ferromq-Token`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminToken {
+    pub token: String,
+}
+
+/// A queue or topic, as operations name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestinationRef {
+    /// `queue` or `topic`.
+    pub kind: String,
+    pub name: String,
+}
+
+/// One message of a queue, as a browse shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageView {
+    /// The message id as its protocol shows it (JMSMessageID, STOMP `message-id`).
+    pub id: String,
+    pub destination: DestinationRef,
+    pub timestamp_ms: Option<u64>,
+    pub expiration_ms: Option<u64>,
+    pub priority: u8,
+    pub persistent: bool,
+    /// Delivered to a consumer before.
+    pub redelivered: bool,
+    /// How many times it was delivered (0: never).
+    pub delivery_count: u32,
+    pub correlation_id: Option<String>,
+    /// `queue://NAME` or `topic://NAME`.
+    pub reply_to: Option<String>,
+    /// JMSType.
+    #[serde(rename = "type")]
+    pub message_type: Option<String>,
+    /// JMSXGroupID.
+    pub group_id: Option<String>,
+    /// Application properties: numbers, strings, booleans, null; byte arrays as base64.
+    pub properties: serde_json::Map<String, serde_json::Value>,
+    /// `text`, `bytes`, `map`, `object`, `stream` or `none`.
+    pub body_type: String,
+    pub body_size: u64,
+    /// Text: the text, cut at the preview size; bytes, object and stream: base64 of the first
+    /// bytes; map: the map as a JSON object (as text). `None` without a body.
+    pub body_preview: Option<String>,
+    /// The preview is not the whole body.
+    pub body_truncated: bool,
+}
+
+/// `GET /api/destinations/queue/{name}/messages`: a page of a queue's messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessagePage {
+    /// Messages that match, among those looked at (all in memory, and the stored ones up to
+    /// 65,536 beyond).
+    pub total: u64,
+    pub offset: u64,
+    pub messages: Vec<MessageView>,
+}
+
+/// `POST /api/destinations/{kind}/{name}/messages`: a message to send.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendRequest {
+    pub body: String,
+    /// `text` (the default) or `bytes` (`body` is base64).
+    #[serde(default = "text_body")]
+    pub body_type: String,
+    #[serde(default = "yes")]
+    pub persistent: bool,
+    #[serde(default)]
+    pub priority: Option<u8>,
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
+    #[serde(default)]
+    pub correlation_id: Option<String>,
+    /// A queue or topic: `queue://NAME`, `topic://NAME`, or a plain name (a queue).
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    #[serde(default, rename = "type")]
+    pub message_type: Option<String>,
+    /// Strings, numbers (integers as longs, others as doubles) and booleans.
+    #[serde(default)]
+    pub properties: serde_json::Map<String, serde_json::Value>,
+}
+
+fn text_body() -> String {
+    "text".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /api/destinations/queue/{name}/move`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveRequest {
+    /// The target queue's name.
+    pub to: String,
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Copy: the messages stay in the source too.
+    #[serde(default)]
+    pub copy: bool,
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// `POST /api/destinations/queue/{name}/retry`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RetryRequest {
+    #[serde(default)]
+    pub selector: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// The answer of a send: the new message's id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sent {
+    pub id: String,
+}
+
+/// The answer of a purge and of a message's removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub removed: u64,
+}
+
+/// The answer of a destination's deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deleted {
+    pub deleted: bool,
+}
+
+/// The answer of a move or copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moved {
+    pub moved: u64,
+}
+
+/// The answer of a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryOutcome {
+    pub retried: u64,
+    /// Matching messages left: no original destination, or a topic as theirs.
+    pub skipped: u64,
+}

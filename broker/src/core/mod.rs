@@ -51,11 +51,13 @@ pub use audit::is_producer_message_id;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 pub use engine::{
     held_sends_refusal, scheduler, ClientIdHeld, CompositeRule, CompositeTarget, Composites, Core,
-    CoreSettings, HeldSends, ProducerRegistration, RoomFuture, SendAdmission, SubscribeRequest,
-    Transaction,
+    CoreSettings, HeldSends, OperationError, ProducerRegistration, Retried, RoomFuture,
+    SendAdmission, SubscribeRequest, Transaction,
 };
 pub use flow::FlowSettings;
-pub use queue::{ConsumerSpec, Delivery, MemoryLimits, QueueHandle, QueueStats};
+pub use queue::{
+    ConsumerSpec, Delivery, InspectedMessage, Inspection, MemoryLimits, QueueHandle, QueueStats,
+};
 pub use slow::ConsumerNotice;
 pub use statistics::{DestinationStats, StatsKind, SubscriptionStats};
 pub use temp_store::{TempStore, TempStoreOpener};

@@ -50,6 +50,7 @@ mod arrival;
 mod dispatch;
 mod groups;
 mod handle;
+mod operations;
 mod paging;
 mod settle;
 mod watch;
@@ -57,6 +58,8 @@ mod watch;
 pub(crate) use arrival::{stage, Arrival, Staged};
 use groups::GroupMap;
 pub use handle::{QueueHandle, QueueShared};
+pub(crate) use operations::{Disposal, Inspect, Origins, Take, Taken, Which};
+pub use operations::{InspectedMessage, Inspection};
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
 use paging::Paging;
@@ -240,6 +243,12 @@ pub(crate) enum QueueCommand {
     Retire {
         after: std::time::Duration,
     },
+    /// An administrator takes messages out: purge, remove, move, retry (`operations.rs`).
+    Take(Take),
+    /// An administrator looks at messages (`operations.rs`).
+    Inspect(Inspect),
+    /// The original destinations of dead letters, before a retry (`operations.rs`).
+    Origins(Origins),
 }
 
 /// A snapshot of a queue's counters. The counts since the queue started (`enqueued`,
@@ -630,6 +639,9 @@ impl Queue {
                     let _ = unused.send(pending > 0);
                 }
                 QueueCommand::Resume => self.paging.resume_sent = false,
+                QueueCommand::Take(take) => self.take_messages(take),
+                QueueCommand::Inspect(inspect) => self.inspect(inspect),
+                QueueCommand::Origins(origins) => self.origins(origins),
                 QueueCommand::Stop => break,
                 QueueCommand::Retire { after } => {
                     if self.idle_since.is_some_and(|since| since.elapsed() >= after) {

@@ -31,8 +31,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use crate::core::{
-    ClientKeyed, ConsumerId, ConsumerNotice, CoreError, Delivery, HeldSends, ProducerRegistration,
-    QueueHandle,
+    ClientKeyed, ConsumerId, ConsumerNotice, CoreError, Delivery, HeldSends, OperationError,
+    ProducerRegistration, QueueHandle,
 };
 use crate::security::{Action, AuthError, PendingLogin, Subject};
 use crate::session::{Delivered, Session};
@@ -562,10 +562,10 @@ impl Connection {
                 self.consumer_control(&control);
                 self.answer(id, required, Ok(()));
             }
-            Command::DestinationInfo(info) => {
-                let result = self.destination_info(&info);
-                self.answer(id, required, result);
-            }
+            Command::DestinationInfo(info) => match self.destination_info(&info) {
+                Ok(Some(removed)) => self.answer_when_durable(id, required, removed),
+                result => self.answer(id, required, result.map(|_| ())),
+            },
             Command::KeepAliveInfo(_) => {
                 if required {
                     self.write(&Command::KeepAliveInfo(ow::KeepAliveInfo::default()));
@@ -583,29 +583,57 @@ impl Connection {
         Flow::Continue
     }
 
-    fn destination_info(&mut self, info: &ow::DestinationInfo) -> Result<(), Refusal> {
+    /// A DestinationInfo: creates or removes a temporary destination; creating an ordinary
+    /// one is a no-op (they are created on first use); removing one (the JMS client's
+    /// `ActiveMQConnection.destroyDestination`) is ActiveMQ's `removeDestination`: it takes
+    /// the admin right, is refused while consumers are attached ("Destination still has an
+    /// active subscription"), and answers once the removal is durable (`Some`). Removing a
+    /// destination that does not exist succeeds, as in ActiveMQ.
+    fn destination_info(
+        &mut self,
+        info: &ow::DestinationInfo,
+    ) -> Result<Option<store::Completion>, Refusal> {
         let Some(destination) = info.destination.as_ref().map(mapping::destination_from) else {
             return Err(Refusal::new(INVALID_DESTINATION, "no destination"));
         };
         let adding = info.operation_type == ow::destination_operation::ADD;
-        if adding && !self.context.core.destination_exists(&destination) {
+        let core = &self.context.core;
+        if !adding || !core.destination_exists(&destination) {
             self.session
                 .authorize_creation(&destination)
                 .map_err(|denied| Refusal::new(SECURITY_EXCEPTION, denied.to_string()))?;
         }
         if !matches!(destination.kind, DestinationKind::TempQueue | DestinationKind::TempTopic) {
-            // Creating or removing ordinary destinations is administration: accepted as a
-            // no-op (they are created on first use).
-            return Ok(());
+            if adding {
+                return Ok(None);
+            }
+            return match core.start_deleting(&destination, false) {
+                Ok(removed) => Ok(Some(removed)),
+                Err(OperationError::NoSuchDestination { .. }) => Ok(None),
+                Err(OperationError::Core(error)) => Err(error.into()),
+                Err(refused) => Err(Refusal::new(JMS_EXCEPTION, refused.to_string())),
+            };
         }
-        let core = &self.context.core;
         match info.operation_type {
             ow::destination_operation::ADD => {
                 core.create_temporary(destination, self.session.connection())?
             }
             _ => core.delete_temporary(&destination, self.session.connection())?,
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// Answers `id` once `done` is durable (behind the responses still waiting for the
+    /// store), or with its failure.
+    fn answer_when_durable(&mut self, id: i32, required: bool, done: store::Completion) {
+        self.pending.push_back(Box::pin(async move {
+            match done.await {
+                Ok(()) => required.then(|| response(id)),
+                Err(error) => required.then(|| {
+                    exception_response(id, Refusal::new(JMS_EXCEPTION, error.to_string()))
+                }),
+            }
+        }));
     }
 
     /// Rolls back open transactions, releases consumers (their unacknowledged messages go

@@ -123,7 +123,7 @@ impl Core {
             topics.remove(&topic.name);
             registry.topic_counters.forget(&topic.name);
             registry.recent.forget(&topic);
-            self.remove_destination(&mut registry, topic);
+            drop(self.remove_destination(&mut registry, topic, "inactive"));
         }
     }
 
@@ -147,19 +147,24 @@ impl Core {
         if let Some(handle) = registry.remove_queue(&name) {
             handle.send(QueueCommand::Stop);
         }
-        self.remove_destination(&mut registry, Destination::queue(name));
+        drop(self.remove_destination(&mut registry, Destination::queue(name), "inactive"));
     }
 
     /// Forgets a removed destination everywhere but the routing table (the caller's part),
-    /// removes it from the store and announces the removal.
-    fn remove_destination(&self, registry: &mut Registry, destination: Destination) {
-        tracing::info!(%destination, "removing inactive destination");
+    /// removes it from the store and announces the removal; `why` it goes, for the log. The
+    /// completion resolves once the removal is durable. The sweep does not wait for it, like a
+    /// declaration: a later declaration of the same name is submitted (under the same lock)
+    /// after it, so the store applies both in order.
+    pub(super) fn remove_destination(
+        &self,
+        registry: &mut Registry,
+        destination: Destination,
+        why: &'static str,
+    ) -> store::Completion {
+        tracing::info!(%destination, why, "removing destination");
         registry.audit.forget(&destination);
-        // Not awaited, like a declaration: a later declaration of the same name is submitted
-        // (under the same lock) after it, so the store applies both in order.
-        drop(
-            self.store.submit(UnitOfWork::with(Operation::RemoveDestination(destination.clone()))),
-        );
+        let removed =
+            self.store.submit(UnitOfWork::with(Operation::RemoveDestination(destination.clone())));
         let topic = if destination.kind.is_queue() { ADVISORY_QUEUE } else { ADVISORY_TOPIC };
         let properties = vec![
             (ADVISORY_KIND, PropertyValue::String("destination".into())),
@@ -167,6 +172,7 @@ impl Core {
             (ADVISORY_DESTINATION, PropertyValue::String(destination.to_string().into())),
         ];
         self.publish_advisory(registry, topic, properties);
+        removed
     }
 }
 

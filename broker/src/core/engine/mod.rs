@@ -3,7 +3,8 @@
 //! storing a message, `subscribe` consumers and acknowledgements, `transaction` local
 //! transactions, `flow` the waits of producer flow control, `scheduler` delayed and repeated
 //! delivery, `gc` the removal of inactive destinations, `statistics` what the admin endpoint
-//! shows, `composite` configured composite destinations, `advise` publishing advisories, and
+//! shows, `composite` configured composite destinations, `advise` publishing advisories,
+//! `operations` what an administrator does to destinations (purge, delete, move), and
 //! `observer` the task that turns queue events into advisories, dead-letter moves, consumer
 //! aborts and removals. Nothing below the engine uses it.
 
@@ -14,6 +15,7 @@ mod exactly_once;
 mod flow;
 mod gc;
 mod observer;
+mod operations;
 mod persistent_sessions;
 pub mod scheduler;
 mod send;
@@ -33,6 +35,7 @@ use store::{
 pub use client_ids::ClientIdHeld;
 pub use composite::{CompositeRule, CompositeTarget, Composites};
 pub use flow::{held_sends_refusal, HeldSends, RoomFuture, SendAdmission};
+pub use operations::{OperationError, Retried};
 pub use statistics::ProducerRegistration;
 pub use transaction::Transaction;
 

@@ -99,7 +99,7 @@ pub use limits::MemoryLimits;
 use spool::Spool;
 
 /// Messages read from the store per page.
-const PAGE: usize = 512;
+pub(super) const PAGE: usize = 512;
 /// Pages a page-in reads in one turn after the start (the start reads the whole first
 /// window), so that a queue task never stalls long on the store.
 const PAGES_PER_TURN: usize = 8;
@@ -124,7 +124,7 @@ const BROWSE_PAGES: usize = 64;
 /// Persistent messages on their way into a stored queue: submitted (or about to be) to the
 /// store, their `Enqueue` not yet taken by the queue task. See the module documentation.
 #[derive(Debug, Default)]
-pub(crate) struct Arriving(Mutex<FxHashSet<MessageId>>);
+pub(crate) struct Arriving(pub(super) Mutex<FxHashSet<MessageId>>);
 
 impl Arriving {
     pub(crate) fn insert(&self, id: MessageId) {
@@ -183,7 +183,7 @@ pub(super) struct Paging {
     typical: usize,
     /// Delivery counts of messages given back or evicted while beyond the window (so out of
     /// memory), restored when they are paged in again.
-    returned: MessageMap<u32>,
+    pub(super) returned: MessageMap<u32>,
     /// Whether the flow-control gate was closed when the task last looked (a sender may close
     /// it between two looks: see `QueueHandle::send`).
     pub(super) gate_blocked: bool,
@@ -197,7 +197,7 @@ pub(super) struct Paging {
 
 /// Where a message after the window is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
+pub(super) enum Source {
     /// The broker's store (a persistent message of a stored queue).
     Store,
     /// The temporary store (a message spilled there: non-persistent, or of a queue that is
@@ -206,11 +206,11 @@ enum Source {
 }
 
 /// What [`Queue::read_beyond`] read after a key, from both sources merged in page order.
-struct Beyond {
-    messages: Vec<(StoredMessage, Source)>,
+pub(super) struct Beyond {
+    pub(super) messages: Vec<(StoredMessage, Source)>,
     /// Every message of either source up to this key is in `messages`, later ones may exist;
     /// `None`: nothing is kept after the last of `messages`.
-    end: Option<PageKey>,
+    pub(super) end: Option<PageKey>,
 }
 
 impl Paging {
@@ -313,7 +313,7 @@ impl Queue {
     }
 
     /// True if this message is in memory already or will come through an `Enqueue`.
-    fn is_held(&self, message: &Message, arriving: &FxHashSet<MessageId>) -> bool {
+    pub(super) fn is_held(&self, message: &Message, arriving: &FxHashSet<MessageId>) -> bool {
         arriving.contains(&message.id)
             || self.ready.contains_key(&PageKey::of(message))
             || self.awaiting_transaction.contains_key(&message.id)
@@ -347,7 +347,11 @@ impl Queue {
     /// everything up to `end` is read from both and the window's rule holds for both.
     /// `limit` messages at most from each (a browse, which keeps what it reads anyway, reads
     /// whole pages; paging and scans read [`Paging::page_limit`]).
-    fn read_beyond(&self, after: Option<PageKey>, limit: usize) -> Result<Beyond, StoreError> {
+    pub(super) fn read_beyond(
+        &self,
+        after: Option<PageKey>,
+        limit: usize,
+    ) -> Result<Beyond, StoreError> {
         let stored = match self.handle.stored {
             true => off_the_runtime(|| self.store.read_page(&self.handle.key, after, limit))?,
             false => Vec::new(),
