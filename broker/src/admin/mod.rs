@@ -51,9 +51,10 @@ use tokio_util::task::TaskTracker;
 
 pub use client::{AdminClient, AdminClientError, HttpAnswer};
 pub use model::{
-    AdminToken, BrokerRole, BrokerStats, BrokerStatus, Deleted, DestinationCounts, DestinationRef,
-    ErrorBody, MessagePage, MessageView, MoveRequest, Moved, Removed, RetryOutcome, RetryRequest,
-    SendRequest, Sent, StoreStats, TempStats,
+    AdminToken, BrokerRole, BrokerStats, BrokerStatus, ConsumerView, Deleted, DestinationCounts,
+    DestinationRef, DurableSubscriptionView, ErrorBody, MessagePage, MessageView, MoveRequest, Moved,
+    Removed, RetryOutcome, RetryRequest, SendRequest, Sent, StoreStats, SubscriptionRemoved,
+    TempStats,
 };
 
 use crate::core::Core;

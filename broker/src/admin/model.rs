@@ -262,3 +262,38 @@ pub struct RetryOutcome {
     /// Matching messages left: no original destination, or a topic as theirs.
     pub skipped: u64,
 }
+
+/// `GET /api/consumers`: one consumer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerView {
+    /// Its connection's id as its advisories announce it.
+    pub connection_id: String,
+    /// Its id as its advisories name it.
+    pub consumer_id: String,
+    pub destination: DestinationRef,
+    pub selector: Option<String>,
+    pub prefetch: u32,
+    /// Delivered to it and not acknowledged yet.
+    pub in_flight: u64,
+    /// `CLIENT_ID:NAME` of the durable subscription it consumes, if any.
+    pub durable_subscription: Option<String>,
+}
+
+/// `GET /api/subscriptions`: one durable subscription, active or offline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DurableSubscriptionView {
+    pub client_id: String,
+    pub subscription_name: String,
+    pub topic: String,
+    pub selector: Option<String>,
+    /// A consumer is attached.
+    pub active: bool,
+    /// Messages waiting for it.
+    pub pending: u64,
+}
+
+/// The answer of a durable subscription's removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionRemoved {
+    pub removed: bool,
+}

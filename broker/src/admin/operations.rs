@@ -29,8 +29,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use store::{BodyKind, DeliveryMode, Destination, Message, PropertyValue};
 
 use super::model::{
-    AdminToken, Deleted, DestinationRef, MessagePage, MessageView, MoveRequest, Moved, Removed,
-    RetryOutcome, RetryRequest, SendRequest, Sent,
+    AdminToken, ConsumerView, Deleted, DestinationRef, DurableSubscriptionView, MessagePage,
+    MessageView, MoveRequest, Moved, Removed, RetryOutcome, RetryRequest, SendRequest, Sent,
+    SubscriptionRemoved,
 };
 use super::{error, json, percent_decode, ActiveBroker, AdminState};
 use crate::core::{InspectedMessage, OperationError, StatsKind};
@@ -85,6 +86,9 @@ pub(super) enum Operation {
     Move { queue: String },
     Retry { queue: String },
     Delete { kind: StatsKind, name: String },
+    Consumers,
+    Subscriptions,
+    RemoveSubscription { client_id: String, name: String },
 }
 
 /// What a path under `/api/destinations/{kind}/` names besides the destination itself.
@@ -105,7 +109,20 @@ impl Operation {
         match path {
             "/api/token" => return Some(only(method, &Method::GET, Operation::Token)),
             "/api/openapi.json" => return Some(only(method, &Method::GET, Operation::OpenApi)),
+            "/api/consumers" => return Some(only(method, &Method::GET, Operation::Consumers)),
+            "/api/subscriptions" => {
+                return Some(only(method, &Method::GET, Operation::Subscriptions))
+            }
             _ => {}
+        }
+        if let Some(rest) = path.strip_prefix("/api/subscriptions/") {
+            let (client_id, name) = rest.split_once('/')?;
+            let client_id = percent_decode(client_id).filter(|id| !id.is_empty())?;
+            let name = percent_decode(name).filter(|name| !name.is_empty())?;
+            return Some(match *method {
+                Method::DELETE => Ok(Operation::RemoveSubscription { client_id, name }),
+                _ => Err("DELETE"),
+            });
         }
         let rest = path.strip_prefix("/api/destinations/")?;
         let (kind, rest) = rest.split_once('/')?;
@@ -322,6 +339,41 @@ async fn read(active: &ActiveBroker, operation: Operation, query: &str) -> Respo
             Ok(found) => json(StatusCode::OK, &message_view(&found, SINGLE_PREVIEW)),
             Err(failure) => refusal(failure),
         },
+        Operation::Consumers => {
+            let consumers: Vec<ConsumerView> = core
+                .consumer_listing()
+                .await
+                .into_iter()
+                .map(|listing| ConsumerView {
+                    connection_id: listing.connection,
+                    consumer_id: listing.consumer,
+                    destination: destination_ref(&listing.destination),
+                    selector: listing.selector,
+                    prefetch: listing.prefetch,
+                    in_flight: listing.in_flight,
+                    durable_subscription: listing
+                        .durable
+                        .map(|key| format!("{}:{}", key.client_id, key.name)),
+                })
+                .collect();
+            json(StatusCode::OK, &consumers)
+        }
+        Operation::Subscriptions => {
+            let subscriptions: Vec<DurableSubscriptionView> = core
+                .durable_listing()
+                .await
+                .into_iter()
+                .map(|listing| DurableSubscriptionView {
+                    client_id: listing.key.client_id.to_string(),
+                    subscription_name: listing.key.name.to_string(),
+                    topic: listing.topic.name.to_string(),
+                    selector: listing.selector,
+                    active: listing.active,
+                    pending: listing.pending,
+                })
+                .collect();
+            json(StatusCode::OK, &subscriptions)
+        }
         other => error(StatusCode::METHOD_NOT_ALLOWED, format!("{other:?} changes the broker")),
     }
 }
@@ -428,10 +480,23 @@ async fn change(
                 Err(failure) => refusal(failure),
             }
         }
+        Operation::RemoveSubscription { client_id, name } => {
+            let key = store::SubscriptionKey { client_id: client_id.into(), name: name.into() };
+            let removed = match core.remove_durable(&key) {
+                Ok(completion) => completion.await.map_err(OperationError::from),
+                Err(failure) => Err(OperationError::from(failure)),
+            };
+            match removed {
+                Ok(()) => json(StatusCode::OK, &SubscriptionRemoved { removed: true }),
+                Err(failure) => refusal(failure),
+            }
+        }
         Operation::Browse { .. }
         | Operation::Message { .. }
         | Operation::Token
-        | Operation::OpenApi => {
+        | Operation::OpenApi
+        | Operation::Consumers
+        | Operation::Subscriptions => {
             error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} does not change this resource"))
         }
     }
@@ -471,6 +536,8 @@ fn refusal(failure: OperationError) -> Response<Full<Bytes>> {
         OperationError::Core(core) => match core {
             crate::core::CoreError::NoSpace(_)
             | crate::core::CoreError::TooManyDestinations { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            crate::core::CoreError::NoSuchDurable { .. } => StatusCode::NOT_FOUND,
+            crate::core::CoreError::DurableInUse { .. } => StatusCode::CONFLICT,
             crate::core::CoreError::WildcardSend(_)
             | crate::core::CoreError::InvalidSchedule(_)
             | crate::core::CoreError::NotTemporary(_) => StatusCode::BAD_REQUEST,
@@ -546,6 +613,12 @@ fn message_of(
         other => return Err(format!("`body_type` is text or bytes, not `{other}`")),
     }
     Ok(message)
+}
+
+/// A queue or topic as the answers name it (temporary ones by their kind too).
+fn destination_ref(destination: &Destination) -> DestinationRef {
+    let kind = if destination.kind.is_queue() { "queue" } else { "topic" };
+    DestinationRef { kind: kind.to_owned(), name: destination.name.to_string() }
 }
 
 /// A message as the endpoint shows it, with a body preview of at most `preview` bytes.
@@ -732,6 +805,9 @@ mod tests {
             "/api/destinations/queue/{name}/purge",
             "/api/destinations/queue/{name}/move",
             "/api/destinations/queue/{name}/retry",
+            "/api/consumers",
+            "/api/subscriptions",
+            "/api/subscriptions/{client_id}/{subscription_name}",
         ] {
             assert!(paths.contains_key(path), "{path} is not in openapi.json");
         }

@@ -51,8 +51,8 @@ pub use audit::is_producer_message_id;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 pub use engine::{
     held_sends_refusal, scheduler, ClientIdHeld, CompositeRule, CompositeTarget, Composites, Core,
-    CoreSettings, HeldSends, OperationError, ProducerRegistration, Retried, RoomFuture,
-    SendAdmission, SubscribeRequest, Transaction,
+    ConsumerListing, CoreSettings, DurableListing, HeldSends, OperationError, ProducerRegistration,
+    Retried, RoomFuture, SendAdmission, SubscribeRequest, Transaction,
 };
 pub use flow::FlowSettings;
 pub use queue::{

@@ -58,8 +58,8 @@ mod watch;
 pub(crate) use arrival::{stage, Arrival, Staged};
 use groups::GroupMap;
 pub use handle::{QueueHandle, QueueShared};
-pub(crate) use operations::{Disposal, Inspect, Origins, Take, Taken, Which};
-pub use operations::{InspectedMessage, Inspection};
+pub(crate) use operations::{shown_selector, Disposal, Inspect, Origins, Take, Taken, Which};
+pub use operations::{ConsumerDetail, InspectedMessage, Inspection};
 pub(crate) use paging::Arriving;
 pub use paging::MemoryLimits;
 use paging::Paging;
@@ -249,6 +249,8 @@ pub(crate) enum QueueCommand {
     Inspect(Inspect),
     /// The original destinations of dead letters, before a retry (`operations.rs`).
     Origins(Origins),
+    /// The queue's consumers, for the admin endpoint (`operations.rs`).
+    Consumers(oneshot::Sender<Vec<ConsumerDetail>>),
 }
 
 /// A snapshot of a queue's counters. The counts since the queue started (`enqueued`,
@@ -642,6 +644,7 @@ impl Queue {
                 QueueCommand::Take(take) => self.take_messages(take),
                 QueueCommand::Inspect(inspect) => self.inspect(inspect),
                 QueueCommand::Origins(origins) => self.origins(origins),
+                QueueCommand::Consumers(reply) => self.consumer_details(reply),
                 QueueCommand::Stop => break,
                 QueueCommand::Retire { after } => {
                     if self.idle_since.is_some_and(|since| since.elapsed() >= after) {

@@ -537,6 +537,98 @@ async fn operations_across_a_restart(
     Ok(())
 }
 
+/// Consumers (with selector, prefetch, in-flight count and durable subscription) and durable
+/// subscriptions (active and offline, with what waits for them) are listed; an offline
+/// subscription is removed with its messages, an active one refused (409), an unknown one 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_and_durable_subscriptions_are_listed_and_offline_ones_removed(
+) -> anyhow::Result<()> {
+    let broker = start_broker(|_| {}).await?;
+    let admin = Endpoint::of(&broker, None)?;
+    let reader = admin.reader()?;
+    let stomp = connect(&broker).await?;
+    send_persistent(&stomp, "/queue/ls.q", "q", 3).await?;
+    let mut queue = stomp
+        .subscribe(
+            "/queue/ls.q",
+            AckMode::Client,
+            &[("selector", "a IS NULL"), ("activemq.prefetchSize", "7")],
+        )
+        .await?;
+    recv_n(&mut queue, 3).await?;
+    let active = connect_as(&broker, "lister").await?;
+    let _online =
+        active.subscribe("/topic/ls.t", AckMode::Auto, &[(SUBSCRIPTION_NAME, "online")]).await?;
+    let offline = connect_as(&broker, "lister2").await?;
+    let _gone = offline
+        .subscribe(
+            "/topic/ls.t",
+            AckMode::Auto,
+            &[(SUBSCRIPTION_NAME, "offline"), ("selector", "x > 1")],
+        )
+        .await?;
+    offline.disconnect().await?;
+    tests::wait_durable_inactive(&broker, "lister2", "offline").await?;
+    for x in 0..4 {
+        stomp
+            .send_with_receipt("/topic/ls.t", format!("t{x}"), &[PERSISTENT, ("x", &x.to_string())])
+            .await?;
+    }
+
+    let consumers: Vec<broker::admin::ConsumerView> = reader.get_json("/api/consumers").await?;
+    let on_queue = consumers
+        .iter()
+        .find(|c| c.destination.name == "ls.q")
+        .with_context(|| format!("the queue consumer: {consumers:?}"))?;
+    ensure!(
+        on_queue.destination.kind == "queue" && on_queue.selector.as_deref() == Some("a IS NULL"),
+        "{on_queue:?}"
+    );
+    ensure!(
+        on_queue.prefetch == 7
+            && on_queue.in_flight == 3
+            && on_queue.durable_subscription.is_none(),
+        "{on_queue:?}"
+    );
+    ensure!(!on_queue.connection_id.is_empty() && !on_queue.consumer_id.is_empty(), "{on_queue:?}");
+    let durable = consumers
+        .iter()
+        .find(|c| c.durable_subscription.as_deref() == Some("lister:online"))
+        .with_context(|| format!("the durable consumer: {consumers:?}"))?;
+    ensure!(
+        durable.destination.kind == "topic" && durable.destination.name == "ls.t",
+        "{durable:?}"
+    );
+    ensure!(consumers.len() == 2, "{consumers:?}");
+
+    let subscriptions: Vec<broker::admin::DurableSubscriptionView> =
+        reader.get_json("/api/subscriptions").await?;
+    let names: Vec<(&str, &str, bool, u64)> = subscriptions
+        .iter()
+        .map(|s| (s.client_id.as_str(), s.subscription_name.as_str(), s.active, s.pending))
+        .collect();
+    ensure!(
+        names == [("lister", "online", true, 0), ("lister2", "offline", false, 2)],
+        "{subscriptions:?}"
+    );
+    ensure!(
+        subscriptions[1].selector.as_deref() == Some("x > 1") && subscriptions[1].topic == "ls.t"
+    );
+
+    let answer = admin.act("DELETE", "/api/subscriptions/lister/online", "").await?;
+    ensure!(answer.status == 409, "{answer:?}");
+    let removed = admin.act_ok("DELETE", "/api/subscriptions/lister2/offline", "").await?;
+    ensure!(removed.contains(&field("removed", true)), "{removed}");
+    ensure!(stored_count_of(&broker, &durable_key("ls.t", "lister2", "offline"))? == 0);
+    ensure!(admin.act("DELETE", "/api/subscriptions/lister2/offline", "").await?.status == 404);
+    ensure!(
+        admin.call("DELETE", "/api/subscriptions/lister2/offline", &[], "").await?.status == 403,
+        "guarded"
+    );
+    broker.shutdown().await;
+    Ok(())
+}
+
 /// `/api/openapi.json` names every route, and every path it names answers its methods (GETs
 /// with 200; POST and DELETE, sent without the token, with 403: known, and guarded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -551,12 +643,14 @@ async fn the_openapi_description_matches_the_routes() -> anyhow::Result<()> {
     // The paths object's keys and their methods, read without a JSON parser: every key of
     // "paths" starts with "/" at the second level of indentation.
     let paths: Vec<(String, Vec<String>)> = paths_of(&document.body);
-    ensure!(paths.len() >= 14, "{paths:?}");
+    ensure!(paths.len() >= 17, "{paths:?}");
     for (template, methods) in &paths {
         let path = template
             .replace("{kind}", "queue")
             .replace("{name}", "api.q")
-            .replace("{id}", &encode(&id));
+            .replace("{id}", &encode(&id))
+            .replace("{client_id}", "nobody")
+            .replace("{subscription_name}", "none");
         for method in methods {
             let answer = admin.call(&method.to_uppercase(), &path, &[], "").await?;
             let expected = if method == "get" { 200 } else { 403 };

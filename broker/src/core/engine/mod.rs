@@ -35,7 +35,7 @@ use store::{
 pub use client_ids::ClientIdHeld;
 pub use composite::{CompositeRule, CompositeTarget, Composites};
 pub use flow::{held_sends_refusal, HeldSends, RoomFuture, SendAdmission};
-pub use operations::{OperationError, Retried};
+pub use operations::{ConsumerListing, DurableListing, OperationError, Retried};
 pub use statistics::ProducerRegistration;
 pub use transaction::Transaction;
 

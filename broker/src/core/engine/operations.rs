@@ -389,3 +389,138 @@ async fn inspect(
     }
     inspection.await.map_err(|_| OperationError::ShuttingDown)
 }
+
+/// A consumer, as the admin endpoint lists it.
+#[derive(Debug, Clone)]
+pub struct ConsumerListing {
+    /// The connection's id as its advisories announce it (OpenWire's ConnectionId, or the
+    /// broker's `ID:...` for the other protocols).
+    pub connection: String,
+    /// The consumer's id as its advisories name it.
+    pub consumer: String,
+    pub destination: Destination,
+    pub selector: Option<String>,
+    pub prefetch: u32,
+    /// Messages delivered to it and not yet acknowledged, on every queue it consumes from.
+    pub in_flight: u64,
+    /// The durable subscription it is the active consumer of.
+    pub durable: Option<store::SubscriptionKey>,
+}
+
+/// A durable subscription, as the admin endpoint lists it.
+#[derive(Debug, Clone)]
+pub struct DurableListing {
+    pub key: store::SubscriptionKey,
+    pub topic: Destination,
+    pub selector: Option<String>,
+    /// A consumer is attached.
+    pub active: bool,
+    /// Messages waiting for it (in flight ones not counted).
+    pub pending: u64,
+}
+
+impl Core {
+    /// Every consumer attached now, ordered by id (the order they subscribed in).
+    pub async fn consumer_listing(&self) -> Vec<ConsumerListing> {
+        let (mut listings, queues) = {
+            let registry = self.registry.lock();
+            let mut queues: Vec<QueueHandle> = Vec::new();
+            let mut listings = Vec::new();
+            for (&id, attachment) in registry.consumers.iter() {
+                let attached = attachment.queues.iter().chain(attachment.private.iter());
+                for queue in attached.clone() {
+                    if !queues.iter().any(|known| known.same_queue(queue)) {
+                        queues.push(queue.clone());
+                    }
+                }
+                let (destination, connection) = match registry.advisories.consumer(id) {
+                    Some((destination, connection)) => (destination.clone(), Some(*connection)),
+                    None => match attached.clone().next() {
+                        Some(queue) => (queue.key().destination.clone(), None),
+                        None => continue,
+                    },
+                };
+                let connection_name =
+                    connection.map_or_else(String::new, |connection| {
+                        registry.advisories.connections.get(&connection).cloned().unwrap_or_else(
+                            || crate::core::advisory::connection_subject(connection),
+                        )
+                    });
+                let consumer = match connection {
+                    Some(connection) => crate::core::advisory::consumer_subject(connection, id),
+                    None => id.0.to_string(),
+                };
+                listings.push((
+                    id,
+                    ConsumerListing {
+                        connection: connection_name,
+                        consumer,
+                        destination,
+                        selector: None,
+                        prefetch: 0,
+                        in_flight: 0,
+                        durable: attachment.durable.clone(),
+                    },
+                ));
+            }
+            (listings, queues)
+        };
+        for queue in queues {
+            let (reply, details) = oneshot::channel();
+            if !queue.send(QueueCommand::Consumers(reply)) {
+                continue;
+            }
+            let Ok(details) = details.await else { continue };
+            for detail in details {
+                if let Some((_, listing)) =
+                    listings.iter_mut().find(|(id, _)| *id == detail.consumer)
+                {
+                    listing.prefetch = detail.prefetch;
+                    listing.in_flight += detail.in_flight as u64;
+                    if listing.selector.is_none() {
+                        listing.selector = detail.selector;
+                    }
+                }
+            }
+        }
+        listings.sort_by_key(|(id, _)| id.0);
+        listings.into_iter().map(|(_, listing)| listing).collect()
+    }
+
+    /// Every durable subscription, active or not, ordered by client id and name.
+    pub async fn durable_listing(&self) -> Vec<DurableListing> {
+        let found: Vec<(DurableListing, QueueHandle)> = {
+            let registry = self.registry.lock();
+            registry
+                .durable
+                .iter()
+                .map(|(key, (queue, active))| {
+                    let selector = registry
+                        .topic_subscriptions
+                        .of_queue(queue)
+                        .next()
+                        .and_then(|subscription| subscription.selector.as_ref())
+                        .map(|selector| crate::core::queue::shown_selector(selector.text()));
+                    let listing = DurableListing {
+                        key: key.clone(),
+                        topic: queue.key().destination.clone(),
+                        selector,
+                        active: active.is_some(),
+                        pending: 0,
+                    };
+                    (listing, queue.clone())
+                })
+                .collect()
+        };
+        let mut listings = Vec::with_capacity(found.len());
+        for (mut listing, queue) in found {
+            if let Some(stats) = queue.stats().await {
+                listing.pending = stats.ready as u64;
+            }
+            listings.push(listing);
+        }
+        listings
+            .sort_by(|a, b| (&a.key.client_id, &a.key.name).cmp(&(&b.key.client_id, &b.key.name)));
+        listings
+    }
+}

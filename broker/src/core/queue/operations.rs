@@ -389,3 +389,36 @@ impl Queue {
         }
     }
 }
+
+/// A consumer as the queue holding it sees it, for the admin endpoint's list.
+#[derive(Debug, Clone)]
+pub struct ConsumerDetail {
+    pub consumer: crate::core::types::ConsumerId,
+    pub prefetch: u32,
+    /// Messages delivered to it and not yet acknowledged.
+    pub in_flight: usize,
+    pub selector: Option<String>,
+}
+
+impl Queue {
+    /// The queue's consumers, in the order they subscribed.
+    pub(super) fn consumer_details(&self, reply: oneshot::Sender<Vec<ConsumerDetail>>) {
+        let details = self
+            .consumers
+            .iter()
+            .map(|consumer| ConsumerDetail {
+                consumer: consumer.spec.id,
+                prefetch: consumer.spec.prefetch,
+                in_flight: consumer.in_flight.len(),
+                selector: consumer.spec.selector.as_ref().map(|s| shown_selector(s.text())),
+            })
+            .collect();
+        let _ = reply.send(details);
+    }
+}
+
+/// A selector as its consumer wrote it: without the prefix that marks STOMP's string
+/// conversions (`Selector::text` keeps it, to parse the same selector again).
+pub(crate) fn shown_selector(text: &str) -> String {
+    text.strip_prefix(crate::core::selector::CONVERT_STRINGS_PREFIX).unwrap_or(text).to_owned()
+}
