@@ -13,6 +13,7 @@ mod bad_input;
 mod browser;
 mod composites;
 mod connectors;
+mod console;
 mod dead_letter;
 mod delivery_order;
 mod destination_limits;

@@ -1,0 +1,313 @@
+// ferromq's web console in a real browser: Debian's Chromium, driven by playwright-core, logs in
+// to the admin endpoint with HTTP Basic credentials and works the console as a person would.
+//
+//   node console.mjs --url http://127.0.0.1:PORT --user admin --password secret
+//                    [--chromium /usr/bin/chromium] [--timeout-ms 60000] [--screenshots DIR]
+//
+// What it expects (its caller, tests/tests/integration/console.rs, set it up with the JMS
+// client): queue console.orders holding 12 messages ("console.orders #0"... with property
+// region=EU), console.keep holding 2, and 3 messages of console.work dead-lettered in
+// ActiveMQ.DLQ. It talks to its caller in lines:
+//   jms COMMAND QUEUE COUNT   (stdout) please have the JMS client do this (ConsoleJms.java);
+//                             the caller answers with the client's "ok ..." line on stdin
+//   step NAME {json}          (stdout) a step is done, with what it saw
+//   screenshot PATH           (stdout) a screenshot was saved
+//   result {json}             (stdout) the end: "ok": true when every step passed
+// Diagnostics go to stderr. Exit status 0 with ok, 1 otherwise.
+import { createServer } from "node:http";
+import { mkdtemp, mkdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import { chromium } from "playwright-core";
+
+const { values: args } = parseArgs({
+  options: {
+    url: { type: "string" },
+    user: { type: "string" },
+    password: { type: "string" },
+    chromium: { type: "string", default: process.env.FERROMQ_CHROMIUM || "/usr/bin/chromium" },
+    "timeout-ms": { type: "string", default: "60000" },
+    screenshots: { type: "string" },
+  },
+});
+if (!args.url || !args.user) {
+  console.error("usage: node console.mjs --url http://HOST:PORT --user U --password P [--chromium PATH] [--timeout-ms N] [--screenshots DIR]");
+  process.exit(2);
+}
+const admin = args.url.replace(/\/$/, "");
+const timeout = Number(args["timeout-ms"]);
+
+// The flags of run.mjs: without the background-networking ones Chromium keeps trying Google's
+// hosts on a closed network.
+const CHROMIUM_FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+const emit = (kind, value) => process.stdout.write(`${kind} ${typeof value === "string" ? value : JSON.stringify(value)}\n`);
+const begun = Date.now();
+const log = (text) => console.error(`[${((Date.now() - begun) / 1000).toFixed(1)} s] ${text}`);
+
+const stdin = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+/** Asks the caller's JMS client to run `command`; its answer line. */
+async function jms(command) {
+  emit("jms", command);
+  const { value, done } = await stdin.next();
+  if (done) throw new Error(`the caller closed stdin before answering ${command}`);
+  if (!value.startsWith("ok ")) throw new Error(`jms ${command}: ${value}`);
+  return value;
+}
+
+/** A page on another origin, for the cross-site attempts. */
+function serveOtherOrigin() {
+  const server = createServer((request, response) => {
+    response.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end("<!doctype html><title>another site</title><p>another site</p>");
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve(server));
+  });
+}
+
+/** Fails the run with `message` unless `condition` holds. */
+function expect(condition, message) {
+  if (!condition) throw new Error(`check failed: ${message}`);
+}
+
+const result = { ok: false, steps: {}, screenshots: [] };
+let context;
+let profile;
+let other;
+let page;
+try {
+  if (args.screenshots) await mkdir(args.screenshots, { recursive: true });
+  profile = await mkdtemp(join(tmpdir(), "ferromq-console-"));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: args.chromium,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    timeout,
+    viewport: { width: 1280, height: 900 },
+    httpCredentials: { username: args.user, password: args.password || "" },
+  });
+  result.browser = context.browser()?.version() ?? null;
+  page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(timeout);
+  page.on("console", (message) => console.error(`[page ${message.type()}] ${message.text()}`));
+  page.on("pageerror", (error) => {
+    console.error(`[page error] ${error.message}`);
+    (result.pageErrors ||= []).push(error.message);
+  });
+  page.on("dialog", (dialog) => dialog.accept());
+  const shoot = async (name) => {
+    if (!args.screenshots) return;
+    const path = join(args.screenshots, `${name}.png`);
+    await page.screenshot({ path, fullPage: true });
+    result.screenshots.push(path);
+    emit("screenshot", path);
+  };
+  const step = (name, value, checks) => {
+    log(`step ${name} done`);
+    result.steps[name] = value;
+    emit("step", { name, ...value });
+    for (const [condition, message] of checks) expect(condition, `${name}: ${message}: ${JSON.stringify(value)}`);
+  };
+  const cellText = (selector) => page.locator(selector).first().textContent();
+  /** Waits until the text of `selector` is `text`. */
+  const waitText = (selector, text) =>
+    page.waitForFunction(([s, t]) => document.querySelector(s)?.textContent.trim() === t, [selector, text], { timeout });
+
+  // 1. Log in: the page, its security headers, the dashboard with the broker's name.
+  const response = await page.goto(`${admin}/`);
+  const headers = response.headers();
+  await page.waitForFunction(() => document.querySelector("#dashboard-cards [data-card=broker] .value")?.textContent.length > 0, null, { timeout });
+  const login = {
+    status: response.status(),
+    csp: headers["content-security-policy"] || "",
+    nosniff: headers["x-content-type-options"] || null,
+    referrer: headers["referrer-policy"] || null,
+    broker: await cellText("#dashboard-cards [data-card=broker] .value"),
+    badge: await cellText("#broker-badge"),
+  };
+  step("login", login, [
+    [login.status === 200, "the page loads"],
+    [login.csp.includes("default-src 'self'") && login.csp.includes("frame-ancestors 'none'"), "a restrictive policy"],
+    [!login.csp.includes("unsafe-inline"), "no inline script"],
+    [login.nosniff === "nosniff" && login.referrer === "no-referrer", "nosniff, no-referrer"],
+    [login.badge.includes("active"), "the broker is active"],
+  ]);
+
+  // 2. The queues table: console.orders with its depth.
+  await page.click('nav a[data-nav="destinations"]');
+  const ordersPending = '#destinations tr[data-name="console.orders"] td[data-col="pending"]';
+  await waitText(ordersPending, "12");
+  // Filtering keeps the matching rows only; sorting by pending puts the deepest first.
+  await page.fill("#destination-filter", "console.");
+  await page.click('#destinations th[data-sort="pending"]');
+  const order = await page.$$eval("#destinations tbody tr", (rows) => rows.map((row) => row.dataset.name));
+  const queues = { pending: await cellText(ordersPending), order };
+  step("queues", queues, [
+    [queues.order[0] === "console.orders", "the deepest first"],
+    [queues.order.every((name) => name.startsWith("console.")), "filtered"],
+  ]);
+
+  // 3. A queue's page: browse, then one message's detail.
+  await page.click('#destinations tr[data-name="console.orders"] td[data-col="name"] a');
+  await page.waitForFunction(() => document.querySelectorAll("#messages tbody tr[data-id]").length === 12, null, { timeout });
+  const browsed = await page.$$eval("#messages tbody tr[data-id] td.preview", (cells) => cells.map((cell) => cell.textContent));
+  const browseTotal = await page.getAttribute("#browse-total", "data-total");
+  await shoot("queue-page");
+  await page.click("#messages tbody tr[data-id] td a");
+  await page.waitForSelector("#message-body");
+  const properties = await page.$$eval("#message-properties tr", (rows) => rows.map((row) => [...row.children].map((cell) => cell.textContent)));
+  const browse = { total: Number(browseTotal), previews: browsed, body: await cellText("#message-body"), properties };
+  step("browse", browse, [
+    [browse.total === 12, "12 messages"],
+    [browse.previews[0] === "console.orders #0" && browse.previews[11] === "console.orders #11", "in delivery order"],
+    [browse.body === "console.orders #0", "the first message's body"],
+    [browse.properties.some(([name, value]) => name === "region" && value === "EU"), "its region property"],
+  ]);
+  await shoot("message-detail");
+
+  // 4. The dead-letter queue: retry its messages to console.work, then have them consumed.
+  await page.goto(`${admin}/#/queue/${encodeURIComponent("ActiveMQ.DLQ")}`);
+  await waitText('#destination-cards [data-stat="pending"] .value', "3");
+  await page.click('details[data-action="retry-form"] > summary');
+  await page.click('#retry-form button[type="submit"]');
+  await page.waitForFunction(() => /Retried 3/.test(document.getElementById("toast")?.textContent || ""), null, { timeout });
+  const retried = await cellText("#toast");
+  await waitText('#destination-cards [data-stat="pending"] .value', "0");
+  const consumed = await jms("consume console.work 3");
+  await page.goto(`${admin}/#/destinations`);
+  const workRow = '#destinations tr[data-name="console.work"]';
+  await waitText(`${workRow} td[data-col="pending"]`, "0");
+  await page.waitForFunction((row) => Number(document.querySelector(`${row} td[data-col="dequeued"]`)?.textContent) >= 3, workRow, { timeout });
+  const retry = {
+    toast: retried,
+    consumed,
+    workPending: await cellText(`${workRow} td[data-col="pending"]`),
+    workDequeued: await cellText(`${workRow} td[data-col="dequeued"]`),
+  };
+  step("retry", retry, [
+    [retry.consumed.endsWith("console.work_#0,console.work_#1,console.work_#2"), "the JMS client got the three back"],
+  ]);
+
+  // 5. Purge console.orders from its page: its depth reaches 0.
+  await page.goto(`${admin}/#/queue/console.orders`);
+  await waitText('#destination-cards [data-stat="pending"] .value', "12");
+  await page.click("#purge");
+  await page.waitForFunction(() => /Purged 12/.test(document.getElementById("toast")?.textContent || ""), null, { timeout });
+  await waitText('#destination-cards [data-stat="pending"] .value', "0");
+  await page.waitForFunction(() => document.querySelector("#messages td.empty")?.textContent === "The queue is empty", null, { timeout });
+  step("purge", { toast: await cellText("#toast"), pending: await cellText('#destination-cards [data-stat="pending"] .value') }, []);
+
+  // 6. The dashboard's rate chart moves with a burst of messages.
+  await page.goto(`${admin}/#/`);
+  const samplesBefore = Number(await page.getAttribute("#rate-chart", "data-samples"));
+  await jms("send console.rates 300");
+  await page.waitForFunction(() => Number(document.getElementById("rate-chart")?.dataset.peak) > 0, null, { timeout });
+  // One more poll, so that the burst is inside the line, not at its end.
+  const polls = Number(await page.getAttribute("body", "data-polls"));
+  await page.waitForFunction((n) => Number(document.body.dataset.polls) > n, polls, { timeout });
+  await shoot("dashboard");
+  const chart = {
+    samplesBefore,
+    samples: Number(await page.getAttribute("#rate-chart", "data-samples")),
+    peak: Number(await page.getAttribute("#rate-chart", "data-peak")),
+  };
+  step("chart", chart, [
+    [chart.peak > 0, "the line rose"],
+    [chart.samples > chart.samplesBefore, "new samples"],
+  ]);
+
+  // 7. Cross-site requests are refused: from a page of another origin (the browser sends the
+  //    credentials it holds, but no token), and with a foreign Origin header and the token.
+  other = await serveOtherOrigin();
+  const otherOrigin = `http://127.0.0.1:${other.address().port}`;
+  const purgeKeep = `${admin}/api/destinations/queue/console.keep/purge`;
+  const evil = await context.newPage();
+  await evil.goto(`${otherOrigin}/`);
+  const attempts = await evil.evaluate(async (target) => {
+    const outcome = {};
+    try {
+      await fetch(target, { method: "POST", mode: "no-cors", credentials: "include", body: "{}" });
+      outcome.noCors = "sent";
+    } catch (error) {
+      outcome.noCors = `failed: ${error}`;
+    }
+    try {
+      const answer = await fetch(target, {
+        method: "POST",
+        credentials: "include",
+        headers: { "Content-Type": "application/json", "X-Ferromq-Token": "guessed" },
+        body: "{}",
+      });
+      outcome.cors = `answered ${answer.status}`;
+    } catch (error) {
+      outcome.cors = `failed: ${error}`;
+    }
+    return outcome;
+  }, purgeKeep);
+  // A form posted to the endpoint: the browser navigates to its answer.
+  const submitted = evil.waitForNavigation({ timeout });
+  await evil.evaluate((target) => {
+    const form = document.createElement("form");
+    form.method = "POST";
+    form.action = target;
+    document.body.appendChild(form);
+    form.submit();
+  }, purgeKeep);
+  const formResponse = await submitted;
+  const formAnswer = { status: formResponse?.status() ?? null, body: (await evil.textContent("body").catch(() => "")) || "" };
+  await evil.close();
+  const token = (await (await context.request.get(`${admin}/api/token`)).json()).token;
+  const foreign = await context.request.post(purgeKeep, {
+    headers: { Origin: "http://evil.example", "X-Ferromq-Token": token, "Content-Type": "application/json" },
+    data: "{}",
+  });
+  const crossSite = await context.request.post(purgeKeep, {
+    headers: { "Sec-Fetch-Site": "cross-site", "X-Ferromq-Token": token, "Content-Type": "application/json" },
+    data: "{}",
+  });
+  const noToken = await context.request.post(purgeKeep, { headers: { "Content-Type": "application/json" }, data: "{}" });
+  const keep = await (await context.request.get(`${admin}/api/destinations/queue/console.keep`)).json();
+  const crossOrigin = {
+    attempts,
+    formAnswer,
+    foreignOrigin: foreign.status(),
+    crossSite: crossSite.status(),
+    noToken: noToken.status(),
+    keepPending: keep.pending + keep.in_flight,
+  };
+  step("cross_origin", crossOrigin, [
+    [crossOrigin.formAnswer.status === 403, "a cross-site form is refused"],
+    [crossOrigin.foreignOrigin === 403, "a foreign Origin is refused"],
+    [crossOrigin.crossSite === 403, "Sec-Fetch-Site: cross-site is refused"],
+    [crossOrigin.noToken === 403, "no token is refused"],
+    [!/answered 2/.test(crossOrigin.attempts.cors), "the CORS fetch got nothing"],
+    [crossOrigin.keepPending === 2, "console.keep kept its messages"],
+  ]);
+  result.ok = true;
+} catch (error) {
+  result.error = String(error?.stack || error);
+  if (page && args.screenshots) {
+    const path = join(args.screenshots, "failure.png");
+    await page.screenshot({ path, fullPage: true }).then(() => result.screenshots.push(path)).catch(() => {});
+  }
+} finally {
+  await context?.close().catch(() => {});
+  other?.close();
+  if (profile) await rm(profile, { recursive: true, force: true }).catch(() => {});
+}
+emit("result", result);
+process.exitCode = result.ok ? 0 : 1;
+process.exit();
