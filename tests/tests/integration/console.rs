@@ -315,3 +315,49 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
     broker.shutdown().await;
     Ok(())
 }
+
+/// The console's files come from the binary, to admin users only, each with the security
+/// headers; `/admin` (ActiveMQ's console address) is the same page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_to_admin_users_with_its_security_headers() -> anyhow::Result<()> {
+    let broker = start().await?;
+    let url = format!("http://{}", broker.admin_addr().context("the admin endpoint is on")?);
+    let anonymous = AdminClient::new(&url)?;
+    let refused = anonymous.request("GET", "/").await?;
+    ensure!(refused.status == 401, "{refused:?}");
+    ensure!(refused.header("www-authenticate").is_some_and(|v| v.starts_with("Basic")));
+    let admin = anonymous.with_credentials(Some((USER.to_owned(), PASSWORD.to_owned())));
+    let page = admin.request("GET", "/").await?;
+    ensure!(page.status == 200, "{page:?}");
+    ensure!(page.header("content-type") == Some("text/html; charset=utf-8"), "{page:?}");
+    ensure!(page.body.contains("<script type=\"module\" src=\"/console/app.js\">"), "{page:?}");
+    ensure!(admin.request("GET", "/admin").await?.body == page.body, "/admin is the console");
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/console/app.js", "text/javascript"),
+        ("/console/api.js", "text/javascript"),
+        ("/console/dom.js", "text/javascript"),
+        ("/console/chart.js", "text/javascript"),
+        ("/console/console.css", "text/css"),
+    ] {
+        let answer = admin.request("GET", path).await?;
+        ensure!(answer.status == 200, "{path}: {}", answer.status);
+        ensure!(answer.header("content-type").is_some_and(|t| t.starts_with(kind)), "{path}");
+        let policy = answer.header("content-security-policy").unwrap_or_default();
+        ensure!(
+            policy.contains("default-src 'self'")
+                && policy.contains("script-src 'self'")
+                && policy.contains("frame-ancestors 'none'")
+                && !policy.contains("unsafe"),
+            "{path}: {policy}"
+        );
+        ensure!(answer.header("x-content-type-options") == Some("nosniff"), "{path}");
+        ensure!(answer.header("referrer-policy") == Some("no-referrer"), "{path}");
+    }
+    let missing = admin.request("GET", "/console/nothing.js").await?;
+    ensure!(missing.status == 404, "{missing:?}");
+    let post = admin.request("POST", "/").await?;
+    ensure!(post.status == 405, "{post:?}");
+    broker.shutdown().await;
+    Ok(())
+}
