@@ -16,7 +16,7 @@
 //! ...
 //! ```
 
-use broker::admin::{AdminClient, BrokerStats, DestinationStats, StatsKind};
+use broker::admin::{AdminClient, AdminClientError, BrokerStats, DestinationStats, StatsKind};
 
 use super::admin::{
     one_line, runtime, wildcard_match, ConnectionView, ConsumerView, DurableSubscriptionView,
@@ -204,7 +204,8 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     kinds.dedup();
 
     let client = args.endpoint.client()?;
-    let objects = runtime()?.block_on(read(&client, &kinds))?;
+    let named: Vec<Kind> = include.iter().map(|q| q.kind).collect();
+    let objects = runtime()?.block_on(read(&client, &kinds, &named))?;
     let chosen = objects.iter().filter(|object| {
         let included = (include.is_empty() && objname.is_empty())
             || include.iter().any(|q| q.matches(object))
@@ -228,8 +229,25 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every object of `kinds`, in kind then name order.
-async fn read(client: &AdminClient, kinds: &[Kind]) -> anyhow::Result<Vec<Object>> {
+/// The list at `path`. A broker that has no such list (404, an older ferromq) lists nothing,
+/// with a note on stderr, unless `explicit` (`-Q` named the kind): then it is an error.
+async fn list<T: serde::de::DeserializeOwned>(
+    client: &AdminClient,
+    path: &str,
+    explicit: bool,
+) -> anyhow::Result<Vec<T>> {
+    match client.get_json(path).await {
+        Ok(list) => Ok(list),
+        Err(AdminClientError::Status { status: 404, .. }) if !explicit => {
+            eprintln!("ferromq: {}{path} is not there (an older broker?): left out", client.url());
+            Ok(Vec::new())
+        }
+        Err(error) => Err(one_line(error)),
+    }
+}
+
+/// Every object of `kinds`, in kind then name order; `named`: the kinds `-Q` named.
+async fn read(client: &AdminClient, kinds: &[Kind], named: &[Kind]) -> anyhow::Result<Vec<Object>> {
     let broker: BrokerStats = client.broker().await.map_err(one_line)?;
     let name = broker.name.clone();
     let base = |extra: &[(&str, String)]| {
@@ -286,8 +304,8 @@ async fn read(client: &AdminClient, kinds: &[Kind]) -> anyhow::Result<Vec<Object
         objects.push(Object { kind, names: vec![destination.name.clone()], keys, attributes });
     }
     if wants(Kind::Connection) {
-        let connections: Vec<ConnectionView> =
-            client.get_json("/api/connections").await.map_err(one_line)?;
+        let explicit = named.contains(&Kind::Connection);
+        let connections: Vec<ConnectionView> = list(client, "/api/connections", explicit).await?;
         for connection in connections {
             let mut extra = vec![
                 ("connector", "clientConnectors".to_owned()),
@@ -312,8 +330,9 @@ async fn read(client: &AdminClient, kinds: &[Kind]) -> anyhow::Result<Vec<Object
         }
     }
     if wants(Kind::Subscription) {
+        let explicit = named.contains(&Kind::Subscription);
         let subscriptions: Vec<DurableSubscriptionView> =
-            client.get_json("/api/subscriptions").await.map_err(one_line)?;
+            list(client, "/api/subscriptions", explicit).await?;
         for subscription in subscriptions {
             let keys = base(&[
                 ("destinationType", "Topic".to_owned()),
@@ -338,8 +357,8 @@ async fn read(client: &AdminClient, kinds: &[Kind]) -> anyhow::Result<Vec<Object
         }
     }
     if wants(Kind::Consumer) {
-        let consumers: Vec<ConsumerView> =
-            client.get_json("/api/consumers").await.map_err(one_line)?;
+        let explicit = named.contains(&Kind::Consumer);
+        let consumers: Vec<ConsumerView> = list(client, "/api/consumers", explicit).await?;
         for consumer in consumers {
             let keys = base(&[
                 ("destinationType", capitalized(&consumer.destination.kind)),
@@ -362,8 +381,8 @@ async fn read(client: &AdminClient, kinds: &[Kind]) -> anyhow::Result<Vec<Object
         }
     }
     if wants(Kind::Producer) {
-        let producers: Vec<ProducerView> =
-            client.get_json("/api/producers").await.map_err(one_line)?;
+        let explicit = named.contains(&Kind::Producer);
+        let producers: Vec<ProducerView> = list(client, "/api/producers", explicit).await?;
         for producer in producers {
             let mut extra = vec![
                 ("endpoint", "Producer".to_owned()),
