@@ -259,12 +259,43 @@ fn browse_purge_and_query_work_on_a_running_broker() {
 }
 
 #[test]
-fn query_lists_connections_consumers_and_durable_subscriptions() {
+fn query_lists_consumers_and_durable_subscriptions() {
     let dir = temp_dir();
     let broker = RunningBroker::start(dir.path(), None);
     let url = broker.url();
-    // A consumer that stays connected while the queries run.
     let openwire = format!("tcp://{}", broker.openwire);
+    // A durable subscriber that takes one message and leaves: its subscription stays, offline.
+    let durable = [
+        "consumer",
+        "--brokerUrl",
+        &openwire,
+        "--destination",
+        "topic://cli.news",
+        "--durable",
+        "true",
+        "--clientId",
+        "cli-client",
+        "--subscriptionName",
+        "news",
+        "--messageCount",
+        "1",
+        "--receiveTimeout",
+        "120000",
+    ];
+    let mut subscriber = Process::start(dir.path(), "durable", &durable);
+    subscriber.wait_for_lines("subscribed", 1);
+    let publish = [
+        "producer",
+        "--brokerUrl",
+        &openwire,
+        "--destination",
+        "topic://cli.news",
+        "--messageCount",
+        "1",
+    ];
+    ferromq(dir.path(), "publisher", &publish);
+    subscriber.succeed(COMMAND_TIMEOUT);
+    // A queue consumer that stays connected while the queries run.
     let consume = [
         "consumer",
         "--brokerUrl",
@@ -278,22 +309,30 @@ fn query_lists_connections_consumers_and_durable_subscriptions() {
     ];
     let mut consumer = Process::start(dir.path(), "consumer", &consume);
     consumer.wait_for_lines("subscribed", 1);
+
     let output = ferromq(dir.path(), "query-consumers", &["query", "--url", &url, "-QConsumer=*"]);
     let found = objects(&output);
-    assert!(
-        found.iter().any(|object| attribute(object, "destinationName") == Some("cli.watched")),
-        "{output}"
-    );
-    let output =
-        ferromq(dir.path(), "query-connections", &["query", "--url", &url, "-QConnection=*"]);
+    let watched = found
+        .iter()
+        .find(|object| attribute(object, "destinationName") == Some("cli.watched"))
+        .unwrap_or_else(|| panic!("no consumer of cli.watched:\n{output}"));
+    assert_eq!(attribute(watched, "destinationType"), Some("Queue"), "{output}");
+    assert!(attribute(watched, "PrefetchSize").is_some_and(|p| p != "0"), "{output}");
+    let query = ["query", "--url", &url, "-QSubscription=news"];
+    let output = ferromq(dir.path(), "query-subscriptions", &query);
     let found = objects(&output);
-    assert!(
-        found.iter().any(|object| attribute(object, "Protocol") == Some("openwire")),
-        "{output}"
-    );
-    let output =
-        ferromq(dir.path(), "query-subscriptions", &["query", "--url", &url, "-QSubscription=*"]);
-    assert!(objects(&output).is_empty(), "no durable subscriptions yet:\n{output}");
+    assert_eq!(found.len(), 1, "{output}");
+    assert_eq!(attribute(&found[0], "ClientId"), Some("cli-client"), "{output}");
+    assert_eq!(attribute(&found[0], "DestinationName"), Some("cli.news"), "{output}");
+    assert_eq!(attribute(&found[0], "Active"), Some("false"), "{output}");
+    assert_eq!(attribute(&found[0], "PendingQueueSize"), Some("0"), "{output}");
+    // Everything: the broker, the destinations, the subscription and the consumer.
+    let everything = ferromq(dir.path(), "query-all", &["query", "--url", &url]);
+    let found = objects(&everything);
+    assert!(found.iter().any(|o| attribute(o, "BrokerName").is_some()), "{everything}");
+    assert!(found.iter().any(|o| attribute(o, "SubscriptionName") == Some("news")));
+    assert!(found.iter().any(|o| attribute(o, "ConsumerId").is_some()), "{everything}");
+
     produce(dir.path(), &broker, "cli.watched", 1, "done", true);
     consumer.succeed(COMMAND_TIMEOUT);
     let mut process = broker.process;
