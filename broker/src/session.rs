@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::core::ConnectionId;
 use crate::core::{
-    ConsumerId, ConsumerNotice, CoreError, Delivery, QueueHandle, SubscribeRequest, Transaction,
+    ConsumerId, CoreError, Delivery, NoticeReceiver, QueueHandle, SubscribeRequest, Transaction,
 };
 use crate::security::{Action, Denied, Subject};
 use crate::transport::ConnectionContext;
@@ -145,7 +145,7 @@ pub(crate) struct Session<T: Eq + Hash> {
     /// Messages for this connection's consumers.
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     /// What the broker tells the connection about its consumers (a slow consumer abort).
-    notices: mpsc::UnboundedReceiver<ConsumerNotice>,
+    notices: NoticeReceiver,
     released: bool,
 }
 
@@ -180,8 +180,7 @@ impl<T: Eq + Hash> Session<T> {
     /// The channels the core reaches the connection on, to wait on both at once.
     pub fn channels(
         &mut self,
-    ) -> (&mut mpsc::UnboundedReceiver<Delivery>, &mut mpsc::UnboundedReceiver<ConsumerNotice>)
-    {
+    ) -> (&mut mpsc::UnboundedReceiver<Delivery>, &mut NoticeReceiver) {
         (&mut self.deliveries, &mut self.notices)
     }
 

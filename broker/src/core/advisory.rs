@@ -49,9 +49,7 @@
 use std::collections::HashMap;
 
 use store::{Destination, DestinationKind, Message, MessageId, PropertyValue};
-use tokio::sync::mpsc;
 
-use super::slow::ConsumerNotice;
 use super::types::{now_millis, ConnectionId, ConsumerId, ADVISORY_DESTINATION};
 use super::wildcard::DestinationFilter;
 
@@ -105,7 +103,7 @@ pub(crate) struct AdvisoryState {
     pub connections: HashMap<ConnectionId, String>,
     /// Each connection's channel for what the broker tells it about its consumers (a slow
     /// consumer abort), registered by the adapter ([`Core::consumer_notices`]).
-    pub notices: HashMap<ConnectionId, mpsc::UnboundedSender<ConsumerNotice>>,
+    pub notices: HashMap<ConnectionId, super::slow::NoticeSender>,
 }
 
 impl AdvisoryState {

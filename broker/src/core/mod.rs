@@ -58,7 +58,7 @@ pub use flow::FlowSettings;
 pub use queue::{
     ConsumerSpec, Delivery, InspectedMessage, Inspection, MemoryLimits, QueueHandle, QueueStats,
 };
-pub use slow::ConsumerNotice;
+pub use slow::{ConsumerNotice, NoticeReceiver};
 pub use statistics::{DestinationStats, StatsKind, SubscriptionStats};
 pub use temp_store::{TempStore, TempStoreOpener};
 pub(crate) use types::ClientKeyed;

@@ -199,7 +199,11 @@ pub(crate) enum QueueCommand {
     Poison {
         consumer: ConsumerId,
         ids: Vec<MessageId>,
-        cause: Option<String>,
+        /// Boxed, as rare: the command's size is paid 32 times by every queue's channel (an
+        /// unbounded channel allocates its slots in blocks of 32 as soon as it exists), and
+        /// a `Box<String>` is one word where a `String` is three.
+        #[allow(clippy::box_collection)]
+        cause: Option<Box<String>>,
     },
     Stats(oneshot::Sender<QueueStats>),
     /// A snapshot of the messages in the queue (waiting or in flight), in delivery order,
@@ -570,6 +574,12 @@ impl Queue {
                     self.discard_over_limit();
                 }
                 QueueCommand::Subscribe(spec) => {
+                    // Most queues have one consumer, and a topic subscription's always has:
+                    // room for one, not the four a first push makes room for (180 bytes
+                    // each, in every idle subscriber's queue).
+                    if self.consumers.capacity() == 0 {
+                        self.consumers.reserve_exact(1);
+                    }
                     self.consumers.push(Consumer {
                         spec,
                         in_flight: MessageMap::default(),
@@ -604,7 +614,9 @@ impl Queue {
                 }
                 QueueCommand::Nack { consumer, ids } => self.nack(consumer, &ids),
                 QueueCommand::Release { consumer, ids } => self.release(consumer, &ids),
-                QueueCommand::Poison { consumer, ids, cause } => self.poison(consumer, &ids, cause),
+                QueueCommand::Poison { consumer, ids, cause } => {
+                    self.poison(consumer, &ids, cause.map(|cause| *cause))
+                }
                 QueueCommand::Consumed { consumer, ids } => self.consumed(consumer, &ids),
                 QueueCommand::Stats(reply) => {
                     let _ = reply.send(self.stats());

@@ -50,6 +50,29 @@ pub enum ConsumerNotice {
     },
 }
 
+/// Where the broker sends a connection its [`ConsumerNotice`]s. The notices travel boxed: an
+/// unbounded channel allocates room for 32 items as soon as it exists, every connection has
+/// one, and it is nearly always empty (2 KiB a connection with the notice inline, 256 bytes
+/// boxed).
+#[derive(Debug, Clone)]
+pub struct NoticeSender(tokio::sync::mpsc::UnboundedSender<Box<ConsumerNotice>>);
+
+/// A connection's end of its notices channel.
+pub type NoticeReceiver = tokio::sync::mpsc::UnboundedReceiver<Box<ConsumerNotice>>;
+
+impl NoticeSender {
+    /// A channel for one connection's notices.
+    pub fn channel() -> (NoticeSender, NoticeReceiver) {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        (NoticeSender(sender), receiver)
+    }
+
+    /// Sends `notice`; it comes back if the connection is gone.
+    pub fn send(&self, notice: ConsumerNotice) -> Result<(), ConsumerNotice> {
+        self.0.send(Box::new(notice)).map_err(|unsent| *unsent.0)
+    }
+}
+
 /// A consumer's slowness, as its queue task tracks it.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SlowState {

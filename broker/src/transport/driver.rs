@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::writer::Output;
 use super::{ConnectionContext, ReadBuffer};
-use crate::core::{ConnectionId, ConsumerNotice, CoreError, Delivery, HeldSends};
+use crate::core::{ConnectionId, ConsumerNotice, CoreError, Delivery, HeldSends, NoticeReceiver};
 use crate::security::{AuthError, PendingLogin, Subject};
 use crate::session::Session;
 
@@ -44,7 +44,7 @@ pub(crate) struct Parts<'a, Login, Key, Held, Work> {
     pub connection: ConnectionId,
     pub output: &'a Output,
     pub deliveries: &'a mut mpsc::UnboundedReceiver<Delivery>,
-    pub notices: &'a mut mpsc::UnboundedReceiver<ConsumerNotice>,
+    pub notices: &'a mut NoticeReceiver,
     pub held: &'a mut HeldSends<Key, Held>,
     pub login: &'a mut PendingLogin<Login>,
     /// The protocol's own asynchronous work (answers waiting for the store, timers, queue
@@ -191,7 +191,7 @@ pub(crate) async fn run<P, R>(
                 // queues count them in flight, instead of encoded in the writer's.
                 Some(delivery) = parts.deliveries.recv(), if room => Event::Delivery(delivery),
                 () = parts.output.room(), if !room => Event::Room,
-                Some(notice) = parts.notices.recv() => Event::Notice(notice),
+                Some(notice) = parts.notices.recv() => Event::Notice(*notice),
                 admitted = parts.held.next(core, connection), if !parts.held.is_empty() => Event::Admitted(admitted),
                 work = parts.work => Event::Work(work),
                 () = &mut deadline => Event::Deadline,

@@ -6,14 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use store::{Destination, Message, MessageId, PropertyValue};
-use tokio::sync::mpsc;
 
 use super::Core;
 use crate::core::advisory::*;
 use crate::core::dead_letter::DLQ_DELIVERY_FAILURE_CAUSE;
 use crate::core::queue::QueueCommand;
+use crate::core::slow::{NoticeReceiver, NoticeSender};
 use crate::core::registry::Registry;
-use crate::core::slow::ConsumerNotice;
 use crate::core::types::{ConnectionId, ConsumerId, ADVISORY_DESTINATION, ADVISORY_OPERATION};
 use crate::core::wildcard::DestinationFilter;
 
@@ -99,8 +98,8 @@ impl Core {
     pub fn consumer_notices(
         &self,
         connection: ConnectionId,
-    ) -> mpsc::UnboundedReceiver<ConsumerNotice> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    ) -> NoticeReceiver {
+        let (tx, rx) = NoticeSender::channel();
         self.registry.lock().advisories.notices.insert(connection, tx);
         rx
     }

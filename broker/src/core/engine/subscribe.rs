@@ -375,7 +375,7 @@ impl Core {
         ids: Vec<MessageId>,
         cause: Option<String>,
     ) {
-        queue.send(QueueCommand::Poison { consumer, ids, cause });
+        queue.send(QueueCommand::Poison { consumer, ids, cause: cause.map(Box::new) });
     }
 }
 
