@@ -52,8 +52,8 @@ use tokio_util::task::TaskTracker;
 pub use client::{AdminClient, AdminClientError, HttpAnswer};
 pub use model::{
     AdminToken, BrokerRole, BrokerStats, BrokerStatus, ConsumerView, Deleted, DestinationCounts,
-    DestinationRef, DurableSubscriptionView, ErrorBody, MessagePage, MessageView, MoveRequest, Moved,
-    Removed, RetryOutcome, RetryRequest, SendRequest, Sent, StoreStats, SubscriptionRemoved,
+    DestinationRef, DurableSubscriptionView, ErrorBody, MessagePage, MessageView, MoveRequest,
+    Moved, Removed, RetryOutcome, RetryRequest, SendRequest, Sent, StoreStats, SubscriptionRemoved,
     TempStats,
 };
 
@@ -420,10 +420,8 @@ async fn answer(state: &AdminState, method: &Method, path: &str) -> Response<Ful
         return error(StatusCode::NOT_FOUND, format!("no such resource: {path}"));
     };
     if !route.allows(method) {
-        let mut response = error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            format!("{method} is not allowed on {path}"),
-        );
+        let mut response =
+            error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not allowed on {path}"));
         let allowed = match route {
             Route::Destination { .. } => "GET, HEAD, DELETE",
             _ => "GET, HEAD",

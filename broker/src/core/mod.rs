@@ -50,9 +50,9 @@ pub use advisory::{
 pub use audit::is_producer_message_id;
 pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 pub use engine::{
-    held_sends_refusal, scheduler, ClientIdHeld, CompositeRule, CompositeTarget, Composites, Core,
-    ConsumerListing, CoreSettings, DurableListing, HeldSends, OperationError, ProducerRegistration,
-    Retried, RoomFuture, SendAdmission, SubscribeRequest, Transaction,
+    held_sends_refusal, scheduler, ClientIdHeld, CompositeRule, CompositeTarget, Composites,
+    ConsumerListing, Core, CoreSettings, DurableListing, HeldSends, OperationError,
+    ProducerRegistration, Retried, RoomFuture, SendAdmission, SubscribeRequest, Transaction,
 };
 pub use flow::FlowSettings;
 pub use queue::{
