@@ -26,7 +26,9 @@ import org.apache.activemq.RedeliveryPolicy;
  *                           until the client poisons them (maximumRedeliveries 1): the broker
  *                           moves them to ActiveMQ.DLQ
  *   consume QUEUE COUNT     receives COUNT messages (auto-acknowledged), 30 s at most each;
- *                           answers "ok consume QUEUE COUNT BODY,BODY,..."
+ *                           answers "ok consume QUEUE COUNT BODY,BODY,..." (spaces as _)
+ *   subscribe TOPIC NAME    creates the durable subscription NAME of client id console-NAME
+ *                           on TOPIC and closes its connection: the subscription is offline
  *   quit
  *
  *   java -cp $FERROMQ_JMS_CLASSPATH ConsoleJms --url tcp://127.0.0.1:PORT --user U --password P
@@ -54,6 +56,8 @@ public final class ConsoleJms {
             fail("usage: ConsoleJms --url tcp://HOST:PORT [--user U --password P]");
         }
         ActiveMQConnectionFactory factory = new ActiveMQConnectionFactory(url);
+        factory.setUserName(user);
+        factory.setPassword(password);
         RedeliveryPolicy redelivery = factory.getRedeliveryPolicy();
         redelivery.setMaximumRedeliveries(1);
         redelivery.setInitialRedeliveryDelay(0);
@@ -72,8 +76,13 @@ public final class ConsoleJms {
                 fail("a command is COMMAND QUEUE COUNT, not: " + line);
             }
             String queueName = words[1];
-            int count = Integer.parseInt(words[2]);
             try {
+                if (words[0].equals("subscribe")) {
+                    subscribe(factory, queueName, words[2]);
+                    System.out.println("ok " + line.trim());
+                    continue;
+                }
+                int count = Integer.parseInt(words[2]);
                 switch (words[0]) {
                     case "fill" -> fill(connection, queueName, count, DeliveryMode.PERSISTENT);
                     case "send" -> fill(connection, queueName, count, DeliveryMode.NON_PERSISTENT);
@@ -126,6 +135,14 @@ public final class ConsoleJms {
         if (deliveries < 2 * count) {
             fail("deadletter " + queueName + ": " + deliveries + " deliveries, expected " + 2 * count);
         }
+    }
+
+    static void subscribe(ActiveMQConnectionFactory factory, String topicName, String name) throws Exception {
+        Connection connection = factory.createConnection(factory.getUserName(), factory.getPassword());
+        connection.setClientID("console-" + name);
+        Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        session.createDurableSubscriber(session.createTopic(topicName), name).close();
+        connection.close();
     }
 
     static String consume(Connection connection, String queueName, int count) throws Exception {

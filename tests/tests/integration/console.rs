@@ -13,6 +13,10 @@
 //!   from the DLQ's page back to `console.work`, where the JMS client consumes them and the
 //!   table shows them dequeued;
 //! - a purge from the queue's page takes `console.orders` to 0;
+//! - a message sent from the console (a body that looks like markup, typed properties, a
+//!   priority) is shown as text and runs nothing, is moved by a selector to `console.inbox`
+//!   and reaches the JMS client there, and `console.inbox` is then deleted from its page;
+//! - an offline durable subscription the JMS client made is listed and removed;
 //! - the dashboard's rate chart rises with a burst of 300 JMS messages;
 //! - cross-site attempts to purge `console.keep` (a page of another origin: a no-cors fetch,
 //!   a CORS fetch with a guessed token, a form; and requests with a foreign `Origin`, with
@@ -290,7 +294,23 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
         "the browser steps failed: {result}\n--- steps:\n{}\n--- driver stderr:\n{stderr}",
         seen.join("\n")
     );
-    for step in ["login", "queues", "browse", "retry", "purge", "chart", "cross_origin"] {
+    for line in seen.iter().filter(|line| line.starts_with("step ")) {
+        println!("console {line}");
+    }
+    let steps = [
+        "login",
+        "queues",
+        "browse",
+        "retry",
+        "purge",
+        "send",
+        "move",
+        "delete",
+        "subscriptions",
+        "chart",
+        "cross_origin",
+    ];
+    for step in steps {
         let prefix = format!("step {{\"name\":\"{step}\"");
         ensure!(seen.iter().any(|line| line.starts_with(&prefix)), "no step {step}: {result}");
     }
@@ -307,6 +327,8 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
     ensure!(keep.pending == 2, "the cross-site attempts purged console.keep: {keep:?}");
     let dlq = queue(&admin, "ActiveMQ.DLQ").await?;
     ensure!(dlq.pending + dlq.in_flight == 0, "ActiveMQ.DLQ after the retry: {dlq:?}");
+    let inbox = admin.request("GET", "/api/destinations/queue/console.inbox").await?;
+    ensure!(inbox.status == 404, "console.inbox was deleted: {inbox:?}");
     let work = queue(&admin, "console.work").await?;
     ensure!(work.pending + work.in_flight == 0 && work.dequeued >= 3, "console.work: {work:?}");
 
