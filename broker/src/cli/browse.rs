@@ -274,6 +274,35 @@ mod tests {
     }
 
     #[test]
+    fn map_and_bytes_bodies_print_as_their_entries_and_base64() {
+        let mut map = message();
+        map.body_type = "map".to_owned();
+        map.body_preview = Some(serde_json::json!("{\"sku\":\"A-1\",\"qty\":2}"));
+        let lines: Vec<String> = fields(&map)
+            .into_iter()
+            .filter(|(group, _, _)| *group == Group::Body)
+            .map(|(_, name, value)| format!("{name} = {value}"))
+            .collect();
+        assert_eq!(lines, ["qty = 2", "sku = A-1"]);
+        let mut bytes = message();
+        bytes.body_type = "bytes".to_owned();
+        bytes.body_preview = Some(serde_json::json!("AAEC"));
+        bytes.body_truncated = true;
+        bytes.body_size = 70_000;
+        let body: Vec<(String, String)> = fields(&bytes)
+            .into_iter()
+            .filter(|(group, _, _)| *group == Group::Body)
+            .map(|(_, name, value)| (name, value))
+            .collect();
+        assert_eq!(body[0], ("JMSBytes:base64".to_owned(), "AAEC".to_owned()));
+        assert_eq!(body[1].1, "70000 bytes, cut short");
+        let mut empty = message();
+        empty.body_type = "none".to_owned();
+        empty.body_preview = None;
+        assert!(fields(&empty).iter().all(|(group, _, _)| *group != Group::Body));
+    }
+
+    #[test]
     fn groups_and_views_choose_the_fields() {
         let body = printed(&Shown::new(&[Group::Body], &[]));
         assert_eq!(body, ["JMS_BODY_FIELD:JMSText = hello"]);
