@@ -157,7 +157,7 @@ try {
   const order = await page.$$eval("#destinations tbody tr", (rows) => rows.map((row) => row.dataset.name));
   const queues = { pending: await cellText(ordersPending), order };
   step("queues", queues, [
-    [queues.order[0] === "console.orders", "the deepest first"],
+    [queues.order.join() === "console.paged,console.orders,console.keep,console.work", "the deepest first"],
     [queues.order.every((name) => name.startsWith("console.")), "filtered"],
   ]);
 
@@ -178,6 +178,27 @@ try {
     [browse.properties.some(([name, value]) => name === "region" && value === "EU"), "its region property"],
   ]);
   await shoot("message-detail");
+
+  // 3b. Paging: 60 messages, 50 a page.
+  await page.goto(`${admin}/#/queue/console.paged`);
+  await page.waitForFunction(() => document.querySelectorAll("#messages tbody tr[data-id]").length === 50, null, { timeout });
+  const firstPage = { shown: await cellText("#browse-total"), first: await cellText("#messages tbody tr[data-id] td.preview") };
+  await page.click("#browse-next");
+  await page.waitForFunction(() => document.querySelectorAll("#messages tbody tr[data-id]").length === 10, null, { timeout });
+  const secondPage = {
+    shown: await cellText("#browse-total"),
+    first: await cellText("#messages tbody tr[data-id] td.preview"),
+    nextDisabled: await page.isDisabled("#browse-next"),
+  };
+  await page.fill("#browse-selector", "index >= 55");
+  await page.click("#browse-apply");
+  await page.waitForFunction(() => document.querySelectorAll("#messages tbody tr[data-id]").length === 5, null, { timeout });
+  const selected = await cellText("#browse-total");
+  step("paging", { firstPage, secondPage, selected }, [
+    [firstPage.shown === "1–50 of 60" && firstPage.first === "console.paged #0", "the first page"],
+    [secondPage.shown === "51–60 of 60" && secondPage.first === "console.paged #50" && secondPage.nextDisabled, "the second page"],
+    [selected === "1–5 of 5", "the selector's page"],
+  ]);
 
   // 4. The dead-letter queue: retry its messages to console.work, then have them consumed.
   await page.goto(`${admin}/#/queue/${encodeURIComponent("ActiveMQ.DLQ")}`);

@@ -8,7 +8,7 @@
 //! - the queues table shows `console.orders` (12 messages sent by JMS) with its depth,
 //!   filtered and sorted;
 //! - the queue's page browses its messages, and one message's page shows its body and
-//!   properties;
+//!   properties; 60 messages page by 50, and a selector picks some;
 //! - the three messages a transacted JMS consumer rolled back into `ActiveMQ.DLQ` are retried
 //!   from the DLQ's page back to `console.work`, where the JMS client consumes them and the
 //!   table shows them dequeued;
@@ -249,6 +249,7 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
     }
     jms(&mut java, "fill console.orders 12")?;
     jms(&mut java, "fill console.keep 2")?;
+    jms(&mut java, "fill console.paged 60")?;
     jms(&mut java, "deadletter console.work 3")?;
     tests::wait_until("3 dead letters in ActiveMQ.DLQ", || async {
         queue(&admin, "ActiveMQ.DLQ").await.is_ok_and(|dlq| dlq.pending == 3)
@@ -301,6 +302,7 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
         "login",
         "queues",
         "browse",
+        "paging",
         "retry",
         "purge",
         "send",
