@@ -248,11 +248,13 @@ pub(crate) enum QueueCommand {
         after: std::time::Duration,
     },
     /// An administrator takes messages out: purge, remove, move, retry (`operations.rs`).
-    Take(Take),
+    /// This and the next two are boxed, as rare and large: every queue's channel pays for the
+    /// largest command 32 times over (see `Poison`).
+    Take(Box<Take>),
     /// An administrator looks at messages (`operations.rs`).
-    Inspect(Inspect),
+    Inspect(Box<Inspect>),
     /// The original destinations of dead letters, before a retry (`operations.rs`).
-    Origins(Origins),
+    Origins(Box<Origins>),
     /// The queue's consumers, for the admin endpoint (`operations.rs`).
     Consumers(oneshot::Sender<Vec<ConsumerDetail>>),
 }
@@ -653,9 +655,9 @@ impl Queue {
                     let _ = unused.send(pending > 0);
                 }
                 QueueCommand::Resume => self.paging.resume_sent = false,
-                QueueCommand::Take(take) => self.take_messages(take),
-                QueueCommand::Inspect(inspect) => self.inspect(inspect),
-                QueueCommand::Origins(origins) => self.origins(origins),
+                QueueCommand::Take(take) => self.take_messages(*take),
+                QueueCommand::Inspect(inspect) => self.inspect(*inspect),
+                QueueCommand::Origins(origins) => self.origins(*origins),
                 QueueCommand::Consumers(reply) => self.consumer_details(reply),
                 QueueCommand::Stop => break,
                 QueueCommand::Retire { after } => {

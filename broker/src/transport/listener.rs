@@ -371,6 +371,10 @@ mod task_sizes {
                 )),
             ),
         ];
+        // Each queue's command channel holds 32 of them from the start (80 bytes made 2.5 KiB
+        // of every idle subscriber's queue).
+        let command = std::mem::size_of::<crate::core::queue::QueueCommand>();
+        assert!(command <= 48, "a queue command is {command} bytes");
         for (protocol, size) in sizes.into_iter().chain(more) {
             // Each about 3 KiB today: the connection's state and the driver's loop.
             assert!(size <= 4096, "a {protocol} connection's future is {size} bytes");

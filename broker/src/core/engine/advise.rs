@@ -11,8 +11,8 @@ use super::Core;
 use crate::core::advisory::*;
 use crate::core::dead_letter::DLQ_DELIVERY_FAILURE_CAUSE;
 use crate::core::queue::QueueCommand;
-use crate::core::slow::{NoticeReceiver, NoticeSender};
 use crate::core::registry::Registry;
+use crate::core::slow::{NoticeReceiver, NoticeSender};
 use crate::core::types::{ConnectionId, ConsumerId, ADVISORY_DESTINATION, ADVISORY_OPERATION};
 use crate::core::wildcard::DestinationFilter;
 
@@ -95,10 +95,7 @@ impl Core {
     /// Registers `connection`'s channel for what the broker tells it about its consumers (a
     /// slow consumer aborted by the policy's strategy); it is dropped when the connection is
     /// released ([`Core::release_connection`]).
-    pub fn consumer_notices(
-        &self,
-        connection: ConnectionId,
-    ) -> NoticeReceiver {
+    pub fn consumer_notices(&self, connection: ConnectionId) -> NoticeReceiver {
         let (tx, rx) = NoticeSender::channel();
         self.registry.lock().advisories.notices.insert(connection, tx);
         rx

@@ -175,7 +175,7 @@ impl Core {
         let which = selector(selector_text)?;
         let source = self.admin_queue(name)?;
         let (reply, origins) = oneshot::channel();
-        if !source.send(QueueCommand::Origins(Origins { which: which.clone(), reply })) {
+        if !source.send(QueueCommand::Origins(Box::new(Origins { which: which.clone(), reply }))) {
             return Err(OperationError::ShuttingDown);
         }
         let origins = origins.await.map_err(|_| OperationError::ShuttingDown)?;
@@ -366,7 +366,7 @@ async fn take(
     limit: Option<u64>,
 ) -> Result<Taken, OperationError> {
     let (reply, taken) = oneshot::channel();
-    if !queue.send(QueueCommand::Take(Take { which, disposal, limit, reply })) {
+    if !queue.send(QueueCommand::Take(Box::new(Take { which, disposal, limit, reply }))) {
         return Err(OperationError::ShuttingDown);
     }
     let Taken { count, skipped, completions } =
@@ -384,7 +384,7 @@ async fn inspect(
     limit: usize,
 ) -> Result<Inspection, OperationError> {
     let (reply, inspection) = oneshot::channel();
-    if !queue.send(QueueCommand::Inspect(Inspect { which, offset, limit, reply })) {
+    if !queue.send(QueueCommand::Inspect(Box::new(Inspect { which, offset, limit, reply }))) {
         return Err(OperationError::ShuttingDown);
     }
     inspection.await.map_err(|_| OperationError::ShuttingDown)
