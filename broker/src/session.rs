@@ -15,6 +15,10 @@
 //! id (so that once anything sees the consumers gone, a reconnect with the id is accepted),
 //! open transactions (rolled back), consumers (their unacknowledged messages back in their
 //! queues), temporary destinations, and the connection's announcement.
+//!
+//! A connector's connection is listed for the admin endpoint (`transport::ConnectionEntry`):
+//! the session records there what it learns (its id in the core, the client id, the user, how
+//! many consumers it has), so that every protocol's connections show alike.
 
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -26,11 +30,12 @@ use store::{Destination, Message, MessageId};
 use tokio::sync::mpsc;
 
 use crate::core::ConnectionId;
+use crate::core::ProducerRegistration;
 use crate::core::{
     ConsumerId, CoreError, Delivery, NoticeReceiver, QueueHandle, SubscribeRequest, Transaction,
 };
 use crate::security::{Action, Denied, Subject};
-use crate::transport::ConnectionContext;
+use crate::transport::{ConnectionContext, ConnectionEntry};
 
 /// A session refused what was asked of it.
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +151,12 @@ pub(crate) struct Session<T: Eq + Hash> {
     deliveries: mpsc::UnboundedReceiver<Delivery>,
     /// What the broker tells the connection about its consumers (a slow consumer abort).
     notices: NoticeReceiver,
+    /// The connection's entry in the admin endpoint's list, if it is listed (a connector's
+    /// connection is; an in-process one is not).
+    entry: Option<Arc<ConnectionEntry>>,
+    /// The one producer of a protocol without producers of its own (STOMP, MQTT: every send
+    /// of the connection is its), once opened.
+    producer: Option<ProducerRegistration>,
     released: bool,
 }
 
@@ -156,6 +167,10 @@ impl<T: Eq + Hash> Session<T> {
         let connection = context.core.next_connection_id();
         let notices = context.core.consumer_notices(connection);
         let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
+        let entry = crate::transport::current_connection();
+        if let Some(entry) = &entry {
+            entry.set_connection(connection);
+        }
         Session {
             context,
             connection,
@@ -168,6 +183,8 @@ impl<T: Eq + Hash> Session<T> {
             deliveries_tx,
             deliveries,
             notices,
+            entry,
+            producer: None,
             released: false,
         }
     }
@@ -177,11 +194,13 @@ impl<T: Eq + Hash> Session<T> {
         self.connection
     }
 
-    /// The channels the core reaches the connection on, to wait on both at once.
+    /// The channels the core reaches the connection on, and its entry in the admin
+    /// endpoint's list (through which it may be closed), to wait on all at once.
     pub fn channels(
         &mut self,
-    ) -> (&mut mpsc::UnboundedReceiver<Delivery>, &mut NoticeReceiver) {
-        (&mut self.deliveries, &mut self.notices)
+    ) -> (&mut mpsc::UnboundedReceiver<Delivery>, &mut NoticeReceiver, Option<&ConnectionEntry>)
+    {
+        (&mut self.deliveries, &mut self.notices, self.entry.as_deref())
     }
 
     /// Where the core sends deliveries for this connection's consumers.
@@ -191,6 +210,12 @@ impl<T: Eq + Hash> Session<T> {
 
     /// The client logged in (or security is off and nobody needs to).
     pub fn logged_in(&mut self, subject: Subject) {
+        if let Some(entry) = &self.entry {
+            // With authentication off every client is the anonymous user: no user to show.
+            if self.context.security.enabled() {
+                entry.set_user(subject.user.clone());
+            }
+        }
         self.subject = Some(subject);
     }
 
@@ -225,7 +250,14 @@ impl<T: Eq + Hash> Session<T> {
             }
         }
         self.client_id = client_id;
+        self.record_client_id();
         Ok(())
+    }
+
+    fn record_client_id(&self) {
+        if let Some(entry) = &self.entry {
+            entry.set_client_id(self.client_id.clone());
+        }
     }
 
     /// Claims `client_id` as [`claim_client_id`](Self::claim_client_id) does, for a connection
@@ -242,6 +274,7 @@ impl<T: Eq + Hash> Session<T> {
                 return Err(SessionError::ClientIdInUse(client_id.into()));
             }
             self.client_id = Some(client_id.into());
+            self.record_client_id();
         }
         Ok(())
     }
@@ -251,6 +284,29 @@ impl<T: Eq + Hash> Session<T> {
     pub fn announce(&self, announced_as: Option<&str>) {
         let client_id = self.client_id.as_deref();
         self.context.core.connection_opened(self.connection, client_id, announced_as);
+    }
+
+    /// Opens the connection's one anonymous producer (STOMP's and MQTT's, as ActiveMQ gives
+    /// each of their connections one): listed, with what [`sent`](Self::sent) counts, until
+    /// the session is released.
+    pub fn open_producer(&mut self) {
+        if self.producer.is_none() {
+            let id = format!("{}:1:1", self.connection_name());
+            self.producer = Some(self.context.core.register_producer(self.connection, None, &id));
+        }
+    }
+
+    /// Counts a message sent by the connection's anonymous producer.
+    pub fn sent(&self) {
+        if let Some(producer) = &self.producer {
+            producer.sent();
+        }
+    }
+
+    fn count_consumers(&self) {
+        if let Some(entry) = &self.entry {
+            entry.set_consumers(self.consumers.len());
+        }
     }
 
     /// Whether `[[authorization]]` lets the client `action` `destination`, and create it when
@@ -304,6 +360,7 @@ impl<T: Eq + Hash> Session<T> {
         let consumer = request.spec.id;
         self.context.core.subscribe(request)?;
         self.consumers.insert(consumer);
+        self.count_consumers();
         Ok(())
     }
 
@@ -314,6 +371,7 @@ impl<T: Eq + Hash> Session<T> {
         let consumer = request.spec.id;
         self.context.core.subscribe_shared(request)?;
         self.consumers.insert(consumer);
+        self.count_consumers();
         Ok(())
     }
 
@@ -321,6 +379,7 @@ impl<T: Eq + Hash> Session<T> {
     pub fn unsubscribe(&mut self, consumer: ConsumerId) {
         if self.consumers.remove(&consumer) {
             self.context.core.unsubscribe(consumer);
+            self.count_consumers();
         }
     }
 
@@ -329,6 +388,7 @@ impl<T: Eq + Hash> Session<T> {
     pub fn unsubscribe_seen_only(&mut self, consumer: ConsumerId, seen: Vec<store::MessageId>) {
         if self.consumers.remove(&consumer) {
             self.context.core.unsubscribe_seen_only(consumer, seen);
+            self.count_consumers();
         }
     }
 
@@ -436,6 +496,8 @@ impl<T: Eq + Hash> Session<T> {
         for consumer in self.consumers.drain() {
             core.unsubscribe(consumer);
         }
+        self.count_consumers();
+        self.producer = None;
         core.release_connection(self.connection);
     }
 }

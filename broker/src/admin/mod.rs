@@ -16,7 +16,8 @@
 //! `ferromq dstat`, which deserializes them); `metrics.rs` writes the Prometheus text;
 //! `client.rs` is the tiny HTTP GET client `ferromq dstat` and the tests use.
 //!
-//! The operations (browse, send, purge, delete, move, retry: `operations.rs`, described with
+//! The operations (browse, send, purge, delete, move, retry; the lists of connections,
+//! consumers, producers and durable subscriptions, and a connection's close: `operations.rs`, described with
 //! every route in `openapi.json`, served at `/api/openapi.json`) are named by method and path
 //! before the reads' [`Route`]; their state-changing requests must pass a same-origin check
 //! and carry the broker's token. With `[authentication]` enabled, every route but
@@ -51,10 +52,10 @@ use tokio_util::task::TaskTracker;
 
 pub use client::{AdminClient, AdminClientError, HttpAnswer};
 pub use model::{
-    AdminToken, BrokerRole, BrokerStats, BrokerStatus, ConsumerView, Deleted, DestinationCounts,
-    DestinationRef, DurableSubscriptionView, ErrorBody, MessagePage, MessageView, MoveRequest,
-    Moved, Removed, RetryOutcome, RetryRequest, SendRequest, Sent, StoreStats, SubscriptionRemoved,
-    TempStats,
+    AdminToken, BrokerRole, BrokerStats, BrokerStatus, ConnectionClosed, ConnectionView,
+    ConsumerView, Deleted, DestinationCounts, DestinationRef, DurableSubscriptionView, ErrorBody,
+    MessagePage, MessageView, MoveRequest, Moved, ProducerView, Removed, RetryOutcome,
+    RetryRequest, SendRequest, Sent, StoreStats, SubscriptionRemoved, TempStats,
 };
 
 use crate::core::Core;

@@ -297,3 +297,43 @@ pub struct DurableSubscriptionView {
 pub struct SubscriptionRemoved {
     pub removed: bool,
 }
+
+/// `GET /api/connections`: one open connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionView {
+    /// Its id as its advisories announce it (OpenWire's ConnectionId, or the broker's
+    /// `ID:ferromq-connection-N`): what [`ConsumerView::connection_id`] and
+    /// [`ProducerView::connection_id`] name, and what `DELETE /api/connections/{id}` takes.
+    pub id: String,
+    /// `openwire`, `stomp`, `amqp` or `mqtt`.
+    pub protocol: String,
+    /// The client's address, `ip:port`.
+    pub remote: String,
+    pub client_id: Option<String>,
+    /// The user it logged in as (none with authentication off).
+    pub user: Option<String>,
+    /// When its protocol started (after any TLS or WebSocket handshake), in milliseconds since
+    /// the Unix epoch.
+    pub connected_since_ms: u64,
+    pub consumers: u64,
+    pub producers: u64,
+}
+
+/// `GET /api/producers`: one producer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerView {
+    /// Its connection's id, as [`ConnectionView::id`].
+    pub connection_id: String,
+    /// Its id as its protocol names it (OpenWire's ProducerId; the broker's for the others).
+    pub producer_id: String,
+    /// `None`: an anonymous producer (every message names its destination).
+    pub destination: Option<DestinationRef>,
+    /// Messages it sent since it was created.
+    pub sent: u64,
+}
+
+/// The answer of a connection's close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionClosed {
+    pub closed: bool,
+}

@@ -1,6 +1,7 @@
 //! The admin endpoint's operations: what an administrator does to destinations and their
-//! messages (browse, send, remove, purge, delete, move, retry), the token that guards them, and
-//! the OpenAPI description of every route (`openapi.json`).
+//! messages (browse, send, remove, purge, delete, move, retry), the lists of connections,
+//! consumers, producers and durable subscriptions, a connection's close, the token that guards
+//! them, and the OpenAPI description of every route (`openapi.json`).
 //!
 //! [`Operation::of`] names a request's operation; `mod.rs` hands such requests here (after
 //! the same authentication as the statistics) and keeps the reads it had. The work is the
@@ -29,9 +30,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use store::{BodyKind, DeliveryMode, Destination, Message, PropertyValue};
 
 use super::model::{
-    AdminToken, ConsumerView, Deleted, DestinationRef, DurableSubscriptionView, MessagePage,
-    MessageView, MoveRequest, Moved, Removed, RetryOutcome, RetryRequest, SendRequest, Sent,
-    SubscriptionRemoved,
+    AdminToken, ConnectionClosed, ConnectionView, ConsumerView, Deleted, DestinationRef,
+    DurableSubscriptionView, MessagePage, MessageView, MoveRequest, Moved, ProducerView, Removed,
+    RetryOutcome, RetryRequest, SendRequest, Sent, SubscriptionRemoved,
 };
 use super::{error, json, percent_decode, ActiveBroker, AdminState};
 use crate::core::{InspectedMessage, OperationError, StatsKind};
@@ -50,6 +51,9 @@ const DEFAULT_PAGE: usize = 50;
 /// The body preview of a message in a page, and of one message asked for by its id.
 const PAGE_PREVIEW: usize = 1024;
 const SINGLE_PREVIEW: usize = 64 << 10;
+/// How long a connection's close waits for the connection to be gone before it answers (its
+/// protocol first writes what it owes the client, as at a shutdown).
+const CLOSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the operations need beside the core: the token, and the connection id and message
 /// counter of the messages the endpoint sends.
@@ -87,6 +91,9 @@ pub(super) enum Operation {
     Retry { queue: String },
     Delete { kind: StatsKind, name: String },
     Consumers,
+    Producers,
+    Connections,
+    CloseConnection { id: String },
     Subscriptions,
     RemoveSubscription { client_id: String, name: String },
 }
@@ -110,10 +117,19 @@ impl Operation {
             "/api/token" => return Some(only(method, &Method::GET, Operation::Token)),
             "/api/openapi.json" => return Some(only(method, &Method::GET, Operation::OpenApi)),
             "/api/consumers" => return Some(only(method, &Method::GET, Operation::Consumers)),
+            "/api/producers" => return Some(only(method, &Method::GET, Operation::Producers)),
+            "/api/connections" => return Some(only(method, &Method::GET, Operation::Connections)),
             "/api/subscriptions" => {
                 return Some(only(method, &Method::GET, Operation::Subscriptions))
             }
             _ => {}
+        }
+        if let Some(id) = path.strip_prefix("/api/connections/") {
+            let id = percent_decode(id).filter(|id| !id.is_empty())?;
+            return Some(match *method {
+                Method::DELETE => Ok(Operation::CloseConnection { id }),
+                _ => Err("DELETE"),
+            });
         }
         if let Some(rest) = path.strip_prefix("/api/subscriptions/") {
             let (client_id, name) = rest.split_once('/')?;
@@ -358,6 +374,20 @@ async fn read(active: &ActiveBroker, operation: Operation, query: &str) -> Respo
                 .collect();
             json(StatusCode::OK, &consumers)
         }
+        Operation::Producers => {
+            let producers: Vec<ProducerView> = core
+                .producer_listing()
+                .into_iter()
+                .map(|listing| ProducerView {
+                    connection_id: listing.connection_name,
+                    producer_id: listing.producer,
+                    destination: listing.destination.as_ref().map(destination_ref),
+                    sent: listing.sent,
+                })
+                .collect();
+            json(StatusCode::OK, &producers)
+        }
+        Operation::Connections => json(StatusCode::OK, &connection_views(active)),
         Operation::Subscriptions => {
             let subscriptions: Vec<DurableSubscriptionView> = core
                 .durable_listing()
@@ -480,6 +510,19 @@ async fn change(
                 Err(failure) => refusal(failure),
             }
         }
+        Operation::CloseConnection { id } => {
+            let listed = active.connections.listed();
+            let found = listed.iter().find_map(|entry| {
+                let connection = entry.connection()?;
+                (core.connection_name(connection) == id).then_some(connection)
+            });
+            match found {
+                Some(connection) if active.connections.close(connection, CLOSE_PATIENCE).await => {
+                    json(StatusCode::OK, &ConnectionClosed { closed: true })
+                }
+                _ => error(StatusCode::NOT_FOUND, format!("no such connection: {id}")),
+            }
+        }
         Operation::RemoveSubscription { client_id, name } => {
             let key = store::SubscriptionKey { client_id: client_id.into(), name: name.into() };
             let removed = match core.remove_durable(&key) {
@@ -496,10 +539,38 @@ async fn change(
         | Operation::Token
         | Operation::OpenApi
         | Operation::Consumers
+        | Operation::Producers
+        | Operation::Connections
         | Operation::Subscriptions => {
             error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} does not change this resource"))
         }
     }
+}
+
+/// Every listed connection, oldest first, with its producers counted from the core's.
+fn connection_views(active: &ActiveBroker) -> Vec<ConnectionView> {
+    let core = &active.core;
+    let producers = core.producer_listing();
+    active
+        .connections
+        .listed()
+        .into_iter()
+        .filter_map(|entry| {
+            let details = entry.details();
+            // Not yet opened by its protocol (a moment after the accept): nothing to show.
+            let connection = details.connection?;
+            Some(ConnectionView {
+                id: core.connection_name(connection),
+                protocol: entry.protocol().as_str().to_owned(),
+                remote: entry.remote().to_owned(),
+                client_id: details.client_id.as_deref().map(str::to_owned),
+                user: details.user.as_deref().map(str::to_owned),
+                connected_since_ms: entry.since_ms(),
+                consumers: entry.consumers(),
+                producers: producers.iter().filter(|p| p.connection == connection).count() as u64,
+            })
+        })
+        .collect()
 }
 
 /// The request's JSON body, or the 400 that says why not (boxed: an answer is large).
@@ -806,6 +877,9 @@ mod tests {
             "/api/destinations/queue/{name}/move",
             "/api/destinations/queue/{name}/retry",
             "/api/consumers",
+            "/api/producers",
+            "/api/connections",
+            "/api/connections/{id}",
             "/api/subscriptions",
             "/api/subscriptions/{client_id}/{subscription_name}",
         ] {

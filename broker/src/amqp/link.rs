@@ -47,6 +47,8 @@ pub(super) enum Link {
 }
 
 pub(super) struct Incoming {
+    /// The producer the link is, listed until the link goes (none for the coordinator).
+    producer: Option<crate::core::ProducerRegistration>,
     /// Where messages go; `None` for an anonymous relay (each message's `to`) and the
     /// coordinator.
     destination: Option<Destination>,

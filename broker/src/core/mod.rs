@@ -52,7 +52,8 @@ pub use dead_letter::{DeadLetterSettings, DeadLetterStrategy};
 pub use engine::{
     held_sends_refusal, scheduler, ClientIdHeld, CompositeRule, CompositeTarget, Composites,
     ConsumerListing, Core, CoreSettings, DurableListing, HeldSends, OperationError,
-    ProducerRegistration, Retried, RoomFuture, SendAdmission, SubscribeRequest, Transaction,
+    ProducerListing, ProducerRegistration, Retried, RoomFuture, SendAdmission, SubscribeRequest,
+    Transaction,
 };
 pub use flow::FlowSettings;
 pub use queue::{

@@ -218,6 +218,7 @@ impl Connection {
                 }));
             }
         };
+        self.session.sent();
         let answer = match (qos, packet_id) {
             (QoS::AtLeastOnce, Some(id)) => Some(Packet::Puback(PubAck::new(id))),
             (QoS::ExactlyOnce, Some(id)) => Some(Packet::Pubrec(PubAck::new(id))),

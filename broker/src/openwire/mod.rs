@@ -522,19 +522,25 @@ impl Connection {
             Command::SessionInfo(_) => self.answer(id, required, Ok(())),
             Command::ProducerInfo(info) => {
                 if let Some(producer) = info.producer_id.clone() {
-                    if let Some(destination) = &info.destination {
-                        let destination = mapping::destination_from(destination);
-                        if let Err(refusal) = self.authorize(Action::Write, &destination) {
+                    let destination = info.destination.as_ref().map(mapping::destination_from);
+                    if let Some(destination) = &destination {
+                        if let Err(refusal) = self.authorize(Action::Write, destination) {
                             self.answer(id, required, Err(refusal));
                             return Flow::Continue;
                         }
-                        let id = format!(
-                            "{}:{}:{}",
-                            producer.connection_id, producer.session_id, producer.value
-                        );
-                        let registration = self.context.core.register_producer(&destination, &id);
-                        self.producer_registrations.insert(producer.clone(), registration);
                     }
+                    // Anonymous producers too (no destination): the admin endpoint lists them.
+                    let name = format!(
+                        "{}:{}:{}",
+                        producer.connection_id, producer.session_id, producer.value
+                    );
+                    let connection = self.session.connection();
+                    let registration = self.context.core.register_producer(
+                        connection,
+                        destination.as_ref(),
+                        &name,
+                    );
+                    self.producer_registrations.insert(producer.clone(), registration);
                     self.producers.insert(producer, info.window_size);
                 }
                 self.answer(id, required, Ok(()));

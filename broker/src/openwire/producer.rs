@@ -108,6 +108,11 @@ impl Connection {
                 return self.answer(id, required, Err(error.into()));
             }
         };
+        if let Some(registration) =
+            producer.as_ref().and_then(|p| self.producer_registrations.get(p))
+        {
+            registration.sent();
+        }
         let window = producer.as_ref().and_then(|p| self.producers.get(p)).copied();
         if required {
             if transactional {

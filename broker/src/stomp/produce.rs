@@ -154,6 +154,7 @@ impl Connection {
             }
             Err(error) => return Err(error_frame(&error)),
         };
+        self.session.sent();
         if transaction.is_some() {
             // A transactional send is confirmed by the commit; its receipt means "received".
             self.receipt_for(receipt);

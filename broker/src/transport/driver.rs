@@ -4,7 +4,8 @@
 //! protocol pauses its reader, takes deliveries only while the writer has room, and hands each
 //! thing that happened to the protocol: input, a login's outcome, a delivery, a notice from
 //! the core, a held send let go, the protocol's own asynchronous work, the deadline, the
-//! broker's shutdown. The protocol answers each with a [`Step`].
+//! broker's shutdown or an administrator's close of this one connection (answered alike).
+//! The protocol answers each with a [`Step`].
 //!
 //! A protocol is its codec, its mapping and an implementation of [`Protocol`]: it owns its
 //! state, the driver owns the loop, so the loop's rules (what waits for what, what ends a
@@ -21,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::writer::Output;
-use super::{ConnectionContext, ReadBuffer};
+use super::{ConnectionContext, ConnectionEntry, ReadBuffer};
 use crate::core::{ConnectionId, ConsumerNotice, CoreError, Delivery, HeldSends, NoticeReceiver};
 use crate::security::{AuthError, PendingLogin, Subject};
 use crate::session::Session;
@@ -47,6 +48,9 @@ pub(crate) struct Parts<'a, Login, Key, Held, Work> {
     pub notices: &'a mut NoticeReceiver,
     pub held: &'a mut HeldSends<Key, Held>,
     pub login: &'a mut PendingLogin<Login>,
+    /// The connection's entry in the admin endpoint's list, which an administrator may close
+    /// it through (none for a connection that is not listed).
+    pub listed: Option<&'a ConnectionEntry>,
     /// The protocol's own asynchronous work (answers waiting for the store, timers, queue
     /// snapshots): resolves with the next piece done, pending for ever while there is none.
     pub work: Work,
@@ -61,8 +65,8 @@ impl<'a, Login, Key, Held, Work> Parts<'a, Login, Key, Held, Work> {
         work: Work,
     ) -> Self {
         let connection = session.connection();
-        let (deliveries, notices) = session.channels();
-        Parts { connection, output, deliveries, notices, held, login, work }
+        let (deliveries, notices, listed) = session.channels();
+        Parts { connection, output, deliveries, notices, held, login, listed, work }
     }
 }
 
@@ -142,6 +146,8 @@ pub(crate) async fn next<S: Stream + Unpin>(stream: &mut S) -> S::Item {
 /// What happened, taken out of the turn's borrows.
 enum Event<P: Protocol> {
     Shutdown,
+    /// An administrator closes the connection.
+    Closed,
     Read(std::io::Result<usize>),
     Login(P::Login, Result<Subject, AuthError>),
     Delivery(Delivery),
@@ -185,6 +191,7 @@ pub(crate) async fn run<P, R>(
             let connection = parts.connection;
             tokio::select! {
                 _ = shutdown.cancelled() => Event::Shutdown,
+                () = close_requested(parts.listed) => Event::Closed,
                 read = buffer.read_from(&mut reader), if !paused && !logging_in => Event::Read(read),
                 (request, outcome) = parts.login.outcome(), if logging_in => Event::Login(request, outcome),
                 // A client that does not read leaves its deliveries in the channel, where the
@@ -201,6 +208,10 @@ pub(crate) async fn run<P, R>(
         let heard = matches!(event, Event::Read(_) | Event::Login(..));
         let step = match event {
             Event::Shutdown => protocol.on_shutdown(),
+            Event::Closed => {
+                tracing::info!(%peer, "connection closed by an administrator");
+                protocol.on_shutdown()
+            }
             Event::Read(read) => {
                 if buffer.closed_by(&read, peer) {
                     return;
@@ -271,6 +282,14 @@ pub(crate) async fn run<P, R>(
             }
             Step::Stop => return,
         }
+    }
+}
+
+/// Resolves once an administrator asked `listed` to close; never for a connection not listed.
+async fn close_requested(listed: Option<&ConnectionEntry>) {
+    match listed {
+        Some(entry) => entry.close_requested().await,
+        None => std::future::pending().await,
     }
 }
 

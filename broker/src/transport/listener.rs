@@ -255,17 +255,22 @@ async fn serve<S>(
 {
     let peer = peer.to_string();
     let connections = context.connections.clone();
-    let _counted = connections.opened(protocol);
+    // Listed for the admin endpoint, which may close it: its session and its driver find the
+    // entry in the task (`connections::serving`).
+    let (counted, entry) = connections.opened_from(protocol, peer.clone());
     // Each protocol's connection in an allocation of its own size: inline, every connection's
     // task was as large as the largest protocol's (and the TLS and WebSocket variants').
-    match protocol {
-        Protocol::Stomp => Box::pin(stomp::serve(stream, context, peer, connect_deadline)).await,
+    let connection: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match protocol
+    {
+        Protocol::Stomp => Box::pin(stomp::serve(stream, context, peer, connect_deadline)),
         Protocol::OpenWire => {
-            Box::pin(openwire::serve(stream, context, peer, url, connect_deadline)).await
+            Box::pin(openwire::serve(stream, context, peer, url, connect_deadline))
         }
-        Protocol::Amqp => Box::pin(amqp::serve(stream, context, peer, connect_deadline)).await,
-        Protocol::Mqtt => Box::pin(mqtt::serve(stream, context, peer, connect_deadline)).await,
-    }
+        Protocol::Amqp => Box::pin(amqp::serve(stream, context, peer, connect_deadline)),
+        Protocol::Mqtt => Box::pin(mqtt::serve(stream, context, peer, connect_deadline)),
+    };
+    super::connections::serving(entry, connection).await;
+    drop(counted);
 }
 
 /// Tells a WebSocket client over the connection limit why it is refused (`503`, which a

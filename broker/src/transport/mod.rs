@@ -19,6 +19,7 @@ pub(crate) mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) use connections::{current as current_connection, ConnectionEntry};
 pub use connections::{ConnectionCounts, ConnectionStats, Protocol};
 pub use listener::{bind, BoundConnector};
 use outbound::Outbound;

@@ -105,7 +105,7 @@ impl Endpoint {
     }
 }
 
-fn basic(user: &str, password: &str) -> String {
+pub(crate) fn basic(user: &str, password: &str) -> String {
     // A tiny base64 encoder: the test crate has no base64 of its own.
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let input = format!("{user}:{password}").into_bytes();
@@ -129,7 +129,7 @@ fn field(name: &str, value: impl std::fmt::Display) -> String {
     format!("\"{name}\": {value}")
 }
 
-fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' => (b as char).to_string(),

@@ -3,6 +3,7 @@
 
 mod activemq_tools;
 mod admin;
+mod admin_connections;
 mod admin_ops;
 mod advisories;
 mod amqp;

@@ -63,7 +63,18 @@ impl Connection {
         ours.rcv_settle_mode = Some(ReceiverSettleMode::First);
         ours.max_message_size = Some(self.max_message_size);
         self.send_frame(AmqpFrame::new(channel, ours));
+        // A link to a node is a producer (an anonymous one without an address); the
+        // coordinator's is not.
+        let producer = (!coordinator).then(|| {
+            let name = format!("{}:{channel}:{}", self.client.connection_name(), attach.handle);
+            self.context.core.register_producer(
+                self.client.connection(),
+                destination.as_ref(),
+                &name,
+            )
+        });
         let incoming = Incoming {
+            producer,
             destination,
             coordinator,
             assembler: DeliveryAssembler::new(self.max_message_size),
@@ -203,6 +214,9 @@ impl Connection {
                     .map(drop)
                     .map_err(|e| refusal(&e)),
             };
+            if result.is_ok() {
+                self.count_sent(channel, handle);
+            }
             let state = match result {
                 Ok(()) => DeliveryState::Transactional(protocol::amqp::TransactionalState {
                     txn_id: ts.txn_id,
@@ -239,6 +253,17 @@ impl Connection {
         }
     }
 
+    /// Counts a message the link's producer sent.
+    fn count_sent(&self, channel: u16, handle: u32) {
+        if let Some(Some(Link::Incoming(incoming))) =
+            self.sessions.get(&channel).map(|s| s.links.get(&handle))
+        {
+            if let Some(producer) = &incoming.producer {
+                producer.sent();
+            }
+        }
+    }
+
     /// A held transfer's wait ended: sent now, or refused.
     pub(in crate::amqp) fn admitted(
         &mut self,
@@ -265,7 +290,11 @@ impl Connection {
         message: Arc<Message>,
     ) {
         let core = self.context.core.clone();
-        match core.send(message, self.client.connection(), None) {
+        let sent = core.send(message, self.client.connection(), None);
+        if sent.is_ok() {
+            self.count_sent(channel, handle);
+        }
+        match sent {
             Err(error) => self.settle_incoming(channel, handle, delivery_id, Err(refusal(&error))),
             Ok(completion) if delivery_id.is_some() => {
                 if let Some(Some(Link::Incoming(incoming))) =

@@ -36,7 +36,7 @@ pub use client_ids::ClientIdHeld;
 pub use composite::{CompositeRule, CompositeTarget, Composites};
 pub use flow::{held_sends_refusal, HeldSends, RoomFuture, SendAdmission};
 pub use operations::{ConsumerListing, DurableListing, OperationError, Retried};
-pub use statistics::ProducerRegistration;
+pub use statistics::{ProducerListing, ProducerRegistration};
 pub use transaction::Transaction;
 
 use crate::core::dead_letter::DeadLetterSettings;

@@ -1,7 +1,9 @@
 //! The statistics the core collects on demand (see [`statistics`](crate::core::statistics)),
-//! and the producer registrations that count producers per destination.
+//! and the producer registrations that count producers per destination and list each
+//! producer (its connection, destination and sent messages) for the admin endpoint.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,13 +12,43 @@ use store::{Destination, DestinationKind};
 use super::Core;
 use crate::core::queue::{QueueHandle, QueueStats};
 use crate::core::statistics::*;
-use crate::core::types::composite_parts;
+use crate::core::types::{composite_parts, ConnectionId};
 use crate::core::wildcard::DestinationFilter;
 
-/// The producers of each destination, shared by the core and every registration.
+/// The producers of each destination, and every producer, shared by the core and every
+/// registration.
 #[derive(Debug, Default)]
 pub(crate) struct ProducerCounts {
     counts: Mutex<HashMap<Destination, u64>>,
+    /// Every registered producer, by the key of its registration.
+    live: Mutex<HashMap<u64, Arc<ProducerEntry>>>,
+    next_key: AtomicU64,
+}
+
+/// One registered producer, as the admin endpoint lists it.
+#[derive(Debug)]
+struct ProducerEntry {
+    connection: ConnectionId,
+    id: String,
+    /// `None`: an anonymous producer (each send names its destination).
+    destination: Option<Destination>,
+    /// The queues and topics it is counted on (each part of a composite destination).
+    counted_on: Vec<Destination>,
+    /// Messages it sent (counted by its adapter as it hands them to the core).
+    sent: AtomicU64,
+}
+
+/// A producer, as the admin endpoint lists it.
+#[derive(Debug, Clone)]
+pub struct ProducerListing {
+    /// The core's id of its connection.
+    pub connection: ConnectionId,
+    /// Its connection's id as its advisories announce it (see [`Core::connection_name`]).
+    pub connection_name: String,
+    /// Its id as its protocol (or, without one, the broker) names it.
+    pub producer: String,
+    pub destination: Option<Destination>,
+    pub sent: u64,
 }
 
 impl ProducerCounts {
@@ -30,21 +62,31 @@ impl ProducerCounts {
 /// goes, so no count can outlive its producer.
 pub struct ProducerRegistration {
     counts: Arc<ProducerCounts>,
-    destinations: Vec<Destination>,
-    /// The producer's id and the broker, to announce its stop (an advisory) when it goes.
-    advisory: Option<(String, std::sync::Weak<Core>)>,
+    /// Its key in [`ProducerCounts::live`], and its entry there.
+    key: u64,
+    entry: Arc<ProducerEntry>,
+    /// The broker, to announce the producer's stop (an advisory) when it goes.
+    core: std::sync::Weak<Core>,
 }
 
 impl std::fmt::Debug for ProducerRegistration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProducerRegistration").field("destinations", &self.destinations).finish()
+        f.debug_struct("ProducerRegistration").field("entry", &self.entry).finish()
+    }
+}
+
+impl ProducerRegistration {
+    /// Counts one message sent by the producer: a relaxed increment, on every send's path.
+    pub fn sent(&self) {
+        self.entry.sent.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 impl Drop for ProducerRegistration {
     fn drop(&mut self) {
+        self.counts.live.lock().remove(&self.key);
         let mut counts = self.counts.counts.lock();
-        for destination in &self.destinations {
+        for destination in &self.entry.counted_on {
             if let Some(count) = counts.get_mut(destination) {
                 *count = count.saturating_sub(1);
                 if *count == 0 {
@@ -53,12 +95,10 @@ impl Drop for ProducerRegistration {
             }
         }
         drop(counts);
-        if let Some((producer, core)) = &self.advisory {
-            if let Some(core) = core.upgrade() {
-                for destination in &self.destinations {
-                    let count = self.counts.of(destination);
-                    core.advise_producer(destination, producer, false, count);
-                }
+        if let Some(core) = self.core.upgrade() {
+            for destination in &self.entry.counted_on {
+                let count = self.counts.of(destination);
+                core.advise_producer(destination, &self.entry.id, false, count);
             }
         }
     }
@@ -72,15 +112,19 @@ struct TopicSnapshot {
 }
 
 impl Core {
-    /// Counts a producer on `destination` (every part of a composite one) until the returned
-    /// registration is dropped, and announces its start and stop on the producer advisory
-    /// topics under `id` (the protocol's id for it).
+    /// Counts a producer of `connection` on `destination` (every part of a composite one;
+    /// none for an anonymous producer) and lists it until the returned registration is
+    /// dropped, and announces its start and stop on the producer advisory topics under `id`
+    /// (the protocol's id for it).
     pub fn register_producer(
         self: &Arc<Self>,
-        destination: &Destination,
+        connection: ConnectionId,
+        destination: Option<&Destination>,
         id: &str,
     ) -> ProducerRegistration {
-        let destinations: Vec<Destination> = composite_parts(destination)
+        let destinations: Vec<Destination> = destination
+            .map(composite_parts)
+            .unwrap_or_default()
             .into_iter()
             .filter(|part| matches!(part.kind, DestinationKind::Queue | DestinationKind::Topic))
             .collect();
@@ -92,11 +136,50 @@ impl Core {
         for destination in &destinations {
             self.advise_producer(destination, id, true, self.producers.of(destination));
         }
+        let entry = Arc::new(ProducerEntry {
+            connection,
+            id: id.to_owned(),
+            destination: destination.cloned(),
+            counted_on: destinations,
+            sent: AtomicU64::new(0),
+        });
+        let key = self.producers.next_key.fetch_add(1, Ordering::Relaxed);
+        self.producers.live.lock().insert(key, entry.clone());
         ProducerRegistration {
             counts: self.producers.clone(),
-            destinations,
-            advisory: Some((id.to_owned(), Arc::downgrade(self))),
+            key,
+            entry,
+            core: Arc::downgrade(self),
         }
+    }
+
+    /// Every producer registered now, in the order they registered.
+    pub fn producer_listing(&self) -> Vec<ProducerListing> {
+        let mut live: Vec<(u64, Arc<ProducerEntry>)> =
+            self.producers.live.lock().iter().map(|(key, entry)| (*key, entry.clone())).collect();
+        live.sort_by_key(|(key, _)| *key);
+        live.into_iter()
+            .map(|(_, entry)| ProducerListing {
+                connection: entry.connection,
+                connection_name: self.connection_name(entry.connection),
+                producer: entry.id.clone(),
+                destination: entry.destination.clone(),
+                sent: entry.sent.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+
+    /// What `connection` is called in the advisories and the admin endpoint's lists: the
+    /// protocol's id it was announced under (OpenWire's ConnectionId), or the broker's
+    /// `ID:ferromq-connection-N`.
+    pub fn connection_name(&self, connection: ConnectionId) -> String {
+        let registry = self.registry.lock();
+        registry
+            .advisories
+            .connections
+            .get(&connection)
+            .cloned()
+            .unwrap_or_else(|| crate::core::advisory::connection_subject(connection))
     }
 
     /// Every queue and topic with its counters: queues (dead-letter and virtual topic
