@@ -259,7 +259,7 @@ fn browse_purge_and_query_work_on_a_running_broker() {
 }
 
 #[test]
-fn query_lists_consumers_and_durable_subscriptions() {
+fn query_lists_connections_consumers_and_durable_subscriptions() {
     let dir = temp_dir();
     let broker = RunningBroker::start(dir.path(), None);
     let url = broker.url();
@@ -326,6 +326,14 @@ fn query_lists_consumers_and_durable_subscriptions() {
     assert_eq!(attribute(&found[0], "DestinationName"), Some("cli.news"), "{output}");
     assert_eq!(attribute(&found[0], "Active"), Some("false"), "{output}");
     assert_eq!(attribute(&found[0], "PendingQueueSize"), Some("0"), "{output}");
+    let query = ["query", "--url", &url, "-QConnection=*", "--view", "Protocol,ConsumerCount"];
+    let output = ferromq(dir.path(), "query-connections", &query);
+    let found = objects(&output);
+    assert!(
+        found.iter().any(|object| attribute(object, "Protocol") == Some("openwire")
+            && attribute(object, "ConsumerCount") == Some("1")),
+        "the consumer's connection:\n{output}"
+    );
     // Everything: the broker, the destinations, the subscription and the consumer.
     let everything = ferromq(dir.path(), "query-all", &["query", "--url", &url]);
     let found = objects(&everything);

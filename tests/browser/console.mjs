@@ -297,6 +297,21 @@ try {
     [subscription[0] === "console-offline" && subscription[2] === "console.news" && subscription[4] === "offline", "the offline subscription"],
   ]);
 
+  // 9b. Connections: the JMS client's are listed; one of them is closed from the console.
+  await jms("open console-victim 1");
+  await page.goto(`${admin}/#/connections`);
+  await page.waitForFunction(() => [...document.querySelectorAll("#connections tr[data-connection]")]
+    .some((row) => row.children[3]?.textContent === "console-victim"), null, { timeout });
+  const connections = await page.$$eval("#connections tr[data-connection]", (rows) => rows.map((row) => [...row.children].map((cell) => cell.textContent)));
+  await shoot("connections");
+  const victim = await page.$$eval("#connections tr[data-connection]", (rows) => rows.find((row) => row.children[3]?.textContent === "console-victim")?.dataset.connection);
+  await page.click(`#connections tr[data-connection="${victim}"] button`);
+  await page.waitForFunction((id) => document.querySelector(`#connections tr[data-connection="${id}"]`) === null, victim, { timeout });
+  const closed = await jms("closed console-victim 1");
+  step("connections", { connections, closed }, [
+    [connections.some((cells) => cells[1] === "openwire" && cells[3] === "console-victim" && cells[4] === "admin"), "the JMS connection, its protocol, client id and user"],
+  ]);
+
   // 10. The dashboard's rate chart moves with a burst of messages.
   await page.goto(`${admin}/#/`);
   const samplesBefore = Number(await page.getAttribute("#rate-chart", "data-samples"));

@@ -29,6 +29,8 @@ import org.apache.activemq.RedeliveryPolicy;
  *                           answers "ok consume QUEUE COUNT BODY,BODY,..." (spaces as _)
  *   subscribe TOPIC NAME    creates the durable subscription NAME of client id console-NAME
  *                           on TOPIC and closes its connection: the subscription is offline
+ *   open CLIENTID 1         opens one more connection, with that client id, and keeps it
+ *   closed CLIENTID 1       waits (30 s at most) until the broker has closed that connection
  *   quit
  *
  *   java -cp $FERROMQ_JMS_CLASSPATH ConsoleJms --url tcp://127.0.0.1:PORT --user U --password P
@@ -79,6 +81,16 @@ public final class ConsoleJms {
             try {
                 if (words[0].equals("subscribe")) {
                     subscribe(factory, queueName, words[2]);
+                    System.out.println("ok " + line.trim());
+                    continue;
+                }
+                if (words[0].equals("open")) {
+                    open(factory, queueName);
+                    System.out.println("ok " + line.trim());
+                    continue;
+                }
+                if (words[0].equals("closed")) {
+                    awaitClosed(queueName);
                     System.out.println("ok " + line.trim());
                     continue;
                 }
@@ -143,6 +155,28 @@ public final class ConsoleJms {
         Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
         session.createDurableSubscriber(session.createTopic(topicName), name).close();
         connection.close();
+    }
+
+    /** The connections of `open`, by client id, each with the latch its exception listener opens. */
+    static final java.util.Map<String, java.util.concurrent.CountDownLatch> OPENED = new java.util.HashMap<>();
+
+    static void open(ActiveMQConnectionFactory factory, String clientId) throws Exception {
+        Connection connection = factory.createConnection(factory.getUserName(), factory.getPassword());
+        connection.setClientID(clientId);
+        java.util.concurrent.CountDownLatch lost = new java.util.concurrent.CountDownLatch(1);
+        connection.setExceptionListener(error -> lost.countDown());
+        connection.start();
+        OPENED.put(clientId, lost);
+    }
+
+    static void awaitClosed(String clientId) throws Exception {
+        java.util.concurrent.CountDownLatch lost = OPENED.get(clientId);
+        if (lost == null) {
+            fail("closed " + clientId + ": no such connection was opened");
+        }
+        if (!lost.await(RECEIVE_MS, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+            fail("closed " + clientId + ": the connection is still open after " + RECEIVE_MS + " ms");
+        }
     }
 
     static String consume(Connection connection, String queueName, int count) throws Exception {

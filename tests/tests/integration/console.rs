@@ -17,6 +17,8 @@
 //!   priority) is shown as text and runs nothing, is moved by a selector to `console.inbox`
 //!   and reaches the JMS client there, and `console.inbox` is then deleted from its page;
 //! - an offline durable subscription the JMS client made is listed and removed;
+//! - the JMS client's connections are listed (protocol, client id, user), and one is closed
+//!   from the console: the client sees it closed;
 //! - the dashboard's rate chart rises with a burst of 300 JMS messages;
 //! - cross-site attempts to purge `console.keep` (a page of another origin: a no-cors fetch,
 //!   a CORS fetch with a guessed token, a form; and requests with a foreign `Origin`, with
@@ -309,6 +311,7 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
         "move",
         "delete",
         "subscriptions",
+        "connections",
         "chart",
         "cross_origin",
     ];
