@@ -5,7 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use store::{Completion, Message, MessageId, Operation, PageKey, TxnId, UnitOfWork};
+use store::{
+    Completion, DestinationKind, Message, MessageId, Operation, PageKey, QueueKey, TxnId,
+    UnitOfWork,
+};
 
 use super::scheduler::Schedule;
 use super::Core;
@@ -110,6 +113,7 @@ impl Core {
         &self,
         mut transaction: Transaction,
     ) -> impl Future<Output = Result<(), CoreError>> + Send + 'static {
+        let revived = self.revive_deleted_queues(&mut transaction);
         self.route_at_commit(&mut transaction);
         // Scheduled only at the commit, as in ActiveMQ: timed from now, stored in this
         // transaction so that the commit record makes the jobs durable with everything else.
@@ -122,6 +126,10 @@ impl Core {
             .flat_map(|(route, message, _)| route.iter().map(|queue| queue.announce(message)))
             .collect();
         let mut unit = UnitOfWork::new();
+        for (message, queue) in revived {
+            let queues = vec![queue];
+            unit.push(Operation::AddMessage { message, queues, txn: Some(transaction.id) });
+        }
         if transaction.has_store_records {
             unit.push(Operation::Commit(transaction.id));
         }
@@ -152,6 +160,55 @@ impl Core {
             let _ = done.send(result);
         });
         async move { outcome.await.unwrap_or(Err(CoreError::ShuttingDown)) }
+    }
+
+    /// A queue a send of the transaction went to, deleted since (by an administrator, or a
+    /// JMS `destroyDestination`), is recreated as a send would recreate it, and the send goes
+    /// there, as ActiveMQ keeps such a message (KahaDB's commit indexes the add under its
+    /// destination, creating the stored destination if it is gone). Routed to the removed
+    /// queue's task, the message was in no live queue, while the stores disagreed on its
+    /// record (written at the SEND under the queue's key): the journal's survived the
+    /// removal, and the queue came back at the next start; SQLite's went with the queue.
+    /// So the persistent ones are stored again in the commit (the same message under the
+    /// same key: a store that kept the first record files it once): the messages and the
+    /// queues to add them to.
+    fn revive_deleted_queues(
+        &self,
+        transaction: &mut Transaction,
+    ) -> Vec<(Arc<Message>, QueueKey)> {
+        let mut revived = Vec::new();
+        let deleted = |queue: &QueueHandle, registry: &crate::core::registry::Registry| {
+            let key = queue.key();
+            key.subscription.is_none()
+                && key.destination.kind == DestinationKind::Queue
+                && !registry
+                    .queues
+                    .get(&key.destination.name)
+                    .is_some_and(|live| live.same_queue(queue))
+        };
+        let mut registry = self.registry.lock();
+        for (route, message, _) in &mut transaction.sends {
+            for queue in route.iter_mut() {
+                if !deleted(queue, &registry) {
+                    continue;
+                }
+                let name = queue.key().destination.name.clone();
+                match self.declare_queue(&mut registry, &name) {
+                    Ok(live) => {
+                        if live.stored && message.is_persistent() {
+                            revived.push((message.clone(), (*live.key).clone()));
+                        }
+                        *queue = live;
+                    }
+                    // Past the destination limits: the message stays stored, as before, and
+                    // its queue comes back at the next start.
+                    Err(error) => {
+                        tracing::warn!(queue = %name, %error, "a transaction's queue was deleted and cannot be recreated")
+                    }
+                }
+            }
+        }
+        revived
     }
 
     /// A transacted topic message is published when its transaction commits,
