@@ -37,6 +37,8 @@ if (!args.url || !args.user) {
   process.exit(2);
 }
 const admin = args.url.replace(/\/$/, "");
+/** A queue whose name looks like markup (console.rs has the JMS client fill it). */
+const MARKUP_QUEUE = "console.<b>bold</b><img src=x>";
 const timeout = Number(args["timeout-ms"]);
 
 // The flags of run.mjs: without the background-networking ones Chromium keeps trying Google's
@@ -155,11 +157,32 @@ try {
   await page.fill("#destination-filter", "console.");
   await page.click('#destinations th[data-sort="pending"]');
   const order = await page.$$eval("#destinations tbody tr", (rows) => rows.map((row) => row.dataset.name));
-  const queues = { pending: await cellText(ordersPending), order };
+  const queues = {
+    pending: await cellText(ordersPending),
+    order,
+    // A queue named like markup (the JMS client made it) shows as its name, as text.
+    markupName: await page.$$eval("#destinations tbody tr", (rows) => rows.map((row) => row.dataset.name).find((name) => name.includes("<"))),
+    elements: await page.evaluate(() => document.querySelectorAll("#destinations b, #destinations img").length),
+  };
   step("queues", queues, [
-    [queues.order.join() === "console.paged,console.orders,console.keep,console.work", "the deepest first"],
+    [queues.order.join() === `console.paged,console.orders,console.keep,${MARKUP_QUEUE},console.work`, "the deepest first"],
+    [queues.markupName === MARKUP_QUEUE && queues.elements === 0, "a queue's name is text"],
     [queues.order.every((name) => name.startsWith("console.")), "filtered"],
   ]);
+
+  // 2b. The markup-named queue's page: the name round-trips through the URL and the API.
+  await page.locator("#destinations tbody tr", { hasText: MARKUP_QUEUE }).locator('td[data-col="name"] a').click();
+  await page.waitForFunction(() => document.querySelectorAll("#messages tbody tr[data-id]").length === 1, null, { timeout });
+  const markupPage = {
+    title: await cellText("main h1"),
+    preview: await cellText("#messages tbody tr[data-id] td.preview"),
+    elements: await page.evaluate(() => document.querySelectorAll("main b, main img").length),
+  };
+  step("markup_queue", markupPage, [
+    [markupPage.title === `queue ${MARKUP_QUEUE}` && markupPage.elements === 0, "the name as text"],
+    [markupPage.preview === `${MARKUP_QUEUE} #0`, "its message"],
+  ]);
+  await page.goto(`${admin}/#/destinations`);
 
   // 3. A queue's page: browse, then one message's detail.
   await page.click('#destinations tr[data-name="console.orders"] td[data-col="name"] a');

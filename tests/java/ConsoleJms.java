@@ -33,6 +33,8 @@ import org.apache.activemq.RedeliveryPolicy;
  *   closed CLIENTID 1       waits (30 s at most) until the broker has closed that connection
  *   quit
  *
+ * A space in a QUEUE, TOPIC or CLIENTID is written %20.
+ *
  *   java -cp $FERROMQ_JMS_CLASSPATH ConsoleJms --url tcp://127.0.0.1:PORT --user U --password P
  * </pre>
  */
@@ -77,7 +79,8 @@ public final class ConsoleJms {
             if (words.length != 3) {
                 fail("a command is COMMAND QUEUE COUNT, not: " + line);
             }
-            String queueName = words[1];
+            // A space in a name is written %20 (words are split at spaces).
+            String queueName = words[1].replace("%20", " ");
             try {
                 if (words[0].equals("subscribe")) {
                     subscribe(factory, queueName, words[2]);

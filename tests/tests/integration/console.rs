@@ -6,7 +6,7 @@
 //! - the page answers with its Content-Security-Policy, nosniff and no-referrer headers, and
 //!   the dashboard names the broker;
 //! - the queues table shows `console.orders` (12 messages sent by JMS) with its depth,
-//!   filtered and sorted;
+//!   filtered and sorted; a queue named like markup shows as text, on its page too;
 //! - the queue's page browses its messages, and one message's page shows its body and
 //!   properties; 60 messages page by 50, and a selector picks some;
 //! - the three messages a transacted JMS consumer rolled back into `ActiveMQ.DLQ` are retried
@@ -252,6 +252,8 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
     jms(&mut java, "fill console.orders 12")?;
     jms(&mut java, "fill console.keep 2")?;
     jms(&mut java, "fill console.paged 60")?;
+    // A name that looks like markup: the console must show it as text.
+    jms(&mut java, "fill console.<b>bold</b><img%20src=x> 1")?;
     jms(&mut java, "deadletter console.work 3")?;
     tests::wait_until("3 dead letters in ActiveMQ.DLQ", || async {
         queue(&admin, "ActiveMQ.DLQ").await.is_ok_and(|dlq| dlq.pending == 3)
@@ -300,9 +302,14 @@ async fn the_console_in_chromium_browses_retries_purges_and_refuses_cross_site_r
     for line in seen.iter().filter(|line| line.starts_with("step ")) {
         println!("console {line}");
     }
+    // When each step ended, from the driver's log.
+    for line in stderr.lines().filter(|line| line.ends_with(" done")) {
+        println!("console {line}");
+    }
     let steps = [
         "login",
         "queues",
+        "markup_queue",
         "browse",
         "paging",
         "retry",
