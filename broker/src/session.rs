@@ -155,7 +155,7 @@ pub(crate) struct Session<T: Eq + Hash> {
     /// connection is; an in-process one is not).
     entry: Option<Arc<ConnectionEntry>>,
     /// The one producer of a protocol without producers of its own (STOMP, MQTT: every send
-    /// of the connection is its), once opened.
+    /// of the connection is its), from the first send.
     producer: Option<ProducerRegistration>,
     released: bool,
 }
@@ -286,18 +286,15 @@ impl<T: Eq + Hash> Session<T> {
         self.context.core.connection_opened(self.connection, client_id, announced_as);
     }
 
-    /// Opens the connection's one anonymous producer (STOMP's and MQTT's, as ActiveMQ gives
-    /// each of their connections one): listed, with what [`sent`](Self::sent) counts, until
-    /// the session is released.
-    pub fn open_producer(&mut self) {
+    /// Counts a message sent by the connection's one anonymous producer (STOMP's and MQTT's,
+    /// which have no producers of their own; ActiveMQ gives each of their connections one):
+    /// opened at the first send, so that a connection that never sends pays nothing for it,
+    /// and listed until the session is released.
+    pub fn sent(&mut self) {
         if self.producer.is_none() {
             let id = format!("{}:1:1", self.connection_name());
             self.producer = Some(self.context.core.register_producer(self.connection, None, &id));
         }
-    }
-
-    /// Counts a message sent by the connection's anonymous producer.
-    pub fn sent(&self) {
         if let Some(producer) = &self.producer {
             producer.sent();
         }

@@ -17,8 +17,9 @@
 //! `client.rs` is the tiny HTTP GET client `ferromq dstat` and the tests use.
 //!
 //! The operations (browse, send, purge, delete, move, retry; the lists of connections,
-//! consumers, producers and durable subscriptions, and a connection's close: `operations.rs`, described with
-//! every route in `openapi.json`, served at `/api/openapi.json`) are named by method and path
+//! consumers, producers and durable subscriptions, and a connection's close:
+//! `operations.rs`, described with every route in `openapi.json`, served at
+//! `/api/openapi.json`) are named by method and path
 //! before the reads' [`Route`]; their state-changing requests must pass a same-origin check
 //! and carry the broker's token. With `[authentication]` enabled, every route but
 //! `/api/status` needs HTTP Basic credentials of a user in `[admin] groups`, checked by the

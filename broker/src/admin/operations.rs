@@ -850,6 +850,14 @@ mod tests {
             of(Method::DELETE, "/api/destinations/topic/a%2Fb"),
             Some(Ok(Operation::Delete { kind: StatsKind::Topic, name: "a/b".to_owned() }))
         );
+        assert_eq!(of(Method::GET, "/api/connections"), Some(Ok(Operation::Connections)));
+        assert_eq!(of(Method::GET, "/api/producers/"), Some(Ok(Operation::Producers)));
+        assert_eq!(
+            of(Method::DELETE, "/api/connections/ID%3Ahost-1-2%3A1"),
+            Some(Ok(Operation::CloseConnection { id: "ID:host-1-2:1".to_owned() }))
+        );
+        assert_eq!(of(Method::GET, "/api/connections/ID%3Ax"), Some(Err("DELETE")));
+        assert_eq!(of(Method::DELETE, "/api/connections/"), Some(Err("GET, HEAD")));
         // The reads stay `mod.rs`'s; topics have no purge.
         assert_eq!(of(Method::GET, "/api/destinations/queue/q"), None);
         assert_eq!(of(Method::GET, "/api/destinations/topic/a/b"), None);

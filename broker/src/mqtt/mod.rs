@@ -690,7 +690,6 @@ impl Connection {
         self.connected = true;
         self.will = connect.will;
         self.session.announce(None);
-        self.session.open_producer();
         let had_record = session_present && self.context.core.session_record(&client_id).is_some();
         self.resend_releases();
         self.restore_subscriptions();

@@ -427,7 +427,6 @@ impl Connection {
         self.codec.set_version(version);
         self.connected = true;
         self.session.announce(None);
-        self.session.open_producer();
         tracing::debug!(peer = %self.peer, version = version.as_str(), "STOMP connected");
         Ok(())
     }

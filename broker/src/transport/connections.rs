@@ -276,3 +276,34 @@ pub(crate) async fn serving<F: Future>(entry: Arc<ConnectionEntry>, connection: 
 pub(crate) fn current() -> Option<Arc<ConnectionEntry>> {
     CURRENT.try_with(Arc::clone).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection holds one entry: it must stay small (an idle connection costs some
+    /// 11 KiB in all).
+    #[test]
+    fn an_entry_is_small() {
+        let size = std::mem::size_of::<ConnectionEntry>();
+        assert!(size <= 192, "a connection's entry is {size} bytes");
+    }
+
+    #[tokio::test]
+    async fn a_close_wakes_the_connection_and_waits_until_it_is_gone() {
+        let counts = Arc::new(ConnectionCounts::default());
+        let (guard, entry) = counts.opened_from(Protocol::Stomp, "127.0.0.1:1".to_owned());
+        entry.set_connection(ConnectionId(7));
+        assert_eq!(counts.listed().len(), 1);
+        let connection = tokio::spawn(async move {
+            entry.close_requested().await;
+            drop(guard);
+        });
+        let patience = std::time::Duration::from_secs(5);
+        assert!(!counts.close(ConnectionId(8), patience).await, "no such connection");
+        assert!(counts.close(ConnectionId(7), patience).await);
+        assert!(counts.listed().is_empty(), "gone once the close answers");
+        connection.await.expect("the connection's task ends");
+        assert_eq!(counts.snapshot().stomp, 0);
+    }
+}
