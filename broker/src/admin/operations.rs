@@ -562,7 +562,7 @@ fn connection_views(active: &ActiveBroker) -> Vec<ConnectionView> {
             Some(ConnectionView {
                 id: core.connection_name(connection),
                 protocol: entry.protocol().as_str().to_owned(),
-                remote: entry.remote().to_owned(),
+                remote: entry.remote().to_string(),
                 client_id: details.client_id.as_deref().map(str::to_owned),
                 user: details.user.as_deref().map(str::to_owned),
                 connected_since_ms: entry.since_ms(),

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -91,7 +92,7 @@ impl ConnectionCounts {
     pub(crate) fn opened_from(
         self: &Arc<Self>,
         protocol: Protocol,
-        remote: String,
+        remote: SocketAddr,
     ) -> (ConnectionGuard, Arc<ConnectionEntry>) {
         let mut guard = self.opened(protocol);
         let entry = Arc::new(ConnectionEntry {
@@ -182,8 +183,8 @@ impl Drop for ConnectionGuard {
 #[derive(Debug)]
 pub(crate) struct ConnectionEntry {
     protocol: Protocol,
-    /// The client's address (`ip:port`).
-    remote: String,
+    /// The client's address.
+    remote: SocketAddr,
     /// When its protocol started, in milliseconds since the Unix epoch.
     since_ms: u64,
     /// What its session learns.
@@ -212,8 +213,8 @@ impl ConnectionEntry {
         self.protocol
     }
 
-    pub fn remote(&self) -> &str {
-        &self.remote
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
     }
 
     pub fn since_ms(&self) -> u64 {
@@ -292,7 +293,8 @@ mod tests {
     #[tokio::test]
     async fn a_close_wakes_the_connection_and_waits_until_it_is_gone() {
         let counts = Arc::new(ConnectionCounts::default());
-        let (guard, entry) = counts.opened_from(Protocol::Stomp, "127.0.0.1:1".to_owned());
+        let (guard, entry) =
+            counts.opened_from(Protocol::Stomp, SocketAddr::from(([127, 0, 0, 1], 1)));
         entry.set_connection(ConnectionId(7));
         assert_eq!(counts.listed().len(), 1);
         let connection = tokio::spawn(async move {

@@ -253,11 +253,11 @@ async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
-    let peer = peer.to_string();
     let connections = context.connections.clone();
     // Listed for the admin endpoint, which may close it: its session and its driver find the
     // entry in the task (`connections::serving`).
-    let (counted, entry) = connections.opened_from(protocol, peer.clone());
+    let (counted, entry) = connections.opened_from(protocol, peer);
+    let peer = peer.to_string();
     // Each protocol's connection in an allocation of its own size: inline, every connection's
     // task was as large as the largest protocol's (and the TLS and WebSocket variants').
     let connection: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match protocol
