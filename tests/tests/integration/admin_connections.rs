@@ -259,6 +259,15 @@ async fn connections_of_every_protocol_are_listed_and_closed() -> anyhow::Result
     })
     .await?;
 
+    // The lists take the admin users' credentials, as every route does.
+    let anonymous = AdminClient::new(&format!("http://{admin_addr}"))?;
+    for path in ["/api/connections", "/api/producers"] {
+        match anonymous.get_json::<Vec<ConnectionView>>(path).await {
+            Err(broker::admin::AdminClientError::Status { status: 401, .. }) => {}
+            other => bail!("{path} without credentials: {other:?}"),
+        }
+    }
+
     // The refusals, as for every state-changing request.
     let token = admin.get_json::<broker::admin::AdminToken>("/api/token").await?.token;
     let stomp_id = by_client(&connections, "adm-stomp").context("STOMP")?.id.clone();
