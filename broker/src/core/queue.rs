@@ -96,6 +96,10 @@ struct QueuedMessage {
     /// `message.memory_size()`, computed once: the accounting needs it some eight times in
     /// a message's life, and by its ack the message's properties are out of the cache.
     size: usize,
+    /// The count of the message's body in the broker's usage, when several queues hold it
+    /// (the same `Arc`): let go with the last of them. This queue's own figures count the
+    /// message whole all the same; only what it adds to the broker's leaves the body out.
+    shared: Option<Arc<paging::SharedBody>>,
 }
 
 impl QueuedMessage {
@@ -107,12 +111,29 @@ impl QueuedMessage {
             acked_in_transaction: false,
             consumed: false,
             size,
+            shared: None,
         }
+    }
+
+    /// A message other queues hold too, its body counted once in the broker's usage by
+    /// `body`.
+    fn sharing(message: Arc<Message>, body: Arc<paging::SharedBody>) -> Self {
+        QueuedMessage { shared: Some(body), ..QueuedMessage::new(message) }
     }
 
     /// Bytes it counts for in flow control, the spool and the memory limits.
     fn held_size(&self) -> usize {
         self.size + paging::ENTRY_OVERHEAD
+    }
+
+    /// Of [`QueuedMessage::held_size`], what the broker's usage counts once for every queue
+    /// that holds the message ([`paging::SharedBody`]), not in this queue's share; 0 for a
+    /// message this queue holds alone.
+    fn shared_size(&self) -> usize {
+        match self.shared {
+            Some(_) => self.size + paging::MESSAGE_OVERHEAD,
+            None => 0,
+        }
     }
 
     /// An in-flight message that no longer counts against its consumer's prefetch.
@@ -152,6 +173,13 @@ pub struct ConsumerSpec {
 pub(crate) enum QueueCommand {
     /// Messages accepted by the broker (already submitted to the store if they are stored).
     Enqueue(Vec<Arc<Message>>),
+    /// The same, for messages other queues hold too (the same `Arc`s, routed to several
+    /// queues at once), with the count of each one's body in the broker's usage (`None`:
+    /// that one is this queue's alone).
+    EnqueueShared {
+        messages: Vec<Arc<Message>>,
+        bodies: Box<[Option<Arc<paging::SharedBody>>]>,
+    },
     Subscribe(ConsumerSpec),
     /// The consumer is gone: its unacknowledged messages go back, marked redelivered.
     Unsubscribe(ConsumerId),
@@ -279,7 +307,8 @@ pub struct QueueStats {
     /// moved to a dead-letter queue or dropped.
     pub dead_lettered: u64,
     /// Bytes of the messages held, ready or in flight ([`Message::memory_size`]). A message
-    /// held by several queues (a topic's subscriptions) counts in each.
+    /// held by several queues (a topic's subscriptions) counts in each (the broker's usage
+    /// counts its body once: `MemoryLimits::broker_shared`).
     pub memory_bytes: usize,
     /// Messages discarded by the pending message limit (non-durable topic subscribers).
     pub discarded: u64,
@@ -474,7 +503,7 @@ fn spawn(
     let discards = !stored && key.subscription.is_some() && policy.pending_message_limit.is_some();
     let spills = !discards;
     let (tx, rx) = mpsc::unbounded_channel();
-    let handle = QueueHandle::new(key, stored, tx, limits.blocked_queues_counter());
+    let handle = QueueHandle::new(key, stored, tx, limits.clone());
     let mut queue = Queue {
         handle: handle.clone(),
         store,
@@ -560,20 +589,9 @@ impl Queue {
                 }
             };
             match command {
-                QueueCommand::Enqueue(messages) => {
-                    let bytes = handle::inbox_bytes(&messages);
-                    self.handle.inbox.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
-                    self.arrived(&messages);
-                    for message in messages {
-                        self.enqueued += 1;
-                        let queued = QueuedMessage::new(message);
-                        self.memory_bytes += queued.size;
-                        self.paging.pin(self.handle.stored, &queued.message, queued.size, true);
-                        self.paging.note_size(queued.size);
-                        self.advise_no_consumer(&queued.message);
-                        self.make_ready(queued);
-                    }
-                    self.discard_over_limit();
+                QueueCommand::Enqueue(messages) => self.enqueue(messages, None),
+                QueueCommand::EnqueueShared { messages, bodies } => {
+                    self.enqueue(messages, Some(bodies))
                 }
                 QueueCommand::Subscribe(spec) => {
                     // Most queues have one consumer, and a topic subscription's always has:
@@ -686,6 +704,33 @@ impl Queue {
             (false, Some(_)) => self.idle_since = None,
             _ => {}
         }
+    }
+
+    /// Takes messages sent to the queue, each with the count of its body in the broker's
+    /// usage when other queues hold it too.
+    fn enqueue(
+        &mut self,
+        messages: Vec<Arc<Message>>,
+        bodies: Option<Box<[Option<Arc<paging::SharedBody>>]>>,
+    ) {
+        let bytes = handle::inbox_bytes(&messages);
+        self.handle.inbox.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+        self.arrived(&messages);
+        let mut bodies = bodies.map(|bodies| bodies.into_vec().into_iter());
+        for message in messages {
+            self.enqueued += 1;
+            let body = bodies.as_mut().and_then(Iterator::next).flatten();
+            let queued = match body {
+                Some(body) => QueuedMessage::sharing(message, body),
+                None => QueuedMessage::new(message),
+            };
+            self.count_memory(&queued, true);
+            self.paging.pin(self.handle.stored, &queued, true);
+            self.paging.note_size(queued.size);
+            self.advise_no_consumer(&queued.message);
+            self.make_ready(queued);
+        }
+        self.discard_over_limit();
     }
 
     fn stats(&self) -> QueueStats {

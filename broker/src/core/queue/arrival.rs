@@ -32,8 +32,10 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use rustc_hash::FxHashMap;
 use store::{Completion, Message, MessageStore, StoreError, UnitOfWork};
 
+use super::paging::SharedBody;
 use super::{QueueCommand, QueueHandle};
 
 /// A message announced to a queue: it must be enqueued ([`Arrival::enqueue_all`]); dropped, it
@@ -75,8 +77,35 @@ impl Arrival {
                 None => batches.push((arrival.queue.clone(), vec![arrival.message.clone()])),
             }
         }
+        if batches.len() < 2 {
+            for (queue, messages) in batches {
+                queue.send(QueueCommand::Enqueue(messages));
+            }
+            return;
+        }
+        // A message routed to several queues is one `Arc` they all hold: its body counts once
+        // in the broker's usage, for as long as any of them holds it (`SharedBody`).
+        let mut holders: FxHashMap<*const Message, (usize, Option<Arc<SharedBody>>)> =
+            FxHashMap::default();
+        for (_, messages) in &batches {
+            for message in messages {
+                holders.entry(Arc::as_ptr(message)).or_default().0 += 1;
+            }
+        }
         for (queue, messages) in batches {
-            queue.send(QueueCommand::Enqueue(messages));
+            let bodies: Box<[Option<Arc<SharedBody>>]> = messages
+                .iter()
+                .map(|message| match holders.get_mut(&Arc::as_ptr(message)) {
+                    Some((count, body)) if *count > 1 => {
+                        Some(body.get_or_insert_with(|| queue.memory.share(message)).clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            match bodies.iter().any(Option::is_some) {
+                true => queue.send(QueueCommand::EnqueueShared { messages, bodies }),
+                false => queue.send(QueueCommand::Enqueue(messages)),
+            };
         }
     }
 }

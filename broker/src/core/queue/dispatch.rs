@@ -42,7 +42,7 @@ impl Queue {
             };
             if queued.message.is_expired(now) {
                 // Never delivered: dead-lettered or dropped.
-                self.dead_letter(queued.message, Cause::Expired);
+                self.dead_letter(queued, Cause::Expired);
                 continue;
             }
             if let Some(group) = &queued.message.headers.group_id {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use store::{Message, QueueKey};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Arriving, QueueCommand, QueueStats};
+use super::{Arriving, MemoryLimits, QueueCommand, QueueStats};
 use crate::core::flow::FlowGate;
 
 /// A cheap, cloneable handle to a queue's task: one pointer, so that a delivery (which
@@ -41,6 +41,9 @@ pub struct QueueShared {
     pub(super) flow_limit: std::sync::atomic::AtomicUsize,
     /// The broker's count of closed queue gates (see [`FlowGate::update`]).
     blocked_queues: Arc<std::sync::atomic::AtomicUsize>,
+    /// The queue's memory limits: the broker's usage, where a message routed here and to
+    /// other queues at once counts its body once ([`MemoryLimits::share`]).
+    pub(super) memory: MemoryLimits,
     /// Commands sent to the task: compared with those it has taken, it tells the core that
     /// nothing reached an idle queue since it said so (see [`QueueCommand::Retire`]).
     pub(super) sent: std::sync::atomic::AtomicU64,
@@ -66,8 +69,9 @@ impl QueueHandle {
         key: QueueKey,
         stored: bool,
         tx: mpsc::UnboundedSender<QueueCommand>,
-        blocked_queues: Arc<std::sync::atomic::AtomicUsize>,
+        memory: MemoryLimits,
     ) -> Self {
+        let blocked_queues = memory.blocked_queues_counter();
         QueueHandle(Arc::new(QueueShared {
             key: Arc::new(key),
             stored,
@@ -77,13 +81,16 @@ impl QueueHandle {
             settled: Default::default(),
             flow_limit: std::sync::atomic::AtomicUsize::new(usize::MAX),
             blocked_queues,
+            memory,
             sent: Default::default(),
             tx,
         }))
     }
 
     pub(crate) fn send(&self, command: QueueCommand) -> bool {
-        if let QueueCommand::Enqueue(messages) = &command {
+        if let QueueCommand::Enqueue(messages) | QueueCommand::EnqueueShared { messages, .. } =
+            &command
+        {
             let bytes = inbox_bytes(messages);
             let inbox = self.inbox.fetch_add(bytes, Ordering::Relaxed) + bytes;
             let used = self.settled.load(Ordering::Relaxed).saturating_add(inbox);

@@ -302,8 +302,8 @@ impl Queue {
     /// A ready message leaves memory for good (taken by an operation): its bytes stop
     /// counting, as an ack's do.
     fn forget(&mut self, queued: &QueuedMessage) {
-        self.memory_bytes = self.memory_bytes.saturating_sub(queued.size);
-        self.paging.pin(self.handle.stored, &queued.message, queued.size, false);
+        self.count_memory(queued, false);
+        self.paging.pin(self.handle.stored, queued, false);
         self.paging.returned.remove(&queued.message.id);
     }
 

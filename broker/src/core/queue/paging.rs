@@ -31,7 +31,10 @@
 //!   gets the first one it matches directly, without moving the boundary.
 //! - **Limits.** Each queue keeps to its destination limit; all queues together to the
 //!   broker's ([`MemoryLimits`]), counted as [`Message::memory_size`] plus [`ENTRY_OVERHEAD`]
-//!   per message held. Eviction never goes below `MIN_WINDOW` ready messages (or one page of
+//!   per message held. A message routed to several queues at once is one `Arc` they share:
+//!   each queue's own figures count it whole, but its body (with the message's own overhead)
+//!   counts once in the broker's usage (`SharedBody`), each queue adding only its holding
+//!   ([`HOLDER_OVERHEAD`]). Eviction never goes below `MIN_WINDOW` ready messages (or one page of
 //!   large messages, see [`Paging::page_limit`]), so that a
 //!   queue keeps making progress under the broker limit.
 //! - **Non-persistent messages** of a stored queue leave memory the same way when the broker
@@ -95,7 +98,9 @@ use crate::core::types::off_the_runtime;
 mod limits;
 mod spool;
 
+pub(super) use limits::count_memory;
 pub use limits::MemoryLimits;
+pub(crate) use limits::SharedBody;
 use spool::Spool;
 
 /// Messages read from the store per page.
@@ -116,6 +121,12 @@ const MIN_WINDOW: usize = 64;
 /// messages carrying one property: a window of 64 MiB counted with 512 here took 74 MiB of
 /// heap (~800 bytes a message beyond `memory_size`), so the limit was not what it held.
 pub(crate) const ENTRY_OVERHEAD: usize = 800;
+/// Of [`ENTRY_OVERHEAD`], what each queue's holding of a message costs (its `QueuedMessage`
+/// and map entry, an estimate); the rest ([`MESSAGE_OVERHEAD`]) is the message's own, which
+/// the broker's usage counts once however many queues hold it (see `SharedBody`).
+pub(crate) const HOLDER_OVERHEAD: usize = 128;
+/// Of [`ENTRY_OVERHEAD`], what the message itself costs beyond its `memory_size`.
+pub(crate) const MESSAGE_OVERHEAD: usize = ENTRY_OVERHEAD - HOLDER_OVERHEAD;
 /// The most messages a browse returns, as ActiveMQ's `maxBrowsePageSize`.
 pub(crate) const MAX_BROWSE: usize = 400;
 /// Pages of stored messages a browse reads at most beyond the window.
@@ -175,6 +186,11 @@ pub(super) struct Paging {
     pinned: usize,
     /// `pinned` as counted in the broker's.
     pinned_accounted: usize,
+    /// Of `pinned`, the shared bodies (see `SharedBody`) that the broker's counts once.
+    shared_pinned: usize,
+    /// Of what the queue holds, the bytes of shared bodies that the broker's usage counts
+    /// once ([`QueuedMessage::shared_size`]).
+    shared_held: usize,
     /// This queue's in-flight bytes as counted in the broker's.
     in_flight_accounted: usize,
     /// A running average of the size of this queue's messages as the limits count them
@@ -221,6 +237,8 @@ impl Paging {
             accounted: 0,
             pinned: 0,
             pinned_accounted: 0,
+            shared_pinned: 0,
+            shared_held: 0,
             in_flight_accounted: 0,
             typical: 0,
             returned: MessageMap::default(),
@@ -272,14 +290,25 @@ impl Paging {
         MIN_WINDOW.min(self.page_limit())
     }
 
-    /// Counts `message` (of `memory_size`) in (`held`) or out of the bytes that cannot page
-    /// out, if it is one (`stored`: the queue keeps persistent messages in the store).
-    pub(super) fn pin(&mut self, stored: bool, message: &Message, memory_size: usize, held: bool) {
-        if stored && message.is_persistent() {
+    /// Counts `queued` in (`held`) or out of the bytes that cannot page out, if it is one
+    /// (`stored`: the queue keeps persistent messages in the store).
+    pub(super) fn pin(&mut self, stored: bool, queued: &QueuedMessage, held: bool) {
+        if stored && queued.message.is_persistent() {
             return;
         }
-        let bytes = memory_size + ENTRY_OVERHEAD;
-        self.pinned = if held { self.pinned + bytes } else { self.pinned.saturating_sub(bytes) };
+        let bytes = queued.held_size();
+        // A shared non-persistent body is pinned once for all its holders (`SharedBody`).
+        let shared = match queued.message.is_persistent() {
+            true => 0,
+            false => queued.shared_size(),
+        };
+        if held {
+            self.pinned += bytes;
+            self.shared_pinned += shared;
+        } else {
+            self.pinned = self.pinned.saturating_sub(bytes);
+            self.shared_pinned = self.shared_pinned.saturating_sub(shared);
+        }
     }
 }
 
@@ -418,8 +447,8 @@ impl Queue {
                 .returned
                 .remove(&queued.message.id)
                 .unwrap_or(u32::from(stored.redelivered));
-            self.memory_bytes += queued.size;
-            self.paging.pin(self.handle.stored, &queued.message, queued.size, true);
+            self.count_memory(&queued, true);
+            self.paging.pin(self.handle.stored, &queued, true);
             self.paging.note_size(queued.size);
             self.make_ready(queued);
         }
@@ -430,7 +459,7 @@ impl Queue {
     /// the temporary store).
     pub(super) fn leave_in_store(&mut self, queued: QueuedMessage) {
         let key = PageKey::of(&queued.message);
-        self.memory_bytes = self.memory_bytes.saturating_sub(queued.size);
+        self.count_memory(&queued, false);
         if queued.delivery_count > 0 {
             self.paging.returned.insert(queued.message.id, queued.delivery_count);
         }
@@ -509,7 +538,7 @@ impl Queue {
             true => self.ready.len() < self.free_credit(),
             false => {
                 held < self.paging.limits.destination / 2
-                    && self.broker_usage(held) < self.paging.limits.broker.limit
+                    && self.broker_usage() < self.paging.limits.broker.limit
             }
         };
         if !starving && !low {
@@ -588,8 +617,8 @@ impl Queue {
                     .returned
                     .remove(&queued.message.id)
                     .unwrap_or(u32::from(stored.redelivered));
-                self.memory_bytes += queued.size;
-                self.paging.pin(self.handle.stored, &queued.message, queued.size, true);
+                self.count_memory(&queued, true);
+                self.paging.pin(self.handle.stored, &queued, true);
                 return Some(queued);
             }
             if !full {

@@ -6,11 +6,9 @@
 //! none starts one: the counters, the memory accounting and the dead-letter report that each
 //! of them must keep right are in one place.
 
-use std::sync::Arc;
+use store::{Completion, MessageId, Operation, PageKey, UnitOfWork};
 
-use store::{Completion, Message, MessageId, Operation, PageKey, UnitOfWork};
-
-use super::{now_millis, AckMode, ConsumerId, Queue, QueuedMessage};
+use super::{now_millis, paging, AckMode, ConsumerId, Queue, QueuedMessage};
 use crate::core::dead_letter::{Cause, DeadLetter};
 use crate::core::events::QueueEvent;
 
@@ -73,8 +71,8 @@ impl Queue {
                     consumed.push(queued.message.clone());
                 }
                 self.acked += 1;
-                self.memory_bytes = self.memory_bytes.saturating_sub(queued.size);
-                self.paging.pin(self.handle.stored, &queued.message, queued.size, false);
+                paging::count_memory(&mut self.memory_bytes, &mut self.paging, &queued, false);
+                self.paging.pin(self.handle.stored, &queued, false);
                 if self.handle.stored && queued.message.is_persistent() {
                     unit.push(Operation::Ack {
                         queue: (*self.handle.key).clone(),
@@ -159,8 +157,8 @@ impl Queue {
             let Some(mut queued) = found else { continue };
             if committed {
                 self.acked += 1;
-                self.memory_bytes = self.memory_bytes.saturating_sub(queued.size);
-                self.paging.pin(self.handle.stored, &queued.message, queued.size, false);
+                self.count_memory(&queued, false);
+                self.paging.pin(self.handle.stored, &queued, false);
             } else {
                 queued.acked_in_transaction = false;
                 self.make_ready(queued);
@@ -223,11 +221,11 @@ impl Queue {
                 if queued.releases_credit() {
                     consumer.released -= 1;
                 }
-                poisoned.push(queued.message);
+                poisoned.push(queued);
             }
         }
-        for message in poisoned {
-            self.dead_letter(message, Cause::Poisoned(cause.clone()));
+        for queued in poisoned {
+            self.dead_letter(queued, Cause::Poisoned(cause.clone()));
         }
     }
 
@@ -241,7 +239,7 @@ impl Queue {
                 deliveries: queued.delivery_count,
                 limit: settings.max_redeliveries.unwrap_or(0),
             };
-            self.dead_letter(queued.message, cause);
+            self.dead_letter(queued, cause);
         } else {
             self.make_ready(queued);
         }
@@ -262,21 +260,21 @@ impl Queue {
         }
         for key in expired {
             if let Some(queued) = self.ready.remove(&key) {
-                self.dead_letter(queued.message, Cause::Expired);
+                self.dead_letter(queued, Cause::Expired);
             }
         }
     }
 
     /// Takes a message this queue gives up on to the dead-letter task, which moves it to a
     /// dead-letter queue or drops it, and removes its stored reference here either way.
-    pub(super) fn dead_letter(&mut self, message: Arc<Message>, cause: Cause) {
+    pub(super) fn dead_letter(&mut self, queued: QueuedMessage, cause: Cause) {
         match cause {
             Cause::Expired => self.expired += 1,
             Cause::Poisoned(_) | Cause::Redeliveries { .. } => self.dead_lettered += 1,
         }
-        let size = message.memory_size();
-        self.memory_bytes = self.memory_bytes.saturating_sub(size);
-        self.paging.pin(self.handle.stored, &message, size, false);
+        self.count_memory(&queued, false);
+        self.paging.pin(self.handle.stored, &queued, false);
+        let message = queued.message;
         self.events.send(QueueEvent::DeadLettered(DeadLetter {
             queue: self.handle.key.clone(),
             stored: self.handle.stored,

@@ -90,10 +90,10 @@ impl Queue {
     }
 
     fn discard(&mut self, queued: QueuedMessage) {
-        let (message, size) = (queued.message, queued.size);
         self.discarded += 1;
-        self.memory_bytes = self.memory_bytes.saturating_sub(size);
-        self.paging.pin(self.handle.stored, &message, size, false);
+        self.count_memory(&queued, false);
+        self.paging.pin(self.handle.stored, &queued, false);
+        let message = queued.message;
         tracing::debug!(queue = ?self.handle.key, id = %message.message_id,
             "pending message limit: message discarded");
         if self.policy.advisories.discarding_messages {

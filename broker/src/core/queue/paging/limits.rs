@@ -6,7 +6,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::{Queue, ENTRY_OVERHEAD};
+use store::Message;
+
+use super::{Queue, QueuedMessage, ENTRY_OVERHEAD, MESSAGE_OVERHEAD};
 use crate::core::flow::FlowGate;
 
 /// The memory limits a queue keeps to: its own and the broker's, which every queue shares.
@@ -34,6 +36,48 @@ pub(super) struct BrokerMemory {
     /// The part of `used` that is in flight (delivered, not acknowledged), as each queue last
     /// counted it: it cannot be evicted, so dispatch keeps it to the broker's limit.
     pub(super) in_flight: AtomicUsize,
+    /// The part of `used` that is the bodies of messages held by several queues at once,
+    /// counted once each ([`SharedBody`]).
+    pub(super) shared: AtomicUsize,
+}
+
+/// The body of a message that several queues hold at once (a topic's subscriptions): one
+/// `Arc<Message>`, so its bytes (with [`MESSAGE_OVERHEAD`]) count once in the broker's usage
+/// and, if it is non-persistent, in what the broker's flow control holds to its limit, from
+/// its routing until the last queue lets it go (this is dropped); each queue adds only its
+/// own holding of it (`HOLDER_OVERHEAD`) to the broker's. Counted in each, a message to 50
+/// subscribers took 50 times its memory from the broker's limit, and their backlogs spilled
+/// to the temporary store long before the broker held that much (ActiveMQ too counts a topic
+/// message once for all its subscriptions). Each queue's own figures and limit (its
+/// destination limit, its consumers' in-flight shares, its statistics) still count the
+/// message whole, so a subscriber that stops reading is held to them as before; the broker's
+/// in-flight figure too counts it in each queue that has it in flight.
+#[derive(Debug)]
+pub(crate) struct SharedBody {
+    bytes: usize,
+    /// Non-persistent: it counts in the broker's `pinned` too (no queue can page it out).
+    pinned: bool,
+    broker: Arc<BrokerMemory>,
+}
+
+impl SharedBody {
+    fn gate_update(&self) {
+        let broker = &self.broker;
+        let pinned = broker.pinned.load(Ordering::Relaxed);
+        broker.gate.update(pinned, broker.limit, &broker.broker_blocked);
+    }
+}
+
+impl Drop for SharedBody {
+    fn drop(&mut self) {
+        let broker = &self.broker;
+        broker.used.fetch_sub(self.bytes, Ordering::Relaxed);
+        broker.shared.fetch_sub(self.bytes, Ordering::Relaxed);
+        if self.pinned {
+            broker.pinned.fetch_sub(self.bytes, Ordering::Relaxed);
+            self.gate_update();
+        }
+    }
 }
 
 impl MemoryLimits {
@@ -50,8 +94,33 @@ impl MemoryLimits {
                 blocked_queues: Arc::new(AtomicUsize::new(0)),
                 broker_blocked: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
+                shared: AtomicUsize::new(0),
             }),
         }
+    }
+
+    /// Counts `message`'s body once in the broker's usage, for as long as the body returned
+    /// lives: for a message routed to several queues at once, each of which holds a clone.
+    pub(crate) fn share(&self, message: &Message) -> Arc<SharedBody> {
+        let body = SharedBody {
+            bytes: message.memory_size() + MESSAGE_OVERHEAD,
+            pinned: !message.is_persistent(),
+            broker: self.broker.clone(),
+        };
+        let broker = &self.broker;
+        broker.used.fetch_add(body.bytes, Ordering::Relaxed);
+        broker.shared.fetch_add(body.bytes, Ordering::Relaxed);
+        if body.pinned {
+            broker.pinned.fetch_add(body.bytes, Ordering::Relaxed);
+            body.gate_update();
+        }
+        Arc::new(body)
+    }
+
+    /// Bytes of message bodies that several queues hold, each counted once: part of
+    /// [`MemoryLimits::broker_used`], and in no queue's own figure.
+    pub fn broker_shared(&self) -> usize {
+        self.broker.shared.load(Ordering::Relaxed)
     }
 
     /// The broker's count of closed queue gates, for a queue's handle.
@@ -109,6 +178,24 @@ impl MemoryLimits {
     }
 }
 
+/// [`Queue::count_memory`] on the two fields it changes, for a caller that holds a consumer
+/// of the queue borrowed.
+pub(in crate::core::queue) fn count_memory(
+    memory_bytes: &mut usize,
+    paging: &mut super::Paging,
+    queued: &QueuedMessage,
+    held: bool,
+) {
+    let shared = queued.shared_size();
+    if held {
+        *memory_bytes += queued.size;
+        paging.shared_held += shared;
+    } else {
+        *memory_bytes = memory_bytes.saturating_sub(queued.size);
+        paging.shared_held = paging.shared_held.saturating_sub(shared);
+    }
+}
+
 impl Default for MemoryLimits {
     /// The configuration's defaults: 64 MiB per destination, 1 GiB for the broker.
     fn default() -> Self {
@@ -127,6 +214,17 @@ impl Queue {
     /// What the queue holds, as the limits count it.
     pub(in crate::core::queue) fn held_bytes(&self) -> usize {
         self.memory_bytes + self.held_count() * ENTRY_OVERHEAD
+    }
+
+    /// Counts `queued` in (`held`) or out of the bytes the queue holds.
+    pub(in crate::core::queue) fn count_memory(&mut self, queued: &QueuedMessage, held: bool) {
+        count_memory(&mut self.memory_bytes, &mut self.paging, queued, held);
+    }
+
+    /// What the queue holds as the broker's usage counts it: [`Queue::held_bytes`] but the
+    /// bodies of messages other queues hold too, which the broker's counts once.
+    fn broker_held(&self) -> usize {
+        self.held_bytes().saturating_sub(self.paging.shared_held)
     }
 
     /// Bytes of the messages this queue's consumers hold in flight.
@@ -181,14 +279,14 @@ impl Queue {
     }
 
     /// The broker's usage with this queue's current holding in it.
-    pub(in crate::core::queue) fn broker_usage(&self, held: usize) -> usize {
-        self.paging.limits.broker_used().saturating_sub(self.paging.accounted) + held
+    pub(in crate::core::queue) fn broker_usage(&self) -> usize {
+        self.paging.limits.broker_used().saturating_sub(self.paging.accounted) + self.broker_held()
     }
 
     pub(in crate::core::queue) fn over_limits(&self) -> bool {
         let held = self.held_bytes();
         held > self.paging.limits.destination.saturating_add(self.pacing_allowance())
-            || self.broker_usage(held) > self.paging.limits.broker.limit
+            || self.broker_usage() > self.paging.limits.broker.limit
             || (self.policy.lazy_dispatch && self.ready.len() > self.free_credit())
     }
 
@@ -205,7 +303,7 @@ impl Queue {
     /// Brings the broker's usage up to date with this queue's, and the flow control gates
     /// (this queue's and the broker's) with both.
     pub(in crate::core::queue) fn account(&mut self) {
-        let held = self.held_bytes();
+        let held = self.broker_held();
         let broker = &self.paging.limits.broker;
         if held >= self.paging.accounted {
             broker.used.fetch_add(held - self.paging.accounted, Ordering::Relaxed);
@@ -228,16 +326,19 @@ impl Queue {
         // to this task that it has not taken yet.
         let inbox = self.handle.inbox.load(Ordering::Relaxed);
         let pinned = self.paging.pinned;
-        let total = if pinned >= self.paging.pinned_accounted {
-            broker.pinned.fetch_add(pinned - self.paging.pinned_accounted, Ordering::Relaxed)
-                + (pinned - self.paging.pinned_accounted)
+        // The broker's leaves out the shared bodies, which it counts once (`SharedBody`).
+        let broker_pinned = pinned.saturating_sub(self.paging.shared_pinned);
+        let accounted = self.paging.pinned_accounted;
+        let total = if broker_pinned >= accounted {
+            broker.pinned.fetch_add(broker_pinned - accounted, Ordering::Relaxed)
+                + (broker_pinned - accounted)
         } else {
             broker
                 .pinned
-                .fetch_sub(self.paging.pinned_accounted - pinned, Ordering::Relaxed)
-                .saturating_sub(self.paging.pinned_accounted - pinned)
+                .fetch_sub(accounted - broker_pinned, Ordering::Relaxed)
+                .saturating_sub(accounted - broker_pinned)
         };
-        self.paging.pinned_accounted = pinned;
+        self.paging.pinned_accounted = broker_pinned;
         let spooled = self.paging.spool.as_ref().map_or(0, |spool| spool.bytes);
         let settled = pinned.saturating_add(spooled);
         let destination_usage = settled.saturating_add(inbox);

@@ -54,7 +54,7 @@ impl Queue {
         spool.refusing = false;
         spool.count += 1;
         spool.bytes += queued.held_size();
-        self.paging.pin(self.handle.stored, &queued.message, queued.size, false);
+        self.paging.pin(self.handle.stored, &queued, false);
         self.leave_in_store(queued);
         Ok(())
     }

@@ -474,3 +474,118 @@ async fn a_selector_finds_its_matches_beyond_the_window() {
     let mut rest = consumer(&queue, 2, None);
     assert_eq!(drain(&queue, &mut rest).await.len(), 2998);
 }
+
+/// Queues like non-durable topic subscriptions (not stored, spilling to `temp`), `count` of
+/// them, sharing one broker limit.
+fn subscriptions(count: usize, limits: &MemoryLimits, temp: &Arc<MemoryStore>) -> Vec<QueueHandle> {
+    let temp: Arc<dyn MessageStore> = temp.clone();
+    let temp = Arc::new(TempStore::new(0, Box::new(move || Ok(temp.clone()))));
+    (0..count)
+        .map(|index| {
+            let surroundings = Surroundings {
+                store: Arc::new(MemoryStore::new()),
+                dead_letters: Arc::new(DeadLetterSettings::default()),
+                limits: limits.clone(),
+                policy: Arc::default(),
+                events: Default::default(),
+                temp_store: Some(temp.clone()),
+            };
+            let key = QueueKey::destination(Destination::queue(format!("FAN.{index}")));
+            let audit = &mut ProducerAudit::default();
+            spawn(key, false, surroundings, FirstWindow::Now(audit)).expect("the queue starts")
+        })
+        .collect()
+}
+
+/// Routes each message to every queue at once, as a topic send does.
+fn fan_out(queues: &[QueueHandle], messages: &[Arc<Message>]) {
+    for message in messages {
+        Arrival::enqueue_all(queues.iter().map(|queue| queue.announce(message)));
+    }
+}
+
+/// Takes `count` deliveries from `queue`, acknowledging each.
+async fn take(
+    queue: &QueueHandle,
+    deliveries: &mut mpsc::UnboundedReceiver<Delivery>,
+    count: usize,
+) {
+    for _ in 0..count {
+        let delivery = tokio::time::timeout(Duration::from_secs(10), deliveries.recv())
+            .await
+            .expect("a delivery")
+            .expect("the queue is running");
+        queue.send(QueueCommand::Ack {
+            consumer: delivery.consumer,
+            ids: vec![delivery.message.id],
+            done: None,
+        });
+    }
+}
+
+/// A message to 50 subscribers is one body in memory: it counts once against the broker's
+/// limit, so their backlogs stay in memory while what they hold together is within it. With
+/// its size counted in each subscription, 200 KiB of messages counted as 19 MiB and every
+/// subscriber spilled its backlog to the temporary store.
+#[tokio::test]
+async fn a_fan_out_counts_each_body_once_and_does_not_spill() {
+    const SUBSCRIBERS: usize = 50;
+    const MESSAGES: u64 = 200;
+    let temp = Arc::new(MemoryStore::new());
+    let limits = MemoryLimits::new(64 << 20, 4 << 20);
+    let queues = subscriptions(SUBSCRIBERS, &limits, &temp);
+    let messages: Vec<_> = (1..=MESSAGES).map(|id| non_persistent(id, 4)).collect();
+    fan_out(&queues, &messages);
+    for queue in &queues {
+        let stats = queue.stats().await.expect("stats");
+        assert_eq!(stats.ready as u64, MESSAGES);
+    }
+    assert_eq!(spooled(&temp), 0, "{} bytes spilled", spooled(&temp));
+    let bodies = limits.broker_shared();
+    let one_body = messages[0].memory_size();
+    assert!(
+        (MESSAGES as usize * one_body..MESSAGES as usize * (one_body + ENTRY_OVERHEAD))
+            .contains(&bodies),
+        "{bodies} bytes of shared bodies"
+    );
+    assert!(limits.broker_used() < 4 << 20, "{} bytes used", limits.broker_used());
+    // Every subscriber drains: the bodies leave the broker's usage with the last holder.
+    for queue in &queues {
+        let mut deliveries = consumer(queue, 1, None);
+        take(queue, &mut deliveries, MESSAGES as usize).await;
+    }
+    for queue in &queues {
+        let stats = queue.stats().await.expect("stats");
+        assert_eq!((stats.ready, stats.in_flight), (0, 0));
+    }
+    assert_eq!(limits.broker_shared(), 0);
+    assert_eq!(limits.broker_used(), 0);
+    assert_eq!(limits.broker_pinned(), 0);
+}
+
+/// One subscriber that stops reading while the others drain still holds every body: they
+/// count until it lets them go, so the broker's limit still bounds what it holds (a share
+/// per subscriber would have counted a fiftieth of them).
+#[tokio::test]
+async fn a_stalled_subscriber_keeps_the_bodies_it_holds_counted() {
+    let temp = Arc::new(MemoryStore::new());
+    let limits = MemoryLimits::new(64 << 20, 1 << 30);
+    let queues = subscriptions(10, &limits, &temp);
+    let messages: Vec<_> = (1..=100).map(|id| non_persistent(id, 4)).collect();
+    fan_out(&queues, &messages);
+    let (stalled, draining) = queues.split_first().expect("queues");
+    for queue in draining {
+        let mut deliveries = consumer(queue, 1, None);
+        take(queue, &mut deliveries, messages.len()).await;
+        queue.stats().await.expect("stats");
+    }
+    let bodies: usize = messages.iter().map(|m| m.memory_size() + MESSAGE_OVERHEAD).sum();
+    assert_eq!(limits.broker_shared(), bodies);
+    let held = stalled.stats().await.expect("stats");
+    assert_eq!(held.ready, messages.len());
+    let mut deliveries = consumer(stalled, 1, None);
+    take(stalled, &mut deliveries, messages.len()).await;
+    stalled.stats().await.expect("stats");
+    assert_eq!(limits.broker_shared(), 0);
+    assert_eq!(limits.broker_used(), 0);
+}
