@@ -251,6 +251,11 @@ impl Protocol for Connection {
         self.fail(Fatal::close(condition::RESOURCE_LIMIT_EXCEEDED, reason));
     }
 
+    fn on_admin_close(&mut self) -> Step {
+        self.fail(Fatal::close(condition::CONNECTION_FORCED, "closed by an administrator"));
+        Step::Stop
+    }
+
     fn on_shutdown(&mut self) -> Step {
         self.fail(Fatal::close(condition::CONNECTION_FORCED, "the broker is shutting down"));
         Step::Stop

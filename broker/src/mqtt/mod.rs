@@ -377,6 +377,13 @@ impl Protocol for Connection {
         }
     }
 
+    /// The client did not end its connection, so its will is published as for any end
+    /// without a DISCONNECT (MQTT-3.1.2-8), and a 5.0 client is told why (0x98).
+    fn on_admin_close(&mut self) -> Step {
+        self.disconnect(ReasonCode::AdministrativeAction, "closed by an administrator");
+        Step::Finish
+    }
+
     fn on_shutdown(&mut self) -> Step {
         // The broker goes, not the client: no will.
         self.will = None;

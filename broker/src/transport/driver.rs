@@ -123,6 +123,13 @@ pub(crate) trait Protocol {
     /// then closes.
     fn on_silence(&mut self);
 
+    /// An administrator closes this connection (the admin endpoint's `DELETE
+    /// /api/connections/{id}`): by default as a shutdown; a protocol that can say why, or
+    /// whose client's failure it is not (MQTT's will), says so.
+    fn on_admin_close(&mut self) -> Step {
+        self.on_shutdown()
+    }
+
     /// The broker is shutting down: by default the client gets what is pending, then the
     /// connection closes.
     fn on_shutdown(&mut self) -> Step {
@@ -210,7 +217,7 @@ pub(crate) async fn run<P, R>(
             Event::Shutdown => protocol.on_shutdown(),
             Event::Closed => {
                 tracing::info!(%peer, "connection closed by an administrator");
-                protocol.on_shutdown()
+                protocol.on_admin_close()
             }
             Event::Read(read) => {
                 if buffer.closed_by(&read, peer) {

@@ -315,3 +315,45 @@ async fn connections_of_every_protocol_are_listed_and_closed() -> anyhow::Result
     broker.shutdown().await;
     Ok(())
 }
+
+/// An administrator's close is not the client's DISCONNECT: an MQTT client's will is published
+/// (MQTT-3.1.2-8), and a 5.0 client is told why (0x98, Administrative action). As a broker
+/// shutdown (which publishes no will), the close dropped it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_administrator_s_close_publishes_the_mqtt_client_s_will() -> anyhow::Result<()> {
+    let broker = tests::start_broker(|config| {
+        config.transport.connectors = vec!["mqtt://127.0.0.1:0".parse().expect("a valid URI")];
+    })
+    .await?;
+    let (mqtt, admin_addr) =
+        (broker.mqtt_addr().context("MQTT")?, broker.admin_addr().context("the admin endpoint")?);
+    let admin = AdminClient::new(&format!("http://{admin_addr}"))?;
+    let token = admin.get_json::<broker::admin::AdminToken>("/api/token").await?.token;
+    let origin = format!("http://{admin_addr}");
+    for (version, reason) in [("3", "none"), ("5", "152")] {
+        let client_id = format!("adm-will-{version}");
+        let mut command = Command::new(python()?);
+        command
+            .arg(repository_root().join("tests/python/mqtt_admin_close.py"))
+            .args(["--port", &mqtt.port().to_string(), "--version", version])
+            .args(["--client-id", &client_id]);
+        let mut client = Driven::start("MQTT", command)?;
+        client.expect("ready").await?;
+        let deadline = tokio::time::Instant::now() + ANSWER_TIMEOUT;
+        let id = loop {
+            let listed: Vec<ConnectionView> = admin.get_json("/api/connections").await?;
+            if let Some(entry) = by_client(&listed, &client_id) {
+                break entry.id.clone();
+            }
+            ensure!(tokio::time::Instant::now() < deadline, "{client_id} not listed: {listed:#?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let path = format!("/api/connections/{}", crate::admin_ops::encode(&id));
+        let (status, body) = act(admin_addr, &path, Some(&token), Some(&origin)).await?;
+        ensure!(status == 200, "{status} {body}");
+        let closed = client.expect("closed").await?;
+        ensure!(closed == format!("closed reason={reason} will=gone"), "MQTT {version}: {closed}");
+    }
+    broker.shutdown().await;
+    Ok(())
+}
