@@ -22,8 +22,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct MosquittoSettings {
     /// `max_inflight_messages`: QoS 1 and 2 messages in flight to each client at once.
     pub max_inflight_messages: u32,
-    /// `max_queued_messages`: messages held for each client beyond those in flight; past it
-    /// mosquitto drops QoS 0 messages (and refuses to queue QoS 1 and 2 ones).
+    /// `max_queued_messages`: messages held for each client beyond those in flight (0: no
+    /// limit); past it mosquitto drops QoS 0 messages (and refuses to queue QoS 1 and 2 ones).
     pub max_queued_messages: u32,
     /// `set_tcp_nodelay`: Nagle's algorithm off on the clients' sockets (mosquitto's default
     /// leaves it on).
