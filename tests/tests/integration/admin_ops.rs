@@ -730,3 +730,33 @@ fn run_destroy_check(url: &str) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A purge takes the messages a consumer holds unacknowledged too, as ActiveMQ's purge does:
+/// the queue is empty at once, and nothing comes back when that consumer goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_takes_the_messages_a_consumer_holds_unacknowledged() -> anyhow::Result<()> {
+    let broker = start_broker(|_| {}).await?;
+    let admin = Endpoint::of(&broker, None)?;
+    let producer = connect(&broker).await?;
+    send_persistent(&producer, "/queue/purge.held", "m", 5).await?;
+    let holder = connect(&broker).await?;
+    let mut held = holder
+        .subscribe("/queue/purge.held", AckMode::Client, &[("activemq.prefetchSize", "3")])
+        .await?;
+    recv_n(&mut held, 3).await?;
+    let purged = admin.act_ok("POST", "/api/destinations/queue/purge.held/purge", "").await?;
+    ensure!(purged.contains(&field("removed", 5)), "{purged}");
+    let after = stats(&admin, "purge.held").await?.context("the queue")?;
+    ensure!((after.pending, after.in_flight) == (0, 0), "{after:?}");
+    ensure!(stored_count(&broker, "purge.held")? == 0, "the store still holds some");
+    holder.disconnect().await?;
+    // What the holder had is not redelivered: the next consumer's first message is one sent
+    // after the purge.
+    send_persistent(&producer, "/queue/purge.held", "after", 1).await?;
+    let reader = connect(&broker).await?;
+    let mut next = reader.subscribe("/queue/purge.held", AckMode::Auto, &[]).await?;
+    let first = recv(&mut next).await?;
+    ensure!(bodies(std::slice::from_ref(&first)) == ["after0"], "{first:?}");
+    assert_nothing_arrives(&mut next).await?;
+    Ok(())
+}

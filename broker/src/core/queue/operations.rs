@@ -189,6 +189,37 @@ impl Queue {
             units.flush(&*self.store, false);
         }
 
+        // A purge or a removal takes the messages in flight too, as ActiveMQ's purge does (its
+        // paged-in messages include the dispatched ones): the consumer's later ack of one
+        // finds nothing and is ignored, and one that goes without acking gives nothing back.
+        // Not those acked inside a transaction, which its commit settles.
+        if matches!(disposal, Disposal::Remove) {
+            for index in 0..self.consumers.len() {
+                let ids: Vec<MessageId> = self.consumers[index]
+                    .in_flight
+                    .iter()
+                    .filter(|(_, queued)| {
+                        !queued.acked_in_transaction && which.matches(&queued.message)
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in ids {
+                    if count >= limit {
+                        break;
+                    }
+                    let consumer = &mut self.consumers[index];
+                    let Some(queued) = consumer.take(&id) else { continue };
+                    if queued.releases_credit() {
+                        consumer.released -= 1;
+                    }
+                    self.dispose(&queued.message, &disposal, &mut units, true);
+                    self.forget(&queued);
+                    count += 1;
+                    units.flush(&*self.store, false);
+                }
+            }
+        }
+
         // The stored messages beyond the window, where they are.
         let single_found = which.is_single() && count > 0;
         if let super::paging::Window::Partial(mut after) = self.paging.window {
