@@ -1,14 +1,10 @@
 //! What `ferromq browse`, `ferromq purge` and `ferromq query` share: the admin endpoint they
 //! go through (`--url`, `--user`, `--password`, `--trustStore`, as `ferromq dstat`), ActiveMQ's
 //! `--msgsel` lists turned into one SQL 92 selector, its `*`/`?` name wildcards, and the
-//! parts of the admin API's JSON they read (each a subset of the endpoint's view, so that
-//! fields added later do not break them).
-
-use std::collections::BTreeMap;
+//! admin API's JSON types they read (the endpoint's own, `broker::admin`).
 
 use anyhow::Context;
 use broker::admin::{AdminClient, AdminClientError};
-use serde::Deserialize;
 
 /// The admin endpoint of the running broker and how to log in to it.
 #[derive(Debug, clap::Args)]
@@ -185,118 +181,11 @@ fn wildcard_condition(condition: &str) -> Option<String> {
     Some(format!("{field} LIKE '{}'", value.replace('*', "%").replace('?', "_")))
 }
 
-// ----- the JSON read from the endpoint --------------------------------------------------
-
-/// A queue or topic named by an operation's view.
-#[derive(Debug, Clone, Deserialize)]
-pub struct DestinationRef {
-    pub kind: String,
-    pub name: String,
-}
-
-/// A page of a queue's messages (`GET .../messages`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct MessagePage {
-    pub total: u64,
-    pub messages: Vec<MessageView>,
-}
-
-/// One message of a browse.
-#[derive(Debug, Clone, Deserialize)]
-pub struct MessageView {
-    pub id: String,
-    pub destination: DestinationRef,
-    #[serde(default)]
-    pub timestamp_ms: Option<u64>,
-    #[serde(default)]
-    pub expiration_ms: Option<u64>,
-    #[serde(default)]
-    pub priority: u8,
-    #[serde(default)]
-    pub persistent: bool,
-    #[serde(default)]
-    pub redelivered: bool,
-    #[serde(default)]
-    pub delivery_count: u32,
-    #[serde(default)]
-    pub correlation_id: Option<String>,
-    #[serde(default)]
-    pub reply_to: Option<String>,
-    #[serde(default, rename = "type")]
-    pub message_type: Option<String>,
-    #[serde(default)]
-    pub group_id: Option<String>,
-    #[serde(default)]
-    pub properties: BTreeMap<String, serde_json::Value>,
-    #[serde(default)]
-    pub body_type: String,
-    #[serde(default)]
-    pub body_size: u64,
-    /// A string, or (a map body) possibly a JSON object.
-    #[serde(default)]
-    pub body_preview: Option<serde_json::Value>,
-    #[serde(default)]
-    pub body_truncated: bool,
-}
-
-/// `GET /api/connections`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ConnectionView {
-    pub id: String,
-    pub protocol: String,
-    pub remote: String,
-    #[serde(default)]
-    pub client_id: Option<String>,
-    #[serde(default)]
-    pub user: Option<String>,
-    #[serde(default)]
-    pub connected_since_ms: u64,
-    #[serde(default)]
-    pub consumers: u64,
-    #[serde(default)]
-    pub producers: u64,
-}
-
-/// `GET /api/consumers`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ConsumerView {
-    pub connection_id: String,
-    pub consumer_id: String,
-    pub destination: DestinationRef,
-    #[serde(default)]
-    pub selector: Option<String>,
-    #[serde(default)]
-    pub prefetch: u32,
-    #[serde(default)]
-    pub in_flight: u64,
-    #[serde(default)]
-    pub durable_subscription: Option<String>,
-}
-
-/// `GET /api/producers`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ProducerView {
-    pub connection_id: String,
-    pub producer_id: String,
-    #[serde(default)]
-    pub destination: Option<DestinationRef>,
-    #[serde(default)]
-    pub sent: u64,
-}
-
-/// `GET /api/subscriptions`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct DurableSubscriptionView {
-    pub client_id: String,
-    pub subscription_name: String,
-    pub topic: String,
-    #[serde(default)]
-    pub selector: Option<String>,
-    #[serde(default)]
-    pub active: bool,
-    #[serde(default)]
-    pub pending: u64,
-}
+// The JSON read from the endpoint: the endpoint's own types (`admin::model`), which
+// deserialize too.
+pub use broker::admin::{
+    ConnectionView, ConsumerView, DurableSubscriptionView, MessagePage, MessageView, ProducerView,
+};
 
 #[cfg(test)]
 mod tests {

@@ -197,28 +197,25 @@ fn fields(message: &MessageView) -> Vec<Field> {
     }
     match (&message.body_preview, message.body_type.as_str()) {
         (None, _) | (_, "none") => {}
-        (Some(preview), "text") => fields.push((Group::Body, "JMSText".to_owned(), plain(preview))),
-        (Some(preview), "map") => {
-            let map = match preview {
-                serde_json::Value::String(text) => serde_json::from_str(text).ok(),
-                other => Some(other.clone()),
-            };
-            match map {
-                Some(serde_json::Value::Object(entries)) => {
-                    for (name, value) in entries {
-                        fields.push((Group::Body, name, plain(&value)));
-                    }
-                }
-                _ => fields.push((Group::Body, "JMSMap".to_owned(), plain(preview))),
-            }
+        (Some(preview), "text") => {
+            fields.push((Group::Body, "JMSText".to_owned(), preview.clone()))
         }
+        (Some(preview), "map") => match serde_json::from_str(preview) {
+            // The map as a JSON object, unless it was cut short (then base64).
+            Ok(serde_json::Value::Object(entries)) => {
+                for (name, value) in entries {
+                    fields.push((Group::Body, name, plain(&value)));
+                }
+            }
+            _ => fields.push((Group::Body, "JMSMap".to_owned(), preview.clone())),
+        },
         (Some(preview), kind) => {
             let name = match kind {
                 "object" => "JMSObject",
                 "stream" => "JMSStream",
                 _ => "JMSBytes",
             };
-            fields.push((Group::Body, format!("{name}:base64"), plain(preview)));
+            fields.push((Group::Body, format!("{name}:base64"), preview.clone()));
         }
     }
     if message.body_truncated {
@@ -277,7 +274,7 @@ mod tests {
     fn map_and_bytes_bodies_print_as_their_entries_and_base64() {
         let mut map = message();
         map.body_type = "map".to_owned();
-        map.body_preview = Some(serde_json::json!("{\"sku\":\"A-1\",\"qty\":2}"));
+        map.body_preview = Some("{\"sku\":\"A-1\",\"qty\":2}".to_owned());
         let lines: Vec<String> = fields(&map)
             .into_iter()
             .filter(|(group, _, _)| *group == Group::Body)
@@ -286,7 +283,7 @@ mod tests {
         assert_eq!(lines, ["qty = 2", "sku = A-1"]);
         let mut bytes = message();
         bytes.body_type = "bytes".to_owned();
-        bytes.body_preview = Some(serde_json::json!("AAEC"));
+        bytes.body_preview = Some("AAEC".to_owned());
         bytes.body_truncated = true;
         bytes.body_size = 70_000;
         let body: Vec<(String, String)> = fields(&bytes)

@@ -387,23 +387,7 @@ mod tests {
     }
 
     fn context() -> Arc<ConnectionContext> {
-        let config = conf::Config::default();
-        let store: Arc<dyn store::MessageStore> = Arc::new(store::MemoryStore::new());
-        let core = crate::core::Core::recover(store, crate::core::CoreSettings::default())
-            .expect("a memory store recovers");
-        Arc::new(ConnectionContext {
-            core,
-            id_prefix: "test".to_owned(),
-            limits: protocol::stomp::Limits::default(),
-            connect_timeout: CONNECT_TIMEOUT,
-            heart_beat_grace: 1.0,
-            shutdown: tokio_util::sync::CancellationToken::new(),
-            connections: Arc::default(),
-            security: Arc::new(
-                crate::security::Authenticator::new(&config).expect("the default config is valid"),
-            ),
-            authorizer: Arc::new(crate::security::Authorizer::new(&config)),
-        })
+        ConnectionContext::for_tests(CONNECT_TIMEOUT)
     }
 
     /// Runs a [`Recorder`] on one end of an in-memory socket; the other end, the sender of

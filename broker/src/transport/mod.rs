@@ -54,3 +54,28 @@ pub struct ConnectionContext {
     /// Checks reads, writes and creations of destinations.
     pub authorizer: Arc<crate::security::Authorizer>,
 }
+
+#[cfg(test)]
+impl ConnectionContext {
+    /// A context over a fresh memory store and the default configuration, for the
+    /// transport's unit tests.
+    pub(crate) fn for_tests(connect_timeout: Duration) -> Arc<ConnectionContext> {
+        let config = conf::Config::default();
+        let store: Arc<dyn store::MessageStore> = Arc::new(store::MemoryStore::new());
+        let core = crate::core::Core::recover(store, crate::core::CoreSettings::default())
+            .expect("a memory store recovers");
+        Arc::new(ConnectionContext {
+            core,
+            id_prefix: "test".to_owned(),
+            limits: Limits::default(),
+            connect_timeout,
+            heart_beat_grace: 1.0,
+            shutdown: tokio_util::sync::CancellationToken::new(),
+            connections: Arc::default(),
+            security: Arc::new(
+                crate::security::Authenticator::new(&config).expect("the default config is valid"),
+            ),
+            authorizer: Arc::new(crate::security::Authorizer::new(&config)),
+        })
+    }
+}

@@ -39,10 +39,9 @@ pub struct QueueShared {
     /// got thousands of sends past the limit meanwhile (they spilled to the temporary store).
     pub(super) settled: std::sync::atomic::AtomicUsize,
     pub(super) flow_limit: std::sync::atomic::AtomicUsize,
-    /// The broker's count of closed queue gates (see [`FlowGate::update`]).
-    blocked_queues: Arc<std::sync::atomic::AtomicUsize>,
     /// The queue's memory limits: the broker's usage, where a message routed here and to
-    /// other queues at once counts its body once ([`MemoryLimits::share`]).
+    /// other queues at once counts its body once ([`MemoryLimits::share`]), and its count of
+    /// closed queue gates (see [`FlowGate::update`]).
     pub(super) memory: MemoryLimits,
     /// Commands sent to the task: compared with those it has taken, it tells the core that
     /// nothing reached an idle queue since it said so (see [`QueueCommand::Retire`]).
@@ -71,7 +70,6 @@ impl QueueHandle {
         tx: mpsc::UnboundedSender<QueueCommand>,
         memory: MemoryLimits,
     ) -> Self {
-        let blocked_queues = memory.blocked_queues_counter();
         QueueHandle(Arc::new(QueueShared {
             key: Arc::new(key),
             stored,
@@ -80,7 +78,6 @@ impl QueueHandle {
             inbox: Default::default(),
             settled: Default::default(),
             flow_limit: std::sync::atomic::AtomicUsize::new(usize::MAX),
-            blocked_queues,
             memory,
             sent: Default::default(),
             tx,
@@ -96,7 +93,7 @@ impl QueueHandle {
             let used = self.settled.load(Ordering::Relaxed).saturating_add(inbox);
             let limit = self.flow_limit.load(Ordering::Relaxed);
             if used > limit {
-                self.gate.update(used, limit, &self.blocked_queues);
+                self.gate.update(used, limit, self.memory.blocked_queues_counter());
             }
         }
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

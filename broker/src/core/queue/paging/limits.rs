@@ -117,15 +117,15 @@ impl MemoryLimits {
         Arc::new(body)
     }
 
-    /// Bytes of message bodies that several queues hold, each counted once: part of
-    /// [`MemoryLimits::broker_used`], and in no queue's own figure.
+    /// Bytes of message bodies that several queues hold, each counted once: the part of
+    /// [`MemoryLimits::broker_used`] that no single queue's share of it holds.
     pub fn broker_shared(&self) -> usize {
         self.broker.shared.load(Ordering::Relaxed)
     }
 
     /// The broker's count of closed queue gates, for a queue's handle.
-    pub(in crate::core::queue) fn blocked_queues_counter(&self) -> Arc<AtomicUsize> {
-        self.broker.blocked_queues.clone()
+    pub(in crate::core::queue) fn blocked_queues_counter(&self) -> &AtomicUsize {
+        &self.broker.blocked_queues
     }
 
     /// Bytes every queue holds together.
